@@ -1,0 +1,27 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="sparktf",
+    version="0.1.0",
+    description="Distributed TensorFlow on Apache Spark with barrier execution",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["sparktf", "sparktf.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "pyspark>=4.0",
+        "tensorflow>=2.16",
+        "tf-keras>=2.16",
+        "pyarrow>=15",
+        "pandas>=2.2,<3",
+        "cloudpickle>=3.0",
+        "psutil>=5.9",
+        "hdfs>=2.7",
+        "mlxtend>=0.23",
+    ],
+    extras_require={"test": ["pytest>=8", "pytest-timeout>=2.3"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

@@ -1,0 +1,121 @@
+"""The ``ctx`` handed to ``main_fn``: who this node is and what it can do.
+
+Runs inside the TensorFlow node process. It never imports pyspark; tensorflow is imported
+only by the methods that need it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from sparktf.topology import NodeRole, chief_role, num_training_nodes
+
+
+@dataclass
+class NodeContext:
+    """What ``main_fn(args, ctx)`` knows about its node and cluster.
+
+    Attributes
+    ----------
+    job_name, task_index : str, int
+        This node's TensorFlow task (``"worker"``, 1).
+    cluster_spec : dict
+        Every job mapped to its tasks' ``"host:port"`` addresses.
+    tf_config : dict
+        The TF_CONFIG also set in ``os.environ["TF_CONFIG"]``.
+    num_workers : int
+        Nodes that train: chief/master plus workers.
+    rank : int
+        This node's Spark partition id (0 is the chief, or worker 0 without one).
+    host, port : str, int
+        This node's address (the port is reserved for its TensorFlow server).
+    num_cpus : int
+        CPUs of the Spark task; TensorFlow's thread pools are sized to it.
+    attempt : int
+        0 for the first launch of the cluster.
+    """
+
+    job_name: str
+    task_index: int
+    cluster_spec: dict
+    tf_config: dict
+    rank: int
+    host: str
+    port: int
+    num_cpus: int
+    attempt: int = 0
+    _stop_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    _training_done_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    _report_state: Callable[[str], None] = field(default=lambda state: None, repr=False)
+    _server: Any = field(default=None, repr=False)
+
+    @property
+    def role(self) -> NodeRole:
+        return NodeRole(self.job_name, self.task_index)
+
+    @property
+    def name(self) -> str:
+        """``"job:index"``, the tag on this node's log lines."""
+        return self.role.name
+
+    @property
+    def num_workers(self) -> int:
+        return num_training_nodes(self.cluster_spec)
+
+    @property
+    def is_chief(self) -> bool:
+        """True on the chief (or master; worker 0 when the cluster has neither)."""
+        return self.role == chief_role(self.cluster_spec)
+
+    def cluster_resolver(self):
+        """A ``tf.distribute.cluster_resolver.TFConfigClusterResolver`` for this node."""
+        import tensorflow as tf
+
+        return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+
+    def server_config(self):
+        """A ``tf.compat.v1.ConfigProto`` with thread pools sized to this task's CPUs."""
+        import tensorflow as tf
+
+        return tf.compat.v1.ConfigProto(
+            intra_op_parallelism_threads=self.num_cpus,
+            inter_op_parallelism_threads=max(2, self.num_cpus),
+        )
+
+    def start_server(self):
+        """Start (once) and return this node's TensorFlow server on its reserved port.
+
+        The same object as ``tf.compat.v1.train.Server``; use its ``target`` for a
+        ``MonitoredTrainingSession`` in between-graph training.
+        """
+        if self._server is None:
+            import tensorflow as tf
+
+            self._server = tf.distribute.Server(
+                tf.train.ClusterSpec(self.cluster_spec), job_name=self.job_name,
+                task_index=self.task_index, protocol="grpc", config=self.server_config(),
+                start=True)
+        return self._server
+
+    def serve(self) -> None:
+        """Run this node's TensorFlow server until the job's training is over.
+
+        This is what parameter servers do (sparktf calls it for them); workers of a TF2
+        ``ParameterServerStrategy`` cluster call it as their whole ``main_fn``. Returns once every
+        chief/worker that trains has returned, or the driver stops the job.
+        """
+        os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+        self.start_server()
+        self._report_state("serving")
+        self._stop_event.wait()
+
+    def training_done(self) -> bool:
+        """True once every chief/worker ``main_fn`` has returned (e.g. for an evaluator loop)."""
+        return self._training_done_event.is_set()
+
+    def wait_for_training_done(self, timeout: float | None = None) -> bool:
+        """Block until :meth:`training_done`, or ``timeout`` seconds; returns whether it is."""
+        return self._training_done_event.wait(timeout)

@@ -1,0 +1,108 @@
+"""Exceptions raised by sparktf.
+
+Every exception derives from :class:`SparkTFError`. Errors about bad input also derive from
+``ValueError`` (or ``TypeError``) so that generic handlers keep working; every message says what
+to change.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+class SparkTFError(Exception):
+    """Root of every error sparktf raises."""
+
+
+class ConfigError(SparkTFError, ValueError):
+    """An argument or a Spark setting is invalid; the message says what to change.
+
+    ``problems`` lists every problem found, when a preflight check found several at once.
+    """
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems = list(problems) or [message]
+
+    @classmethod
+    def from_problems(cls, problems: Sequence[str]) -> "ConfigError":
+        if len(problems) == 1:
+            return cls(problems[0], problems)
+        lines = "\n".join(f"  - {p}" for p in problems)
+        return cls(f"sparktf cannot start this job ({len(problems)} problems):\n{lines}", problems)
+
+
+class ClusterStateError(SparkTFError, RuntimeError):
+    """The cluster was used in a state that does not allow it (e.g. after shutdown)."""
+
+
+class NodeError(SparkTFError, RuntimeError):
+    """A TensorFlow node failed: its ``main_fn`` raised, or its process died.
+
+    Attributes
+    ----------
+    node : str
+        The node's name, ``"job:index"`` (e.g. ``"worker:1"``).
+    host : str or None
+        The host the node ran on.
+    exc_type : str or None
+        The name of the original exception type, when ``main_fn`` raised.
+    exc_message : str or None
+        The original exception's message.
+    output_tail : list of str
+        The last lines the node wrote to stdout/stderr.
+    """
+
+    def __init__(
+        self,
+        node: str,
+        host: str | None,
+        reason: str,
+        *,
+        exc_type: str | None = None,
+        exc_message: str | None = None,
+        traceback_text: str | None = None,
+        output_tail: Sequence[str] = (),
+        others: Sequence[str] = (),
+    ) -> None:
+        self.node = node
+        self.host = host
+        self.reason = reason
+        self.exc_type = exc_type
+        self.exc_message = exc_message
+        self.traceback_text = traceback_text
+        self.output_tail = list(output_tail)
+        self.others = list(others)
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = f"{self.node} on host {self.host}" if self.host else self.node
+        text = f"sparktf node {where} failed: {self.reason}"
+        if self.exc_type:
+            text += f"\n  {self.exc_type}: {self.exc_message}"
+        if self.others:
+            text += "\n  also failed: " + ", ".join(self.others)
+        if self.output_tail:
+            lines = "\n".join(f"    {line}" for line in self.output_tail)
+            text += f"\n  last {len(self.output_tail)} lines of {self.node}'s output:\n{lines}"
+        return text
+
+    def __reduce__(self):  # keep the error picklable with all its fields
+        return (
+            _rebuild_node_error,
+            (self.node, self.host, self.reason, self.exc_type, self.exc_message,
+             self.traceback_text, self.output_tail, self.others),
+        )
+
+
+def _rebuild_node_error(node, host, reason, exc_type, exc_message, tb, tail, others):
+    return NodeError(node, host, reason, exc_type=exc_type, exc_message=exc_message,
+                     traceback_text=tb, output_tail=tail, others=others)
+
+
+class SparkJobError(SparkTFError, RuntimeError):
+    """The Spark job that holds the TensorFlow nodes failed before any node reported why."""
+
+
+class ClusterTimeoutError(SparkTFError, TimeoutError):
+    """A wait (reservation, shutdown) ran past its timeout; the cluster was stopped."""

@@ -1,0 +1,127 @@
+"""The TensorFlow node process: ``python -m sparktf.node PARENT_PID``.
+
+Started by the node's supervisor with the :class:`~sparktf.spec.NodeSpec` pickled on stdin
+(a pipe from its parent, so trusted). It sets TF_CONFIG and the thread-pool variables, connects
+to the driver, then either serves (parameter servers) or runs ``main_fn``, reports the result
+or the error, and exits. It never imports pyspark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import sys
+import threading
+import traceback
+
+from sparktf import procs, protocol
+from sparktf.context import NodeContext
+from sparktf.spec import NodeSpec
+
+EXIT_DRIVER_LOST = 75
+
+
+def node_environment(spec: NodeSpec) -> dict[str, str]:
+    """Environment variables a node's process gets before any user code runs."""
+    cpus = str(spec.num_cpus)
+    env = {
+        "TF_CONFIG": json.dumps(spec.tf_config, sort_keys=True),
+        "TF_NUM_INTRAOP_THREADS": cpus,
+        "TF_NUM_INTEROP_THREADS": str(max(2, spec.num_cpus)),
+        "OMP_NUM_THREADS": cpus,
+        "SPARKTF_NODE": spec.name,
+    }
+    if spec.role.job in ("ps", "worker"):
+        # ParameterServerStrategy asks workers and ps to fail fast on unreachable peers.
+        env["GRPC_FAIL_FAST"] = "use_caller"
+    env.update(dict(spec.launch.env))
+    return env
+
+
+def _listen(chan: protocol.Channel, ctx: NodeContext) -> None:
+    """Apply the driver's messages; exit the process if the driver goes away."""
+    try:
+        while True:
+            msg = chan.recv()
+            kind = msg.get("type")
+            if kind == "training_done":
+                ctx._training_done_event.set()
+            elif kind == "stop":
+                ctx._training_done_event.set()
+                ctx._stop_event.set()
+    except (OSError, EOFError, pickle.UnpicklingError):
+        pass
+    if not ctx._stop_event.is_set():
+        print(f"sparktf: {ctx.name} lost its connection to the driver; exiting",
+              file=sys.stderr, flush=True)
+        os._exit(EXIT_DRIVER_LOST)
+
+
+def _call_main(spec: NodeSpec, ctx: NodeContext):
+    try:
+        main_fn, args, n_params = pickle.loads(spec.launch.payload)
+    except Exception as exc:
+        raise RuntimeError(
+            f"main_fn could not be loaded in the node process ({type(exc).__name__}: {exc}); "
+            "define it in the driver script or ship its module with --py-files") from exc
+    return main_fn(ctx) if n_params == 1 else main_fn(args, ctx)
+
+
+def _report_error(chan: protocol.Channel, exc: BaseException, where: str) -> None:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    print(text, file=sys.stderr, end="", flush=True)
+    chan.send({"type": "error", "where": where, "exc_type": type(exc).__name__,
+               "message": str(exc), "traceback": text})
+
+
+def run(spec: NodeSpec) -> int:
+    os.environ.update(node_environment(spec))
+    chan = protocol.connect(spec.launch.driver_address, spec.launch.secret,
+                            spec.launch.connect_timeout)
+    chan.send({"type": "hello", "role": "node", "node": spec.name, "pid": os.getpid(),
+               "host": spec.host, "port": spec.port})
+    ctx = NodeContext(
+        job_name=spec.role.job, task_index=spec.role.index, cluster_spec=spec.cluster_spec,
+        tf_config=spec.tf_config, rank=spec.rank, host=spec.host, port=spec.port,
+        num_cpus=spec.num_cpus, attempt=spec.launch.attempt,
+        _report_state=lambda state: chan.send({"type": "state", "state": state}))
+    threading.Thread(target=_listen, args=(chan, ctx), name="sparktf-control",
+                     daemon=True).start()
+    try:
+        value = None
+        if spec.role.job == "ps":
+            ctx.serve()
+        else:
+            value = _call_main(spec, ctx)
+    except BaseException as exc:  # noqa: BLE001 - everything is reported, then we exit
+        _report_error(chan, exc, "main_fn")
+        return 1
+    try:
+        chan.send({"type": "done", "value": value})
+    except Exception as exc:
+        err = TypeError(f"main_fn's return value cannot be pickled: {type(exc).__name__}: "
+                        f"{exc}; return plain data (numbers, strings, lists, dicts, arrays)")
+        _report_error(chan, err, "result")
+        return 1
+    return 0
+
+
+def main() -> None:
+    procs.die_with_parent(signal.SIGKILL, int(sys.argv[1]))
+    spec: NodeSpec = pickle.load(sys.stdin.buffer)
+    sys.stdin.close()
+    try:
+        code = run(spec)
+    except BaseException:  # noqa: BLE001 - the supervisor reports our exit and output
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # TF servers and collective threads cannot be shut down in-process; leave at once.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Driver-side checks made before any barrier stage starts; each problem says what to change.
+
+Spark's own check for too few task slots waits about ten minutes before failing a barrier job,
+and refuses barrier jobs under dynamic allocation only once they are submitted; these checks
+answer at once.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import time
+from typing import Any, Callable
+
+import cloudpickle
+
+
+def main_fn_params(main_fn: Any) -> tuple[int | None, str | None]:
+    """How many arguments ``main_fn`` takes (1: ``ctx``; 2: ``args, ctx``), or a problem."""
+    if not callable(main_fn):
+        return None, f"main_fn must be a function main_fn(args, ctx) or main_fn(ctx), got {main_fn!r}"
+    try:
+        sig = inspect.signature(main_fn)
+    except (TypeError, ValueError):
+        return 2, None  # a builtin or C callable: trust it with (args, ctx)
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return (2 if len(required) <= 2 else None), (
+            None if len(required) <= 2 else f"main_fn{sig} requires {len(required)} arguments")
+    if any(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params):
+        return None, f"main_fn{sig} has required keyword-only arguments; sparktf passes (args, ctx)"
+    if len(required) <= 1 and len(positional) == 1:
+        return 1, None
+    if len(required) <= 2 and len(positional) >= 2:
+        return 2, None
+    return None, (f"main_fn{sig} must take (args, ctx) or (ctx); "
+                  f"it takes {len(positional)} positional argument(s), {len(required)} required")
+
+
+def pickle_payload(main_fn: Callable, args: Any, n_params: int) -> tuple[bytes | None, str | None]:
+    """cloudpickle ``(main_fn, args, n_params)`` for the nodes, or say what cannot be pickled."""
+    try:
+        cloudpickle.dumps(args)
+    except Exception as exc:
+        return None, (f"args cannot be pickled ({type(exc).__name__}: {exc}); pass plain data "
+                      "(an argparse.Namespace, a dict, numbers, strings), not open files, locks, "
+                      "sockets or a SparkContext")
+    try:
+        return cloudpickle.dumps((main_fn, args, n_params)), None
+    except Exception as exc:
+        return None, (f"main_fn cannot be pickled ({type(exc).__name__}: {exc}); it must not "
+                      "capture a SparkContext, a SparkSession, locks or open files")
+
+
+_LOCAL = re.compile(r"^local\[(\d+|\*)(?:,\s*\d+)?\]$")
+_LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
+
+
+def expected_slots(master: str, conf: dict[str, str], cpu_count: int) -> int | None:
+    """Task slots the master will offer once every executor is up, when the conf says so."""
+    task_cpus = int(conf.get("spark.task.cpus", "1"))
+    if master == "local":
+        return 1
+    m = _LOCAL.match(master)
+    if m:
+        n = cpu_count if m.group(1) == "*" else int(m.group(1))
+        return n // task_cpus
+    m = _LOCAL_CLUSTER.match(master)
+    if m:
+        return int(m.group(1)) * (int(m.group(2)) // task_cpus)
+    if "spark.executor.instances" in conf and "spark.executor.cores" in conf:
+        return int(conf["spark.executor.instances"]) * (
+            int(conf["spark.executor.cores"]) // task_cpus)
+    return None
+
+
+def current_slots(sc) -> int:
+    """Task slots Spark's scheduler has right now (what its barrier check counts)."""
+    jsc = sc._jsc.sc()
+    try:
+        profile = jsc.resourceProfileManager().defaultResourceProfile()
+        return int(jsc.maxNumConcurrentTasks(profile))
+    except Exception:  # an older or different scheduler: fall back to the public estimate
+        return int(sc.defaultParallelism)
+
+
+def wait_for_slots(sc, wanted: int | None, timeout: float) -> int:
+    """Wait (executors register after the context starts) until ``wanted`` slots exist.
+
+    With ``wanted=None``, wait for the slots the conf promises, else for a count that has held
+    still for two seconds. Returns the slots seen last.
+    """
+    conf = dict(sc.getConf().getAll())
+    target = wanted or expected_slots(sc.master, conf, os.cpu_count() or 1)
+    deadline = time.monotonic() + timeout
+    last, stable_since = -1, time.monotonic()
+    while True:
+        slots = current_slots(sc)
+        now = time.monotonic()
+        if slots != last:
+            last, stable_since = slots, now
+        if target is not None and slots >= target:
+            return slots
+        if target is None and slots > 0 and now - stable_since >= 2.0:
+            return slots
+        if now >= deadline:
+            return slots
+        time.sleep(0.2)
+
+
+def spark_problems(sc, num_nodes: int | None, slot_timeout: float) -> tuple[list[str], int]:
+    """Problems with the Spark side, and the task slots found."""
+    problems = []
+    conf = sc.getConf()
+    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+        problems.append("spark.dynamicAllocation.enabled is true, and Spark refuses barrier "
+                        "jobs under dynamic allocation: submit with "
+                        "--conf spark.dynamicAllocation.enabled=false")
+    slots = wait_for_slots(sc, num_nodes, slot_timeout)
+    if num_nodes is not None and num_nodes > slots:
+        task_cpus = conf.get("spark.task.cpus", "1")
+        problems.append(
+            f"num_executors={num_nodes} needs {num_nodes} concurrent task slots, but the cluster "
+            f"({sc.master}) has {slots} (executor cores / spark.task.cpus={task_cpus}) after "
+            f"waiting {slot_timeout:g}s for executors: use num_executors <= {slots}, or add "
+            "executors or cores")
+    if slots < 1:
+        problems.append(f"the cluster ({sc.master}) has no task slots after waiting "
+                        f"{slot_timeout:g}s; check that executors started (Spark UI, executor logs)")
+    return problems, slots

@@ -1,0 +1,79 @@
+"""Process lifetime helpers: die with the parent, reap orphans, stop a whole tree.
+
+Linux provides ``prctl(PR_SET_PDEATHSIG)`` and ``prctl(PR_SET_CHILD_SUBREAPER)``; elsewhere
+these helpers do nothing and return ``False`` (the supervisor then falls back to polling its
+parent's pid).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+import psutil
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(option, value, 0, 0, 0) == 0
+
+
+def die_with_parent(sig: int, expected_parent: int) -> None:
+    """Have the kernel send ``sig`` to this process when its parent dies.
+
+    If the parent is already gone (it died before the call), exit at once.
+    """
+    _prctl(_PR_SET_PDEATHSIG, int(sig))
+    if os.getppid() != expected_parent:
+        os._exit(128 + int(signal.SIGTERM))
+
+
+def become_subreaper() -> bool:
+    """Orphaned descendants are re-parented to this process instead of init."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def kill_tree(root: psutil.Process | None = None, grace: float = 2.0,
+              include_root: bool = False) -> list[int]:
+    """Terminate every descendant of ``root`` (default: this process), then kill survivors.
+
+    Returns the pids that had to be killed with SIGKILL.
+    """
+    root = root or psutil.Process()
+    try:
+        procs = root.children(recursive=True)
+    except psutil.NoSuchProcess:
+        procs = []
+    if include_root:
+        procs.append(root)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace)
+    return [p.pid for p in alive]
+
+
+def describe_exit(code: int) -> str:
+    """'exited with code 3' or 'was killed by signal 9 (SIGKILL)'."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "unknown signal"
+        return f"was killed by signal {-code} ({name})"
+    return f"exited with code {code}"

@@ -1,0 +1,53 @@
+"""Plain-data descriptions shipped from the driver to the executors and nodes.
+
+Everything here pickles with the standard library alone (a test checks it), so the closure
+Spark ships to executors holds no driver objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sparktf.topology import NodeRole
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What every barrier task needs to start its node; built once on the driver."""
+
+    job_id: str
+    roles: tuple[NodeRole, ...]
+    driver_address: tuple[str, int]
+    secret: bytes = field(repr=False)
+    payload: bytes = field(repr=False)  # cloudpickle of (main_fn, args, n_params)
+    attempt: int = 0
+    connect_timeout: float = 30.0
+    stop_grace: float = 3.0
+    tail_lines: int = 40
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.roles)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node's launch description, built in its barrier task once addresses are known."""
+
+    launch: LaunchSpec
+    rank: int
+    host: str
+    port: int
+    cluster_spec: dict
+    tf_config: dict
+    num_cpus: int
+    python_path: tuple[str, ...] = ()
+
+    @property
+    def role(self) -> NodeRole:
+        return self.launch.roles[self.rank]
+
+    @property
+    def name(self) -> str:
+        return self.role.name

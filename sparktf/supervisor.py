@@ -1,0 +1,127 @@
+"""A node's supervisor: ``python -m sparktf.supervisor PARENT_PID``.
+
+The barrier task starts it (in a session of its own) with the node's spec pickled on stdin.
+The supervisor is small and imports neither pyspark nor tensorflow, so it can always react:
+
+* it gets SIGTERM when the barrier task's process dies, however it dies (``PR_SET_PDEATHSIG``),
+  and is the subreaper of everything below it, so orphans of the TF process come back to it;
+* it starts the TF process (``sparktf.node``), which itself dies with SIGKILL if the
+  supervisor goes;
+* it streams the TF process's stdout and stderr to the driver line by line, keeping a tail;
+* when the TF process exits, or the driver says ``abort``, or a signal arrives, it stops every
+  descendant (SIGTERM, then SIGKILL) and reports the exit code and the tail to the driver.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+from typing import IO
+
+from sparktf import procs, protocol
+from sparktf.spec import NodeSpec
+
+EXIT_ABORTED = 70
+
+
+class Supervisor:
+    def __init__(self, spec: NodeSpec, chan: protocol.Channel) -> None:
+        self.spec = spec
+        self.chan = chan
+        self.tail: collections.deque[str] = collections.deque(maxlen=spec.launch.tail_lines)
+        self.child: subprocess.Popen | None = None
+        self.aborted = threading.Event()
+
+    def _send(self, message: dict) -> None:
+        try:
+            self.chan.send(message)
+        except OSError:
+            pass  # the driver is gone; the listener thread handles that
+
+    def _pump(self, stream: IO[bytes], name: str) -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.tail.append(line)
+            self._send({"type": "log", "stream": name, "line": line})
+        stream.close()
+
+    def _listen(self) -> None:
+        try:
+            while True:
+                if self.chan.recv().get("type") == "abort":
+                    break
+        except (OSError, EOFError, pickle.UnpicklingError):
+            pass  # lost the driver: nobody can use this node any more
+        self.aborted.set()
+        self.stop_children()
+
+    def stop_children(self) -> None:
+        procs.kill_tree(grace=self.spec.launch.stop_grace)
+
+    def start_child(self) -> None:
+        env = dict(os.environ)
+        if self.spec.python_path:
+            env["PYTHONPATH"] = os.pathsep.join(self.spec.python_path)
+        env["PYTHONUNBUFFERED"] = "1"
+        self.child = subprocess.Popen(
+            [sys.executable, "-m", "sparktf.node", str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        assert self.child.stdin is not None
+        self.child.stdin.write(pickle.dumps(self.spec, protocol=pickle.HIGHEST_PROTOCOL))
+        self.child.stdin.close()
+
+    def run(self) -> int:
+        self.start_child()
+        child = self.child
+        assert child is not None and child.stdout is not None and child.stderr is not None
+        pumps = [threading.Thread(target=self._pump, args=(s, n), daemon=True)
+                 for s, n in ((child.stdout, "stdout"), (child.stderr, "stderr"))]
+        for t in pumps:
+            t.start()
+        threading.Thread(target=self._listen, daemon=True).start()
+        code = child.wait()
+        for t in pumps:
+            t.join(timeout=5)
+        self.stop_children()  # whatever the TF process left behind
+        if self.aborted.is_set() and code != 0:
+            code = code if code < 0 else EXIT_ABORTED
+        self._send({"type": "exit", "code": code, "aborted": self.aborted.is_set(),
+                    "tail": list(self.tail)})
+        self.chan.close()
+        return code
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    # Our parent (the Spark task) died or Spark is stopping us: take the whole tree down.
+    procs.kill_tree(grace=1.0)
+    os._exit(128 + signum)
+
+
+def main() -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, _on_signal)
+    procs.die_with_parent(signal.SIGTERM, int(sys.argv[1]))
+    procs.become_subreaper()
+    spec: NodeSpec = pickle.load(sys.stdin.buffer)
+    sys.stdin.close()
+    try:
+        chan = protocol.connect(spec.launch.driver_address, spec.launch.secret,
+                                spec.launch.connect_timeout)
+    except (OSError, protocol.AuthenticationError) as exc:
+        host, port = spec.launch.driver_address
+        print(f"sparktf: node {spec.name} cannot reach the driver at {host}:{port}: {exc}. "
+              "Check that executors can connect to spark.driver.host.", file=sys.stderr)
+        sys.exit(2)
+    chan.send({"type": "hello", "role": "agent", "node": spec.name, "pid": os.getpid(),
+               "host": spec.host, "port": spec.port})
+    code = Supervisor(spec, chan).run()
+    sys.exit(0 if code == 0 else 1)
+
+
+if __name__ == "__main__":
+    main()
