@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import enum
 import logging
+import re
 import sys
 import threading
 import time
@@ -66,6 +67,7 @@ class _Node:
     error_at: float | None = None
     exit: dict | None = None
     lost: bool = False
+    failed_at: float | None = None  # when the driver first saw this node fail
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=40))
     chans: dict = field(default_factory=dict)  # "node"/"agent" -> Channel
 
@@ -149,8 +151,11 @@ class Cluster:
                 self.results[node] = n.value
             elif kind == "error":
                 n.error, n.error_at = msg, time.monotonic()
+                n.failed_at = n.failed_at or n.error_at
             elif kind == "exit":
                 n.exit = msg
+                if msg["code"] != 0:
+                    n.failed_at = n.failed_at or time.monotonic()
             self._cond.notify_all()
 
     def on_disconnect(self, node: str, role: str) -> None:
@@ -159,6 +164,7 @@ class Cluster:
             n.chans.pop(role, None)
             if role == "agent" and n.exit is None:
                 n.lost = True
+                n.failed_at = n.failed_at or time.monotonic()
             self._cond.notify_all()
 
     def _print(self, node: str, stream: str, line: str) -> None:
@@ -240,9 +246,12 @@ class Cluster:
             if exited_badly or settled_error or n.lost:
                 failed.append(n)
         if failed:
+            failed.sort(key=lambda f: f.failed_at or now)  # blame the first to fail
             return self._node_error(failed[0], [f.role.name for f in failed[1:]])
         if self._job_done and self._job_error is not None:
-            return SparkJobError(_spark_error_text(self._job_error))
+            if now - self._job_done_at < ERROR_SETTLE_SECS:
+                return None  # the nodes' own reports say more than Spark's; let them arrive
+            return SparkJobError(_spark_error_text(self._job_error, self.roles))
         if (self._job_done and now - self._job_done_at >= ERROR_SETTLE_SECS
                 and any(n.exit is None for n in self._nodes.values())):
             missing = [n.role.name for n in self._nodes.values() if n.exit is None]
@@ -390,12 +399,16 @@ def _abort_quietly(sc, job_id: str, server: ControlServer) -> None:
     server.close()
 
 
-def _spark_error_text(exc: BaseException) -> str:
-    text = str(exc)
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("at ")]
-    ours = [ln for ln in lines if "sparktf" in ln]
-    head = (ours or lines)[:8]
-    return "the Spark job holding the TensorFlow nodes failed:\n  " + "\n  ".join(head)
+def _spark_error_text(exc: BaseException, roles: tuple[NodeRole, ...]) -> str:
+    """The few lines of a Spark job failure worth reading, naming the node when Spark does."""
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    keep = [ln for ln in lines if ln and not ln.startswith(("at ", "...", "File ", "^"))
+            and ("Exception" in ln or "Error" in ln or "sparktf node" in ln)]
+    text = "the Spark job holding the TensorFlow nodes failed"
+    m = re.search(r"Task (\d+) in stage", str(exc))
+    if m and int(m.group(1)) < len(roles):
+        text += f" in the task of node {roles[int(m.group(1))].name}"
+    return text + ":\n  " + "\n  ".join(keep[:6] or lines[:6])
 
 
 def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = None,

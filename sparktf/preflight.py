@@ -94,7 +94,9 @@ def wait_for_slots(sc, wanted: int | None, timeout: float) -> int:
     still for two seconds. Returns the slots seen last.
     """
     conf = dict(sc.getConf().getAll())
-    target = wanted or expected_slots(sc.master, conf, os.cpu_count() or 1)
+    promised = expected_slots(sc.master, conf, os.cpu_count() or 1)
+    # Never wait for more slots than the master will ever offer: fail fast instead.
+    target = min(filter(None, (wanted, promised)), default=None)
     deadline = time.monotonic() + timeout
     last, stable_since = -1, time.monotonic()
     while True:
@@ -111,14 +113,20 @@ def wait_for_slots(sc, wanted: int | None, timeout: float) -> int:
         time.sleep(0.2)
 
 
-def spark_problems(sc, num_nodes: int | None, slot_timeout: float) -> tuple[list[str], int]:
-    """Problems with the Spark side, and the task slots found."""
+def conf_problems(conf) -> list[str]:
+    """Spark settings under which a barrier job cannot run (``conf``: a SparkConf)."""
     problems = []
-    conf = sc.getConf()
-    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+    if (conf.get("spark.dynamicAllocation.enabled") or "false").lower() == "true":
         problems.append("spark.dynamicAllocation.enabled is true, and Spark refuses barrier "
                         "jobs under dynamic allocation: submit with "
                         "--conf spark.dynamicAllocation.enabled=false")
+    return problems
+
+
+def spark_problems(sc, num_nodes: int | None, slot_timeout: float) -> tuple[list[str], int]:
+    """Problems with the Spark side, and the task slots found."""
+    conf = sc.getConf()
+    problems = conf_problems(conf)
     slots = wait_for_slots(sc, num_nodes, slot_timeout)
     if num_nodes is not None and num_nodes > slots:
         task_cpus = conf.get("spark.task.cpus", "1")

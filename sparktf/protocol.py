@@ -79,7 +79,11 @@ def client_handshake(sock: socket.socket, secret: bytes, timeout: float) -> None
         raise AuthenticationError("the peer is not a sparktf driver")
     nonce = secrets.token_bytes(NONCE_LEN)
     sock.sendall(_mac(secret, b"client", hello[len(MAGIC):]) + nonce)
-    if not hmac.compare_digest(_recv_exact(sock, MAC_LEN), _mac(secret, b"server", nonce)):
+    try:
+        proof = _recv_exact(sock, MAC_LEN)
+    except ChannelClosed:
+        raise AuthenticationError("the driver refused this job secret") from None
+    if not hmac.compare_digest(proof, _mac(secret, b"server", nonce)):
         raise AuthenticationError("the driver failed the challenge: wrong job secret")
     sock.settimeout(None)
 

@@ -1,0 +1,106 @@
+"""Plain main_fn's (no TensorFlow) used by the Spark tests; shipped to nodes by value."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def describe(args, ctx):
+    """Everything a node knows about itself, as plain data."""
+    return {
+        "name": ctx.name, "job": ctx.job_name, "index": ctx.task_index, "rank": ctx.rank,
+        "is_chief": ctx.is_chief, "num_workers": ctx.num_workers,
+        "cluster_spec": ctx.cluster_spec, "tf_config": json.loads(os.environ["TF_CONFIG"]),
+        "host": ctx.host, "port": ctx.port, "pid": os.getpid(), "args": args,
+        "intra": os.environ.get("TF_NUM_INTRAOP_THREADS"),
+        "inter": os.environ.get("TF_NUM_INTEROP_THREADS"),
+        "num_cpus": ctx.num_cpus,
+    }
+
+
+def describe_ctx_only(ctx):
+    return {"name": ctx.name, "tf_config": json.loads(os.environ["TF_CONFIG"])}
+
+
+def chatty(args, ctx):
+    for i in range(3):
+        print(f"line {i} from {ctx.name}", flush=True)
+    print(f"an error line from {ctx.name}", file=sys.stderr, flush=True)
+    return ctx.name
+
+
+def port_is_held(args, ctx):
+    """A plain bind to this node's published port must fail while the node runs."""
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", ctx.port))
+            return {"port": ctx.port, "held": False}
+        except OSError as exc:
+            return {"port": ctx.port, "held": True, "errno": exc.errno}
+
+
+def raise_on(args, ctx):
+    """Raise ``args['exc']`` on node ``args['node']``; every other node waits."""
+    if ctx.name == args["node"]:
+        print(f"about to fail on {ctx.name}", flush=True)
+        time.sleep(args.get("delay", 0))
+        raise ValueError(args["message"])
+    time.sleep(args.get("others_sleep", 120))
+    return "should have been stopped"
+
+
+def sigkill_self_on(args, ctx):
+    if ctx.name == args["node"]:
+        print("dying now", flush=True)
+        time.sleep(args.get("delay", 0))
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(120)
+
+
+def unpicklable_result(args, ctx):
+    import threading
+
+    return threading.Lock()
+
+
+def spawn_tree_and_wait(args, ctx):
+    """Start a grandchild in its own session, record the pids, then wait to be killed."""
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                                  start_new_session=True)
+    record = {"node": os.getpid(), "grandchild": grandchild.pid, "supervisor": os.getppid(),
+              "task_worker": _parent_of(os.getppid())}
+    path = os.path.join(args["dir"], ctx.name.replace(":", "_") + ".json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f)
+    os.replace(path + ".tmp", path)
+    time.sleep(300)
+
+
+def _parent_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def serve_then_return(args, ctx):
+    """Workers serve until the chief returns (the TF2 ParameterServerStrategy shape)."""
+    if ctx.job_name == "worker":
+        ctx.serve()
+        return "served"
+    time.sleep(args.get("chief_secs", 1))
+    return "chief done"
+
+
+def evaluator_waits(args, ctx):
+    if ctx.job_name == "evaluator":
+        ok = ctx.wait_for_training_done(timeout=60)
+        return {"saw_training_done": ok}
+    time.sleep(args.get("secs", 0.5))
+    return ctx.name
+
+
+def sleep_forever(args, ctx):
+    time.sleep(600)

@@ -1,0 +1,190 @@
+"""sparktf.run on a real local[4] SparkContext: roles, TF_CONFIG, results, logs, errors,
+fail-fast checks, and that no process of a job outlives it."""
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import jobs
+import sparktf
+from conftest import pid_alive, port_is_free, sparktf_processes, wait_until
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def test_trivial_job_returns_the_chiefs_value_and_every_result(sc_local):
+    cluster = sparktf.run(sc_local, jobs.describe, {"lr": 0.1}, num_executors=2)
+    assert cluster.status is sparktf.Status.RUNNING
+    chief = cluster.shutdown()
+    assert chief["name"] == "chief:0" and chief["is_chief"] and chief["args"] == {"lr": 0.1}
+    assert set(cluster.results) == {"chief:0", "worker:0"}
+    assert cluster.results["worker:0"]["is_chief"] is False
+    assert cluster.status is sparktf.Status.FINISHED
+    assert cluster.shutdown() == chief  # safe to call twice
+
+
+@pytest.mark.parametrize("kwargs, expected_jobs", [
+    (dict(num_executors=4, num_ps=1), {"chief": 1, "worker": 2, "ps": 1}),
+    (dict(num_executors=3, master_node=None), {"worker": 3}),
+    (dict(num_executors=4, num_ps=1, master_node="master", eval_node=True),
+     {"master": 1, "worker": 1, "ps": 1, "evaluator": 1}),
+])
+def test_every_node_gets_a_complete_tf_config(sc_local, kwargs, expected_jobs):
+    cluster = sparktf.run(sc_local, jobs.evaluator_waits if kwargs.get("eval_node")
+                          else jobs.describe, {}, **kwargs)
+    if kwargs.get("eval_node"):
+        cluster.shutdown()
+        assert cluster.results["evaluator:0"] == {"saw_training_done": True}
+        cluster = sparktf.run(sc_local, jobs.describe, {}, **dict(kwargs, eval_node=False))
+        expected_jobs = {k: v for k, v in expected_jobs.items() if k != "evaluator"}
+        expected_jobs["worker"] += 1
+    cluster.shutdown()
+    described = {name: r for name, r in cluster.results.items() if r is not None}
+    specs = {json.dumps(r["tf_config"]["cluster"], sort_keys=True) for r in described.values()}
+    assert len(specs) == 1  # every node sees the same, complete cluster
+    spec = json.loads(specs.pop())
+    assert {job: len(tasks) for job, tasks in spec.items()} == expected_jobs
+    ports = [int(a.rsplit(":", 1)[1]) for tasks in spec.values() for a in tasks]
+    assert len(set(ports)) == len(ports)
+    for name, r in described.items():
+        job, index = name.split(":")
+        assert r["tf_config"]["task"] == {"type": job, "index": int(index)}
+        assert spec[job][int(index)] == f"{r['host']}:{r['port']}"
+        assert r["num_workers"] == sum(len(spec.get(j, [])) for j in ("chief", "master", "worker"))
+    assert "ps:0" not in described or cluster.results["ps:0"] is None
+
+
+def test_main_fn_with_ctx_only(sc_local):
+    with sparktf.run(sc_local, jobs.describe_ctx_only, num_executors=2, master_node=None) as c:
+        pass
+    assert c.results["worker:1"]["tf_config"]["task"] == {"type": "worker", "index": 1}
+
+
+def test_default_num_executors_uses_every_slot(sc_local):
+    cluster = sparktf.run(sc_local, jobs.describe_ctx_only)
+    cluster.shutdown()
+    assert len(cluster.results) == 4
+
+
+def test_thread_pools_are_sized_to_the_task_cpus(sc_local):
+    result = sparktf.run(sc_local, jobs.describe, num_executors=1).shutdown()
+    assert result["num_cpus"] == 1
+    assert result["intra"] == "1" and result["inter"] == "2"
+
+
+def test_node_logs_reach_the_driver_tagged(sc_local, capfd):
+    sparktf.run(sc_local, jobs.chatty, num_executors=2).shutdown()
+    out, err = capfd.readouterr()
+    for node in ("chief:0", "worker:0"):
+        for i in range(3):
+            assert f"[{node}] line {i} from {node}\n" in out
+        assert f"[{node}] an error line from {node}\n" in err
+
+
+def test_published_port_stays_reserved_and_is_freed(sc_local):
+    cluster = sparktf.run(sc_local, jobs.port_is_held, num_executors=2)
+    cluster.shutdown()
+    for result in cluster.results.values():
+        assert result["held"] is True, result
+        assert wait_until(lambda: port_is_free(result["port"]))
+
+
+def test_worker_serves_until_the_chief_returns(sc_local):
+    cluster = sparktf.run(sc_local, jobs.serve_then_return, {"chief_secs": 1}, num_executors=3,
+                          num_ps=1)
+    assert cluster.shutdown() == "chief done"
+    assert cluster.results == {"chief:0": "chief done", "worker:0": "served", "ps:0": None}
+
+
+def test_main_fn_error_names_node_type_message_and_output(sc_local):
+    args = {"node": "worker:1", "message": "bad learning rate 42"}
+    start = time.monotonic()
+    cluster = sparktf.run(sc_local, jobs.raise_on, args, num_executors=3, master_node=None)
+    with pytest.raises(sparktf.NodeError) as err:
+        cluster.shutdown()
+    assert time.monotonic() - start < 30
+    e = err.value
+    assert e.node == "worker:1" and e.host == "127.0.0.1"
+    assert e.exc_type == "ValueError" and e.exc_message == "bad learning rate 42"
+    text = str(e)
+    assert "worker:1 on host 127.0.0.1" in text and "ValueError: bad learning rate 42" in text
+    assert "about to fail on worker:1" in text  # the tail of its output
+    assert cluster.status is sparktf.Status.FAILED
+    with pytest.raises(sparktf.NodeError):  # and again: same error, no hang
+        cluster.shutdown()
+
+
+def test_a_node_killed_by_a_signal_is_reported(sc_local):
+    cluster = sparktf.run(sc_local, jobs.sigkill_self_on, {"node": "worker:0", "delay": 1},
+                          num_executors=2)
+    with pytest.raises(sparktf.NodeError) as err:
+        cluster.shutdown(timeout=60)
+    assert err.value.node == "worker:0"
+    assert "killed by signal 9 (SIGKILL)" in str(err.value)
+    assert "dying now" in str(err.value)
+
+
+def test_unpicklable_return_value_is_an_error(sc_local):
+    with pytest.raises(sparktf.NodeError, match="return value cannot be pickled"):
+        sparktf.run(sc_local, jobs.unpicklable_result, num_executors=1).shutdown()
+
+
+def test_shutdown_timeout_stops_everything(sc_local):
+    cluster = sparktf.run(sc_local, jobs.sleep_forever, num_executors=2)
+    with pytest.raises(sparktf.ClusterTimeoutError, match="still running"):
+        cluster.shutdown(timeout=2)
+
+
+def test_with_block_that_raises_stops_the_cluster(sc_local):
+    with pytest.raises(KeyError):
+        with sparktf.run(sc_local, jobs.sleep_forever, num_executors=2):
+            raise KeyError("user code failed")
+
+
+def test_sigkill_of_the_spark_python_worker_kills_the_whole_node_tree(sc_local, tmp_path):
+    cluster = sparktf.run(sc_local, jobs.spawn_tree_and_wait, {"dir": str(tmp_path)},
+                          num_executors=2)
+    files = [tmp_path / "chief_0.json", tmp_path / "worker_0.json"]
+    assert wait_until(lambda: all(f.exists() for f in files), timeout=30)
+    pids = {f.stem: json.loads(f.read_text()) for f in files}
+    os.kill(pids["worker_0"]["task_worker"], signal.SIGKILL)  # the Spark Python worker
+    start = time.monotonic()
+    with pytest.raises(sparktf.NodeError) as err:
+        cluster.shutdown(timeout=60)
+    assert time.monotonic() - start < 15
+    assert err.value.node == "worker:0"
+    everything = [pid for node in pids.values()
+                  for key, pid in node.items() if key != "task_worker"]
+    assert wait_until(lambda: not any(pid_alive(p) for p in everything), timeout=10), \
+        {p: pid_alive(p) for p in everything}
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(num_executors=5), "num_executors=5 needs 5 concurrent task slots"),
+    (dict(num_executors=2, num_ps=2), "num_ps=2 leaves no node to train"),
+    (dict(num_executors=2, master_node="boss"), "master_node must be one of"),
+    (dict(main_fn=lambda a, b, c: None), "must take (args, ctx) or (ctx)"),
+    (dict(main_fn="not a function"), "main_fn must be a function"),
+    (dict(args=threading.Lock()), "args cannot be pickled"),
+    (dict(input_mode="spark"), "input_mode must be a sparktf.InputMode"),
+])
+def test_fail_fast_with_a_message_that_says_what_to_change(sc_local, kwargs, fragment):
+    call = dict(main_fn=jobs.describe, args=None)
+    call.update(kwargs)
+    start = time.monotonic()
+    with pytest.raises(sparktf.ConfigError) as err:
+        sparktf.run(sc_local, call.pop("main_fn"), call.pop("args"), **call)
+    assert fragment in str(err.value)
+    assert time.monotonic() - start < 5
+    assert not sparktf_processes()
+
+
+def test_all_problems_reported_at_once(sc_local):
+    with pytest.raises(sparktf.ConfigError) as err:
+        sparktf.run(sc_local, "nope", threading.Lock(), num_executors=9, num_ps=9)
+    assert len(err.value.problems) >= 3
+    assert "3 problems" in str(err.value) or "4 problems" in str(err.value)

@@ -1,0 +1,117 @@
+"""Preflight checks and the layering of the package, without a SparkContext."""
+
+import pickle
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from sparktf import preflight, topology
+from sparktf.executor import build_node_spec, gather_addresses, node_task
+from sparktf.spec import LaunchSpec
+
+
+def two(args, ctx): ...
+def one(ctx): ...
+def one_with_default(ctx, extra=None): ...
+def two_with_defaults(args, ctx=None, extra=None): ...
+def varargs(*a): ...
+def three(a, b, c): ...
+def none(): ...
+def kwonly(args, ctx, *, must): ...
+
+
+@pytest.mark.parametrize("fn, n", [
+    (two, 2), (one, 1), (one_with_default, 2), (two_with_defaults, 2), (varargs, 2),
+    (lambda ctx: None, 1), (lambda args, ctx: None, 2),
+])
+def test_accepted_main_fn_signatures(fn, n):
+    assert preflight.main_fn_params(fn) == (n, None)
+
+
+@pytest.mark.parametrize("fn, fragment", [
+    (three, "must take (args, ctx) or (ctx)"),
+    (none, "must take (args, ctx) or (ctx)"),
+    (kwonly, "required keyword-only"),
+    ("main", "main_fn must be a function"),
+    (None, "main_fn must be a function"),
+])
+def test_rejected_main_fn_signatures(fn, fragment):
+    n, problem = preflight.main_fn_params(fn)
+    assert n is None and fragment in problem
+
+
+def test_unpicklable_args_are_named():
+    payload, problem = preflight.pickle_payload(two, {"lock": threading.Lock()}, 2)
+    assert payload is None and "args cannot be pickled" in problem and "lock" in problem
+
+
+def test_main_fn_capturing_a_lock_is_named():
+    lock = threading.Lock()
+    payload, problem = preflight.pickle_payload(lambda ctx: lock, None, 1)
+    assert payload is None and "main_fn cannot be pickled" in problem
+
+
+@pytest.mark.parametrize("master, conf, cpus, expected", [
+    ("local", {}, 8, 1),
+    ("local[4]", {}, 8, 4),
+    ("local[*]", {}, 8, 8),
+    ("local[4, 2]", {}, 8, 4),
+    ("local[4]", {"spark.task.cpus": "2"}, 8, 2),
+    ("local-cluster[2,1,1024]", {}, 8, 2),
+    ("local-cluster[3, 2, 512]", {"spark.task.cpus": "2"}, 8, 3),
+    ("spark://127.0.0.1:7077", {}, 8, None),
+    ("yarn", {"spark.executor.instances": "4", "spark.executor.cores": "2"}, 8, 8),
+])
+def test_expected_slots(master, conf, cpus, expected):
+    assert preflight.expected_slots(master, conf, cpus) == expected
+
+
+def test_conf_problems_dynamic_allocation():
+    from pyspark import SparkConf
+
+    conf = SparkConf(loadDefaults=False).set("spark.dynamicAllocation.enabled", "true")
+    problems = preflight.conf_problems(conf)
+    assert len(problems) == 1
+    assert "--conf spark.dynamicAllocation.enabled=false" in problems[0]
+    assert preflight.conf_problems(SparkConf(loadDefaults=False)) == []
+
+
+def test_the_shipped_closure_is_plain_data():
+    launch = LaunchSpec(job_id="j", roles=topology.assign_roles(3, 1), secret=b"s" * 32,
+                        driver_address=("127.0.0.1", 1), payload=b"p")
+    assert pickle.loads(pickle.dumps(launch)) == launch  # standard pickle, no driver objects
+    import cloudpickle
+
+    fn = cloudpickle.loads(cloudpickle.dumps(node_task(launch)))
+    assert callable(fn)
+
+
+def test_node_spec_from_gathered_addresses():
+    launch = LaunchSpec(job_id="j", roles=topology.assign_roles(3, 1), secret=b"s" * 32,
+                        driver_address=("127.0.0.1", 1), payload=b"p")
+    published = ['{"rank": 2, "host": "::1", "port": 3}', '{"rank": 0, "host": "a", "port": 1}',
+                 '{"rank": 1, "host": "b", "port": 2}']
+    addresses = gather_addresses(published, 3)
+    assert addresses == ["a:1", "b:2", "[::1]:3"]
+    spec = build_node_spec(launch, 2, addresses, num_cpus=2, python_path=["/nonexistent"])
+    assert spec.name == "ps:0" and spec.host == "::1" and spec.port == 3
+    assert spec.tf_config["task"] == {"type": "ps", "index": 0}
+    assert spec.cluster_spec == {"chief": ["a:1"], "worker": ["b:2"], "ps": ["[::1]:3"]}
+    assert spec.python_path == ()
+    with pytest.raises(RuntimeError, match="expected ranks 0..2"):
+        gather_addresses(published[:2], 3)
+
+
+@pytest.mark.parametrize("module, forbidden", [
+    ("sparktf", "tensorflow"),          # the driver side never imports TF
+    ("sparktf.node", "pyspark"),        # the TF side never imports Spark
+    ("sparktf.supervisor", "pyspark"),
+    ("sparktf.supervisor", "tensorflow"),
+    ("sparktf.context", "pyspark"),
+])
+def test_layering(module, forbidden):
+    code = f"import sys, {module}; print({forbidden!r} in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,121 @@
+"""main_fn's that really train a small model, one per TF programming model.
+
+They run inside sparktf's node processes; the tests pickle this module by value, so it need
+not be importable on the executors. The model: linear regression y = x . [1, 2, 3, 4] + 0.5,
+which every topology learns to a small loss in a few dozen steps.
+"""
+
+import os
+
+TRUE_W = [1.0, 2.0, 3.0, 4.0]
+TRUE_B = 0.5
+
+
+def _data(n=512, seed=0):
+    import numpy as np
+
+    rng = np.random.RandomState(seed)
+    x = rng.randn(n, 4).astype("float32")
+    y = (x @ np.array(TRUE_W, "float32")[:, None] + TRUE_B).astype("float32")
+    return x, y
+
+
+def mwms_keras(args, ctx):
+    """Synchronous all-reduce: MultiWorkerMirroredStrategy + tf-keras model.fit (num_ps=0)."""
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+    import tf_keras as keras
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = keras.Sequential([keras.layers.Dense(1, input_shape=(4,))])
+        model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    x, y = _data(seed=ctx.task_index)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat()
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    hist = model.fit(ds.with_options(options), epochs=args["epochs"], steps_per_epoch=20,
+                     verbose=0)
+    return {"loss": [float(v) for v in hist.history["loss"]],
+            "num_replicas": strategy.num_replicas_in_sync,
+            "kernel": model.get_weights()[0].ravel().tolist()}
+
+
+def ps_strategy_keras(args, ctx):
+    """TF2 ParameterServerStrategy: the chief coordinates, workers only serve."""
+    if ctx.job_name == "worker":
+        ctx.serve()
+        return None
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+    import tf_keras as keras
+
+    strategy = tf.distribute.experimental.ParameterServerStrategy(ctx.cluster_resolver())
+    with strategy.scope():
+        model = keras.Sequential([keras.layers.Dense(1, input_shape=(4,))])
+        model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", steps_per_execution=5)
+
+    def dataset_fn(input_context):
+        x, y = _data(seed=input_context.input_pipeline_id)
+        return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(512).batch(32).repeat()
+
+    hist = model.fit(keras.utils.experimental.DatasetCreator(dataset_fn),
+                     epochs=args["epochs"], steps_per_epoch=20, verbose=0)
+    variables = {v.name: v.device for v in model.trainable_variables}
+    return {"loss": [float(v) for v in hist.history["loss"]], "variable_devices": variables,
+            "kernel": model.get_weights()[0].ravel().tolist()}
+
+
+def async_between_graph(args, ctx):
+    """Classic TF1 asynchronous between-graph replication through tf.compat.v1."""
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+    server = ctx.start_server()
+    cluster = tf.train.ClusterSpec(ctx.cluster_spec)
+    worker_device = f"/job:{ctx.job_name}/task:{ctx.task_index}"
+    with v1.device(v1.train.replica_device_setter(worker_device=worker_device, cluster=cluster)):
+        global_step = v1.train.get_or_create_global_step()
+        x = v1.placeholder(tf.float32, [None, 4])
+        y = v1.placeholder(tf.float32, [None, 1])
+        w = v1.get_variable("w", [4, 1], initializer=v1.zeros_initializer())
+        b = v1.get_variable("b", [1], initializer=v1.zeros_initializer())
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+        train_op = v1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=global_step)
+    xs, ys = _data(seed=ctx.task_index + 1)
+    config = v1.ConfigProto(device_filters=["/job:ps", worker_device])
+    hooks = [v1.train.StopAtStepHook(last_step=args["steps"])]
+    my_steps = 0
+    if ctx.is_chief:
+        creator = v1.train.ChiefSessionCreator(master=server.target, config=config)
+    else:
+        creator = _FastWorkerSessionCreator(master=server.target, config=config)
+    with v1.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
+        while not sess.should_stop():
+            i = (my_steps * 32) % 480
+            _, step, value = sess.run([train_op, global_step, loss],
+                                      {x: xs[i:i + 32], y: ys[i:i + 32]})
+            my_steps += 1
+    return {"global_step": int(step), "my_steps": my_steps, "loss": float(value),
+            "w_device": w.device}
+
+
+def _FastWorkerSessionCreator(**kwargs):
+    """A WorkerSessionCreator that checks every second (not 30 s) whether the chief is ready."""
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+
+    class Creator(v1.train.WorkerSessionCreator):
+        def _get_session_manager(self):
+            if self._session_manager is None:
+                self._session_manager = v1.train.SessionManager(
+                    local_init_op=self._scaffold.local_init_op,
+                    local_init_feed_dict=self._scaffold.local_init_feed_dict,
+                    ready_op=self._scaffold.ready_op,
+                    ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+                    graph=tf.compat.v1.get_default_graph(), recovery_wait_secs=1)
+            return self._session_manager
+
+    return Creator(**kwargs)
