@@ -71,6 +71,8 @@ def expected_slots(master: str, conf: dict[str, str], cpu_count: int) -> int | N
     m = _LOCAL_CLUSTER.match(master)
     if m:
         return int(m.group(1)) * (int(m.group(2)) // task_cpus)
+    if "spark.cores.max" in conf:  # standalone / Mesos cap on the application's cores
+        return int(conf["spark.cores.max"]) // task_cpus
     if "spark.executor.instances" in conf and "spark.executor.cores" in conf:
         return int(conf["spark.executor.instances"]) * (
             int(conf["spark.executor.cores"]) // task_cpus)

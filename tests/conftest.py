@@ -26,7 +26,7 @@ cloudpickle.register_pickle_by_value(jobs)
 cloudpickle.register_pickle_by_value(tf_jobs)
 
 #: Quiet TensorFlow's C++ start-up messages in the nodes.
-TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
 
 
 class _SparkPool:

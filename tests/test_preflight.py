@@ -62,6 +62,7 @@ def test_main_fn_capturing_a_lock_is_named():
     ("local-cluster[2,1,1024]", {}, 8, 2),
     ("local-cluster[3, 2, 512]", {"spark.task.cpus": "2"}, 8, 3),
     ("spark://127.0.0.1:7077", {}, 8, None),
+    ("spark://127.0.0.1:7077", {"spark.cores.max": "4", "spark.task.cpus": "2"}, 8, 2),
     ("yarn", {"spark.executor.instances": "4", "spark.executor.cores": "2"}, 8, 8),
 ])
 def test_expected_slots(master, conf, cpus, expected):

@@ -83,6 +83,8 @@ def async_between_graph(args, ctx):
         b = v1.get_variable("b", [1], initializer=v1.zeros_initializer())
         loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
         train_op = v1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=global_step)
+        with tf.control_dependencies([train_op]):
+            step_after = global_step.read_value()  # the step this update produced
     xs, ys = _data(seed=ctx.task_index + 1)
     config = v1.ConfigProto(device_filters=["/job:ps", worker_device])
     hooks = [v1.train.StopAtStepHook(last_step=args["steps"])]
@@ -94,7 +96,7 @@ def async_between_graph(args, ctx):
     with v1.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
         while not sess.should_stop():
             i = (my_steps * 32) % 480
-            _, step, value = sess.run([train_op, global_step, loss],
+            step, value = sess.run([step_after, loss],
                                       {x: xs[i:i + 32], y: ys[i:i + 32]})
             my_steps += 1
     return {"global_step": int(step), "my_steps": my_steps, "loss": float(value),

@@ -1,0 +1,51 @@
+"""Both TF programming models really train on sparktf nodes (local[4], real TF processes).
+
+- MultiWorkerMirroredStrategy: synchronous all-reduce, tf-keras model.fit, num_ps=0;
+- TF2 ParameterServerStrategy: the chief coordinates, workers serve, variables on the ps;
+- classic TF1 asynchronous between-graph training: replica_device_setter,
+  MonitoredTrainingSession-style sessions with StopAtStepHook, async updates to the ps.
+"""
+
+import pytest
+
+import sparktf
+import tf_jobs
+from conftest import TF_ENV
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
+
+
+def test_multi_worker_mirrored_strategy_trains(sc_local):
+    cluster = sparktf.run(sc_local, tf_jobs.mwms_keras, {"epochs": 3}, num_executors=2,
+                          env=TF_ENV)
+    chief = cluster.shutdown(timeout=300)
+    assert chief["num_replicas"] == 2  # really synchronous across both nodes
+    assert chief["loss"][-1] < 0.05 * chief["loss"][0]
+    assert chief["kernel"] == pytest.approx(tf_jobs.TRUE_W, abs=0.1)
+    # all-reduce keeps the replicas identical
+    assert cluster.results["worker:0"]["kernel"] == pytest.approx(chief["kernel"], abs=1e-5)
+
+
+def test_parameter_server_strategy_trains_with_variables_on_the_ps(sc_local):
+    cluster = sparktf.run(sc_local, tf_jobs.ps_strategy_keras, {"epochs": 2}, num_executors=4,
+                          num_ps=1, env=TF_ENV)
+    chief = cluster.shutdown(timeout=300)
+    assert set(chief["variable_devices"].values()) == {"/job:ps/replica:0/task:0/device:CPU:0"}
+    assert chief["loss"][-1] < 0.2 * chief["loss"][0]
+    assert chief["kernel"] == pytest.approx(tf_jobs.TRUE_W, abs=0.3)
+    # the workers served and were stopped with the ps once the chief returned
+    assert cluster.results["worker:0"] is None and cluster.results["worker:1"] is None
+    assert cluster.results["ps:0"] is None
+
+
+def test_async_between_graph_training_through_tf_compat_v1(sc_local):
+    cluster = sparktf.run(sc_local, tf_jobs.async_between_graph, {"steps": 200},
+                          num_executors=3, num_ps=1, env=TF_ENV)
+    cluster.shutdown(timeout=300)
+    chief, worker = cluster.results["chief:0"], cluster.results["worker:0"]
+    assert chief["w_device"] == worker["w_device"] == "/job:ps/task:0"
+    assert max(chief["global_step"], worker["global_step"]) >= 200
+    # both replicas pushed updates into the one global step on the ps
+    assert chief["my_steps"] > 0 and worker["my_steps"] > 0
+    assert chief["my_steps"] + worker["my_steps"] >= 200
+    assert min(chief["loss"], worker["loss"]) < 1e-3
