@@ -3,18 +3,42 @@
 >>> cluster = sparktf.run(sc, main_fn, args, num_executors=4, num_ps=1)
 >>> result = cluster.shutdown()
 
-The driver side (this package's top level) never imports tensorflow.
+The driver side (this package's top level) never imports tensorflow. Names are imported on
+first use, so the node and supervisor processes (``python -m sparktf.node``) load only their
+own side.
 """
 
-from sparktf.cluster import Cluster, InputMode, Status, run
-from sparktf.context import NodeContext
-from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, NodeError,
-                            SparkJobError, SparkTFError)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "run", "Cluster", "InputMode", "Status", "NodeContext",
-    "SparkTFError", "ConfigError", "NodeError", "SparkJobError", "ClusterTimeoutError",
-    "ClusterStateError", "__version__",
-]
+_EXPORTS = {
+    "run": "sparktf.cluster", "Cluster": "sparktf.cluster", "InputMode": "sparktf.cluster",
+    "Status": "sparktf.cluster", "NodeContext": "sparktf.context",
+    "SparkTFError": "sparktf.errors", "ConfigError": "sparktf.errors",
+    "NodeError": "sparktf.errors", "SparkJobError": "sparktf.errors",
+    "ClusterTimeoutError": "sparktf.errors", "ClusterStateError": "sparktf.errors",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+if TYPE_CHECKING:
+    from sparktf.cluster import Cluster, InputMode, Status, run
+    from sparktf.context import NodeContext
+    from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, NodeError,
+                                SparkJobError, SparkTFError)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'sparktf' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(__all__)

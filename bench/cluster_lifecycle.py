@@ -1,0 +1,121 @@
+"""How long a sparktf cluster takes to start and stop, and to report a crash.
+
+    python3 bench/cluster_lifecycle.py [--master local-cluster[2,1,1024]] [--repeats 5]
+
+Prints, from one run on one SparkContext:
+
+* baseline: a 2-task barrier stage whose tasks call ``allGather`` once and return (Spark's own
+  floor for any barrier gang that exchanges addresses), cold and warm;
+* sparktf: a trivial 2-node job (chief + worker, main_fn returns a dict), run() to shutdown(),
+  cold (first job on fresh executors) and warm (median of the following ones).
+  Each side gets a fresh SparkContext, so both "cold" figures start from new executors;
+* crash detection: a worker kills itself with SIGKILL (or raises) and the time from that moment
+  to the driver's NodeError (both clocks are this machine's ``time.time()``).
+
+Traffic stays on loopback (SPARK_LOCAL_IP=127.0.0.1).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def trivial(args, ctx):
+    return {"node": ctx.name}
+
+
+def crash(args, ctx):
+    import signal
+    import time
+
+    if ctx.name == "worker:0":
+        time.sleep(1.0)
+        print(f"CRASH_AT={time.time():.6f}", flush=True)
+        if args == "raise":
+            raise RuntimeError("injected failure")
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(120)
+
+
+def _gather_once(_):
+    from pyspark import BarrierTaskContext
+
+    BarrierTaskContext.get().allGather("x")
+    return [1]
+
+
+def bare_barrier(sc):
+    start = time.perf_counter()
+    sc.parallelize(range(2), 2).barrier().mapPartitions(_gather_once).collect()
+    return time.perf_counter() - start
+
+
+def sparktf_job(sc):
+    import sparktf
+
+    start = time.perf_counter()
+    sparktf.run(sc, trivial, num_executors=2, log_to_driver=False).shutdown()
+    return time.perf_counter() - start
+
+
+def crash_latency(sc, how):
+    import sparktf
+
+    cluster = sparktf.run(sc, crash, how, num_executors=2, log_to_driver=False)
+    try:
+        cluster.shutdown(timeout=60)
+    except sparktf.NodeError as err:
+        seen = time.time()
+        at = [float(x.split("=")[1]) for x in err.output_tail if x.startswith("CRASH_AT=")]
+        return seen - at[0]
+    raise AssertionError("the crash was not reported")
+
+
+def fresh_context(master):
+    from pyspark import SparkConf, SparkContext
+
+    import sparktf.preflight as pf
+
+    t0 = time.perf_counter()
+    sc = SparkContext(conf=SparkConf().setMaster(master).setAppName("sparktf-bench")
+                      .set("spark.driver.host", "127.0.0.1").set("spark.ui.enabled", "false")
+                      .set("spark.ui.showConsoleProgress", "false"))
+    sc.setLogLevel("ERROR")
+    pf.wait_for_slots(sc, 2, 60)
+    print(f"SparkContext {master} up with 2 slots in {time.perf_counter() - t0:.1f}s")
+    return sc
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--master", default="local-cluster[2,1,1024]")
+    p.add_argument("--repeats", type=int, default=5)
+    a = p.parse_args()
+    sc = fresh_context(a.master)
+    base_cold = bare_barrier(sc)
+    base_warm = statistics.median(bare_barrier(sc) for _ in range(a.repeats))
+    sc.stop()
+    sc = fresh_context(a.master)
+    cold = sparktf_job(sc)
+    warm_runs = [sparktf_job(sc) for _ in range(a.repeats)]
+    kill = [crash_latency(sc, "kill") for _ in range(3)]
+    raised = [crash_latency(sc, "raise") for _ in range(3)]
+    sc.stop()
+    print(f"\n| {a.master} | cold | warm (median of {a.repeats}) |")
+    print("|---|---|---|")
+    print(f"| baseline: 2-task barrier stage, one allGather | {base_cold:.2f} s | {base_warm:.2f} s |")
+    print(f"| sparktf: trivial 2-node job, run() to shutdown() | {cold:.2f} s | "
+          f"{statistics.median(warm_runs):.2f} s (min {min(warm_runs):.2f}) |")
+    print(f"\ncrash to driver exception, worker SIGKILLed: "
+          f"{', '.join(f'{x:.2f}' for x in kill)} s")
+    print(f"crash to driver exception, main_fn raised:  "
+          f"{', '.join(f'{x:.2f}' for x in raised)} s")
+
+
+if __name__ == "__main__":
+    main()
