@@ -16,6 +16,7 @@ workers; when any node fails it aborts every node and cancels the Spark job.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import enum
 import logging
 import re
@@ -32,6 +33,7 @@ from sparktf.control import ControlServer
 from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, NodeError,
                             SparkJobError, SparkTFError)
 from sparktf.executor import node_task
+from sparktf.feed import FeedConfig
 from sparktf.procs import describe_exit
 from sparktf.spec import LaunchSpec
 from sparktf.topology import NodeRole
@@ -47,9 +49,12 @@ class InputMode(enum.Enum):
 
     #: The nodes read their own data (files, HDFS, tf.data).
     TENSORFLOW = "tensorflow"
+    #: Spark feeds RDD or DataFrame partitions to the chief and workers: ``cluster.train(data)``.
+    SPARK = "spark"
 
 
 class Status(str, enum.Enum):
+    CREATED = "created"  # InputMode.SPARK: the nodes start with train() or inference()
     LAUNCHING = "launching"
     RUNNING = "running"
     STOPPING = "stopping"
@@ -89,11 +94,17 @@ class Cluster:
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], payload: bytes, *,
                  reservation_timeout: float, log_to_driver: bool, tail_lines: int,
-                 stop_grace: float, env: dict[str, str] | None = None) -> None:
+                 stop_grace: float, env: dict[str, str] | None = None,
+                 input_mode: InputMode = InputMode.TENSORFLOW) -> None:
         self.sc = sc
         self.roles = roles
+        self.input_mode = input_mode
         self.job_id = f"sparktf-{uuid.uuid4().hex[:12]}"
-        self.status = Status.LAUNCHING
+        self.status = Status.CREATED
+        #: InputMode.SPARK: rows held back so that synchronous workers take equal steps.
+        self.rows_held_back = 0
+        self._feed_progress: dict[str, tuple[int, bool]] = {}
+        self._bound_sent: tuple[int, bool] | None = None
         self.results: dict[str, Any] = {}
         self._nodes = {r.name: _Node(r, tail=collections.deque(maxlen=tail_lines)) for r in roles}
         self._cond = threading.Condition()
@@ -127,6 +138,8 @@ class Cluster:
             if n is None:
                 chan.close()
                 return
+            if role == "task":
+                return  # a barrier task reporting an error: it only sends that
             n.chans[role] = chan
             n.host = hello.get("host")
             if role == "node" and n.state == "pending":
@@ -144,11 +157,19 @@ class Cluster:
                 self._print(node, msg["stream"], msg["line"])
             return
         with self._cond:
-            if kind == "state" and msg.get("state") == "serving":
+            if kind == "feed_progress":
+                self._feed_progress[node] = (msg["received"], msg["ended"])
+                self._broadcast_bound()
+            elif kind == "feed_done":
+                self.rows_held_back += msg.get("held_back", 0)
+            elif kind == "state" and msg.get("state") == "serving":
                 n.state = "serving"
             elif kind == "done":
                 n.state, n.value = "done", msg.get("value")
                 self.results[node] = n.value
+                if node in self._feed_progress:  # a finished node's share has ended too
+                    self._feed_progress[node] = (self._feed_progress[node][0], True)
+                    self._broadcast_bound()
             elif kind == "error":
                 n.error, n.error_at = msg, time.monotonic()
                 n.failed_at = n.failed_at or n.error_at
@@ -161,11 +182,24 @@ class Cluster:
     def on_disconnect(self, node: str, role: str) -> None:
         with self._cond:
             n = self._nodes[node]
+            if role == "task":
+                return
             n.chans.pop(role, None)
             if role == "agent" and n.exit is None:
                 n.lost = True
                 n.failed_at = n.failed_at or time.monotonic()
             self._cond.notify_all()
+
+    def _broadcast_bound(self) -> None:
+        """Tell the training nodes how many rows every one of them has (lock held)."""
+        trainers = [r.name for r in self.roles if r.trains]
+        progress = [self._feed_progress.get(name, (0, False)) for name in trainers]
+        bound = (min(p[0] for p in progress), all(p[1] for p in progress))
+        if bound != self._bound_sent:
+            self._bound_sent = bound
+            for name in trainers:
+                self._send(self._nodes[name], "node",
+                           {"type": "feed_bound", "bound": bound[0], "final": bound[1]})
 
     def _print(self, node: str, stream: str, line: str) -> None:
         out = sys.stdout if stream == "stdout" else sys.stderr
@@ -182,8 +216,12 @@ class Cluster:
                 pass
 
     # ------------------------------------------------------------------------------ lifecycle
-    def _start(self) -> None:
+    def _start(self, stage: Callable[[], Any] | None = None) -> None:
+        """Run the barrier stage (default: one empty partition per node) in the background."""
         from pyspark import InheritableThread
+
+        self._stage = stage or self._empty_stage
+        self.status = Status.LAUNCHING
 
         self._job_thread = InheritableThread(target=self._run_spark_job,
                                              name=f"{self.job_id}-spark", daemon=True)
@@ -192,13 +230,15 @@ class Cluster:
                                          daemon=True)
         self._monitor.start()
 
+    def _empty_stage(self) -> None:
+        n = len(self.roles)
+        self.sc.parallelize(range(n), n).barrier().mapPartitions(node_task(self._launch)).collect()
+
     def _run_spark_job(self) -> None:
         try:
             self.sc.setJobGroup(self.job_id, f"sparktf TensorFlow cluster {self.job_id}",
                                 interruptOnCancel=True)
-            n = len(self.roles)
-            rdd = self.sc.parallelize(range(n), n)
-            rdd.barrier().mapPartitions(node_task(self._launch)).collect()
+            self._stage()
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
             self._job_error = exc
         finally:
@@ -262,7 +302,8 @@ class Cluster:
     def _node_error(self, n: _Node, others: list[str]) -> NodeError:
         tail = list(n.exit["tail"]) if n.exit and n.exit.get("tail") else list(n.tail)
         if n.error is not None:
-            where = "its return value" if n.error.get("where") == "result" else "main_fn raised"
+            where = {"result": "its return value", "feed": "its data feed"}.get(
+                n.error.get("where"), "main_fn raised")
             return NodeError(n.role.name, n.host, where, exc_type=n.error["exc_type"],
                              exc_message=n.error["message"], traceback_text=n.error["traceback"],
                              output_tail=tail, others=others)
@@ -314,8 +355,10 @@ class Cluster:
 
     def _teardown(self, timeout: float = 60.0) -> None:
         """Wait for the Spark job to end, then close the control server (idempotent)."""
-        self._job_thread.join(timeout)
-        if self._job_thread.is_alive():
+        job_thread = getattr(self, "_job_thread", None)
+        if job_thread is not None:
+            job_thread.join(timeout)
+        if job_thread is not None and job_thread.is_alive():
             log.warning("sparktf: the Spark job of %s did not end within %.0fs", self.job_id,
                         timeout)
         if not self._closed:
@@ -355,6 +398,10 @@ class Cluster:
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
             raise ConfigError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self.status is Status.CREATED:  # InputMode.SPARK, never given data
+            self.status = Status.FINISHED
+            self._teardown()
+            return None
         try:
             with self._cond:
                 self._grace = float(grace_secs)
@@ -374,6 +421,148 @@ class Cluster:
         if self._failure is not None:
             raise self._failure
         return self.results.get(topology.chief_role(self.roles).name)
+
+    def train(self, data, num_epochs: int = 1, feed_timeout: float = 600, *,
+              shuffle: bool = False, equalize: bool | None = None,
+              rebalance: bool | None = None) -> None:
+        """Start the nodes over ``data`` and feed it to the chief and workers; InputMode.SPARK.
+
+        Returns when every chief/worker ``main_fn`` has returned (the parameter servers are being
+        stopped); :meth:`shutdown` then returns the chief's value.
+
+        Parameters
+        ----------
+        data : pyspark.RDD or pyspark.sql.DataFrame
+            RDD elements reach ``feed.next_batch`` as they are; a DataFrame's columns as numpy
+            arrays (Arrow from end to end).
+        num_epochs : int
+            Passes over the data. Spark computes the data once; each node keeps its share in a
+            spool file in its private directory and reads later epochs from there.
+        feed_timeout : float
+            Seconds without progress (no data taken, none arriving) before the feed fails.
+        shuffle : bool
+            Shuffle each node's share (batch order and rows) between epochs.
+        equalize : bool, optional
+            Give every training node the same number of rows per epoch, so that synchronous
+            strategies (MultiWorkerMirroredStrategy) take equal steps and never hang. Default:
+            on when there is no parameter server and more than one training node. The rows it
+            holds back are counted in :attr:`rows_held_back`.
+        rebalance : bool, optional
+            Deal rows out evenly over a shuffle. Default: when equalizing, or when the data's
+            partitions do not already match the nodes one to one.
+        """
+        self._require_data_mode("train")
+        trainers = sum(r.trains for r in self.roles)
+        equalize = (trainers > 1 and not any(r.job == "ps" for r in self.roles)
+                    if equalize is None else equalize)
+        problems = _feed_problems(data, num_epochs, feed_timeout, shuffle, equalize, rebalance)
+        if problems:
+            raise ConfigError.from_problems(problems)
+        config = FeedConfig(num_epochs=num_epochs, feed_timeout=float(feed_timeout),
+                            shuffle=shuffle, equalize=equalize)
+        self._launch = dataclasses.replace(self._launch, train_mode=True, feed=config)
+        self._start(self._data_stage(data, rebalance, equalize))
+        self._wait_registered()
+        with self._cond:
+            self._wait(lambda: self._training_done_at is not None, None)
+            failure = self._failure
+        if failure is not None:
+            self._teardown()
+            raise failure
+        if self.rows_held_back:
+            log.info("sparktf: %d rows were held back so that every worker took the same "
+                     "number of steps", self.rows_held_back)
+
+    def inference(self, data, output_schema: str = "prediction double",
+                  feed_timeout: float = 600):
+        """Run ``main_fn`` over ``data`` with ``train_mode=False``; one output per input row.
+
+        Each node reads its rows with ``ctx.get_data_feed(train_mode=False)`` and returns one
+        output per row with ``feed.batch_results``. Returns an RDD (RDD input) or a DataFrame
+        with ``output_schema`` (DataFrame input) in input order, persisted (memory and disk)
+        so that it outlives the nodes. Every node of an inference cluster gets data: start it
+        without parameter servers or an evaluator.
+        """
+        self._require_data_mode("inference")
+        problems = _feed_problems(data, 1, feed_timeout, False, False, None)
+        if any(r.job in ("ps", "evaluator") for r in self.roles):
+            problems.append("an inference cluster has no parameter servers or evaluator: "
+                            "start it with num_ps=0 and eval_node=False")
+        if not isinstance(output_schema, str) or not output_schema.strip():
+            problems.append(f"output_schema must be a DDL string such as 'prediction double', "
+                            f"got {output_schema!r}")
+        if problems:
+            raise ConfigError.from_problems(problems)
+        config = FeedConfig(num_epochs=1, feed_timeout=float(feed_timeout))
+        self._launch = dataclasses.replace(self._launch, train_mode=False, feed=config)
+        stage, output = self._inference_stage(data, output_schema)
+        self._start(stage)
+        self._wait_registered()
+        with self._cond:
+            self._wait(lambda: self.status is Status.FINISHED, None)
+        self._teardown()
+        if self._failure is not None:
+            raise self._failure
+        return output
+
+    def _inference_stage(self, data, output_schema: str):
+        from pyspark import RDD, StorageLevel
+
+        from sparktf import partition
+
+        n = len(self.roles)
+        if isinstance(data, RDD):
+            ordered = data if data.getNumPartitions() == n else partition.rdd_in_order(data, n)
+            out = ordered.barrier().mapPartitions(node_task(self._launch, "pickle"))
+        else:
+            from pyspark.sql.pandas.types import to_arrow_schema
+            from pyspark.sql.types import _parse_datatype_string
+
+            schema = _parse_datatype_string(output_schema)
+            df = data if data.rdd.getNumPartitions() == n else partition.dataframe_in_order(data, n)
+            self._launch = dataclasses.replace(
+                self._launch, output_schema=to_arrow_schema(schema).serialize().to_pybytes())
+            task = node_task(self._launch, "arrow",
+                             to_arrow_schema(df.schema).serialize().to_pybytes())
+            out = df.mapInArrow(task, schema, barrier=True)
+        out.persist(StorageLevel.MEMORY_AND_DISK)
+        return out.count, out
+
+    def _require_data_mode(self, what: str) -> None:
+        if self.input_mode is not InputMode.SPARK:
+            raise ClusterStateError(f"{what}() feeds data, which needs InputMode.SPARK: start "
+                                    "with sparktf.run(..., input_mode=sparktf.InputMode.SPARK)")
+        if self.status is not Status.CREATED:
+            raise ClusterStateError(
+                f"{what}() starts the cluster's nodes over the data and can be called once per "
+                f"cluster (this one is {self.status.value}); call sparktf.run() again for "
+                "another pass")
+
+    def _data_stage(self, data, rebalance: bool | None, equalize: bool) -> Callable[[], Any]:
+        """The barrier stage that runs the nodes over ``data``."""
+        from pyspark import RDD
+
+        from sparktf import partition
+
+        n = len(self.roles)
+        trainers = sum(r.trains for r in self.roles)
+        parts = data.getNumPartitions() if isinstance(data, RDD) else data.rdd.getNumPartitions()
+        if rebalance is None:
+            rebalance = (equalize and trainers > 1) or not (parts == n == trainers)
+        elif not rebalance and not parts == n == trainers:
+            raise ConfigError(f"rebalance=False needs one data partition per node and no ps or "
+                              f"evaluator; the data has {parts} partitions for {n} nodes "
+                              f"({trainers} training): leave rebalance unset")
+        if isinstance(data, RDD):
+            rdd = partition.rdd_for_nodes(data, n, trainers) if rebalance else data
+            task = node_task(self._launch, "pickle")
+            return lambda: rdd.barrier().mapPartitions(task).collect()
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        df = partition.dataframe_for_nodes(data, n, trainers) if rebalance else data
+        schema = to_arrow_schema(df.schema).serialize().to_pybytes()
+        task = node_task(self._launch, "arrow", schema)
+        return lambda: df.mapInArrow(task, "node string", barrier=True).collect()
 
     def __enter__(self) -> "Cluster":
         return self
@@ -408,7 +597,11 @@ def _spark_error_text(exc: BaseException, roles: tuple[NodeRole, ...]) -> str:
     m = re.search(r"Task (\d+) in stage", str(exc))
     if m and int(m.group(1)) < len(roles):
         text += f" in the task of node {roles[int(m.group(1))].name}"
-    return text + ":\n  " + "\n  ".join(keep[:6] or lines[:6])
+    text += ":\n  " + "\n  ".join(keep[:6] or lines[:6])
+    if "BarrierJobUnsupportedRDDChainException" in str(exc):
+        text += ("\n  The data's lineage (union, coalesce, zip...) cannot feed a barrier stage "
+                 "directly: call train() without rebalance=False so sparktf reshuffles it.")
+    return text
 
 
 def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = None,
@@ -434,7 +627,8 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     eval_node : bool
         Make one node an evaluator.
     input_mode : InputMode
-        ``InputMode.TENSORFLOW``: the nodes read their own data.
+        ``InputMode.TENSORFLOW``: the nodes read their own data, and start now.
+        ``InputMode.SPARK``: the nodes start over the data given to :meth:`Cluster.train`.
     reservation_timeout : float, optional
         Seconds for every node to start (``spark.sparktf.reservationTimeout``, default 120).
     log_to_driver : bool, optional
@@ -450,8 +644,9 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     """
     n_params, fn_problem = preflight.main_fn_params(main_fn)
     problems = [fn_problem] if fn_problem else []
-    if input_mode is not InputMode.TENSORFLOW:
-        problems.append(f"input_mode must be a sparktf.InputMode, got {input_mode!r}")
+    if not isinstance(input_mode, InputMode):
+        problems.append(f"input_mode must be sparktf.InputMode.TENSORFLOW or "
+                        f"sparktf.InputMode.SPARK, got {input_mode!r}")
     problems += topology.topology_problems(num_executors if num_executors is not None else 1,
                                            num_ps, master_node, eval_node)
     payload = None
@@ -474,9 +669,29 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         reservation_timeout=_setting(sc, "reservationTimeout", reservation_timeout, 120.0),
         log_to_driver=_setting(sc, "logToDriver", log_to_driver, True, bool),
         tail_lines=_setting(sc, "tailLines", None, 40, int),
-        stop_grace=_setting(sc, "stopGrace", None, 3.0), env=env)
-    log.info("sparktf: starting %s with %d nodes: %s", cluster.job_id, len(roles),
+        stop_grace=_setting(sc, "stopGrace", None, 3.0), env=env, input_mode=input_mode)
+    log.info("sparktf: %s has %d nodes: %s", cluster.job_id, len(roles),
              ", ".join(r.name for r in roles))
-    cluster._start()
-    cluster._wait_registered()
+    if input_mode is InputMode.TENSORFLOW:
+        cluster._start()
+        cluster._wait_registered()
     return cluster
+
+
+def _feed_problems(data, num_epochs, feed_timeout, shuffle, equalize, rebalance) -> list[str]:
+    from pyspark import RDD
+    from pyspark.sql import DataFrame
+
+    problems = []
+    if not isinstance(data, (RDD, DataFrame)):
+        problems.append(f"data must be a pyspark RDD or DataFrame, got {type(data).__name__}")
+    if not isinstance(num_epochs, int) or isinstance(num_epochs, bool) or num_epochs < 1:
+        problems.append(f"num_epochs must be an int >= 1, got {num_epochs!r}")
+    if not isinstance(feed_timeout, (int, float)) or feed_timeout <= 0:
+        problems.append(f"feed_timeout must be a positive number of seconds, got {feed_timeout!r}")
+    for name, value in (("shuffle", shuffle), ("equalize", equalize)):
+        if not isinstance(value, bool):
+            problems.append(f"{name} must be True or False, got {value!r}")
+    if rebalance is not None and not isinstance(rebalance, bool):
+        problems.append(f"rebalance must be True, False or None, got {rebalance!r}")
+    return problems

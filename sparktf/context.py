@@ -47,6 +47,14 @@ class NodeContext:
     port: int
     num_cpus: int
     attempt: int = 0
+    #: InputMode.SPARK: True while training (cluster.train), False for inference; else None.
+    train_mode: bool | None = None
+    _feed_path: str | None = field(default=None, repr=False)
+    _feed_config: Any = field(default=None, repr=False)
+    _work_dir: str | None = field(default=None, repr=False)
+    _report: Callable[[dict], None] = field(default=lambda msg: None, repr=False)
+    _bound: Any = field(default=None, repr=False)
+    _feed: Any = field(default=None, repr=False)
     _stop_event: threading.Event = field(default_factory=threading.Event, repr=False)
     _training_done_event: threading.Event = field(default_factory=threading.Event, repr=False)
     _report_state: Callable[[str], None] = field(default=lambda state: None, repr=False)
@@ -111,6 +119,41 @@ class NodeContext:
         self.start_server()
         self._report_state("serving")
         self._stop_event.wait()
+
+    def get_data_feed(self, train_mode: bool = True, input_mapping: dict | None = None):
+        """This node's share of the data given to ``cluster.train`` or ``cluster.inference``.
+
+        Parameters
+        ----------
+        train_mode : bool
+            True under ``cluster.train``, False under ``cluster.inference`` (then send one output
+            per row with ``feed.batch_results``).
+        input_mapping : dict, optional
+            For a DataFrame: column -> key in the batches ``next_batch`` returns; only these
+            columns are converted. Default: every column, under its own name.
+
+        Returns
+        -------
+        sparktf.feed.DataFeed
+        """
+        from sparktf.feed import DataFeed, FeedError
+
+        if self._feed is not None:
+            return self._feed
+        if self._feed_path is None:
+            if self.train_mode is None:
+                raise FeedError("get_data_feed() needs InputMode.SPARK: start the cluster with "
+                                "sparktf.run(..., input_mode=sparktf.InputMode.SPARK) and give "
+                                "it data with cluster.train(data) or cluster.inference(data)")
+            raise FeedError(f"{self.name} gets no data: only the chief and the workers do")
+        if bool(train_mode) != self.train_mode:
+            called = "cluster.train" if self.train_mode else "cluster.inference"
+            raise FeedError(f"get_data_feed(train_mode={train_mode}) but the data came from "
+                            f"{called}(); use train_mode={self.train_mode}")
+        self._feed = DataFeed(self._feed_path, train_mode=self.train_mode,
+                              input_mapping=input_mapping, config=self._feed_config,
+                              spool_dir=self._work_dir, report=self._report, bound=self._bound)
+        return self._feed
 
     def training_done(self) -> bool:
         """True once every chief/worker ``main_fn`` has returned (e.g. for an evaluator loop)."""

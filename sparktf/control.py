@@ -70,7 +70,7 @@ class ControlServer:
             hello = chan.recv()
             conn.settimeout(None)
             if not (isinstance(hello, dict) and hello.get("type") == "hello"
-                    and isinstance(hello.get("node"), str) and hello.get("role") in ("node", "agent")):
+                    and isinstance(hello.get("node"), str) and hello.get("role") in ("node", "agent", "task")):
                 raise protocol.AuthenticationError(f"bad hello message: {hello!r:.200}")
             return chan, hello
         except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:

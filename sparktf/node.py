@@ -18,6 +18,7 @@ import traceback
 
 from sparktf import procs, protocol
 from sparktf.context import NodeContext
+from sparktf.feed import Bound
 from sparktf.spec import NodeSpec
 
 EXIT_DRIVER_LOST = 75
@@ -51,6 +52,8 @@ def _listen(chan: protocol.Channel, ctx: NodeContext) -> None:
             elif kind == "stop":
                 ctx._training_done_event.set()
                 ctx._stop_event.set()
+            elif kind == "feed_bound":
+                ctx._bound.update(msg["bound"], msg["final"])
     except (OSError, EOFError, pickle.UnpicklingError):
         pass
     if not ctx._stop_event.is_set():
@@ -85,7 +88,9 @@ def run(spec: NodeSpec) -> int:
     ctx = NodeContext(
         job_name=spec.role.job, task_index=spec.role.index, cluster_spec=spec.cluster_spec,
         tf_config=spec.tf_config, rank=spec.rank, host=spec.host, port=spec.port,
-        num_cpus=spec.num_cpus, attempt=spec.launch.attempt,
+        num_cpus=spec.num_cpus, attempt=spec.launch.attempt, train_mode=spec.launch.train_mode,
+        _feed_path=spec.feed_path, _feed_config=spec.launch.feed, _work_dir=spec.work_dir,
+        _report=chan.send, _bound=Bound(),
         _report_state=lambda state: chan.send({"type": "state", "state": state}))
     threading.Thread(target=_listen, args=(chan, ctx), name="sparktf-control",
                      daemon=True).start()
@@ -95,6 +100,10 @@ def run(spec: NodeSpec) -> int:
             ctx.serve()
         else:
             value = _call_main(spec, ctx)
+        if ctx._feed is not None:
+            ctx._feed.close()
+            chan.send({"type": "feed_done", "held_back": ctx._feed.rows_held_back,
+                       "results": ctx._feed.results_sent})
     except BaseException as exc:  # noqa: BLE001 - everything is reported, then we exit
         _report_error(chan, exc, "main_fn")
         return 1

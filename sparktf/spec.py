@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sparktf.feed import FeedConfig
 from sparktf.topology import NodeRole
 
 
@@ -25,6 +26,10 @@ class LaunchSpec:
     stop_grace: float = 3.0
     tail_lines: int = 40
     env: tuple[tuple[str, str], ...] = ()
+    #: InputMode.SPARK: None in InputMode.TENSORFLOW; True for train(), False for inference()
+    train_mode: bool | None = None
+    feed: FeedConfig | None = None
+    output_schema: bytes | None = None  # inference over a DataFrame: Arrow schema of the output
 
     @property
     def num_nodes(self) -> int:
@@ -43,6 +48,8 @@ class NodeSpec:
     tf_config: dict
     num_cpus: int
     python_path: tuple[str, ...] = ()
+    work_dir: str | None = None  # private (0700) directory of this node, removed at its end
+    feed_path: str | None = None  # the Unix socket its barrier task feeds data through
 
     @property
     def role(self) -> NodeRole:

@@ -29,10 +29,9 @@ def _check_trivial_job(sc):
 
 
 def _check_failure(sc):
-    cluster = sparktf.run(sc, jobs.raise_on, {"node": "worker:0", "message": "oops",
-                                              "delay": 1}, num_executors=2)
-    with pytest.raises(sparktf.NodeError) as err:
-        cluster.shutdown(timeout=120)
+    with pytest.raises(sparktf.NodeError) as err:  # from run() if the node fails that early
+        sparktf.run(sc, jobs.raise_on, {"node": "worker:0", "message": "oops", "delay": 1},
+                    num_executors=2).shutdown(timeout=120)
     assert err.value.node == "worker:0" and err.value.exc_message == "oops"
     assert "about to fail on worker:0" in str(err.value)
 

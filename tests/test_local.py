@@ -100,12 +100,16 @@ def test_worker_serves_until_the_chief_returns(sc_local):
     assert cluster.results == {"chief:0": "chief done", "worker:0": "served", "ps:0": None}
 
 
+def run_to_end(sc, fn, args, **kwargs):
+    """run() then shutdown(): a node that fails early may make run() itself raise."""
+    return sparktf.run(sc, fn, args, **kwargs).shutdown(timeout=60)
+
+
 def test_main_fn_error_names_node_type_message_and_output(sc_local):
-    args = {"node": "worker:1", "message": "bad learning rate 42"}
+    args = {"node": "worker:1", "message": "bad learning rate 42", "delay": 1}
     start = time.monotonic()
-    cluster = sparktf.run(sc_local, jobs.raise_on, args, num_executors=3, master_node=None)
     with pytest.raises(sparktf.NodeError) as err:
-        cluster.shutdown()
+        run_to_end(sc_local, jobs.raise_on, args, num_executors=3, master_node=None)
     assert time.monotonic() - start < 30
     e = err.value
     assert e.node == "worker:1" and e.host == "127.0.0.1"
@@ -113,16 +117,22 @@ def test_main_fn_error_names_node_type_message_and_output(sc_local):
     text = str(e)
     assert "worker:1 on host 127.0.0.1" in text and "ValueError: bad learning rate 42" in text
     assert "about to fail on worker:1" in text  # the tail of its output
+
+
+def test_a_failed_cluster_keeps_raising_and_never_hangs(sc_local):
+    cluster = sparktf.run(sc_local, jobs.raise_on, {"node": "worker:0", "message": "x",
+                                                    "delay": 3}, num_executors=2)
+    with pytest.raises(sparktf.NodeError):
+        cluster.shutdown(timeout=60)
     assert cluster.status is sparktf.Status.FAILED
     with pytest.raises(sparktf.NodeError):  # and again: same error, no hang
         cluster.shutdown()
 
 
 def test_a_node_killed_by_a_signal_is_reported(sc_local):
-    cluster = sparktf.run(sc_local, jobs.sigkill_self_on, {"node": "worker:0", "delay": 1},
-                          num_executors=2)
     with pytest.raises(sparktf.NodeError) as err:
-        cluster.shutdown(timeout=60)
+        run_to_end(sc_local, jobs.sigkill_self_on, {"node": "worker:0", "delay": 1},
+                   num_executors=2)
     assert err.value.node == "worker:0"
     assert "killed by signal 9 (SIGKILL)" in str(err.value)
     assert "dying now" in str(err.value)
@@ -130,7 +140,7 @@ def test_a_node_killed_by_a_signal_is_reported(sc_local):
 
 def test_unpicklable_return_value_is_an_error(sc_local):
     with pytest.raises(sparktf.NodeError, match="return value cannot be pickled"):
-        sparktf.run(sc_local, jobs.unpicklable_result, num_executors=1).shutdown()
+        run_to_end(sc_local, jobs.unpicklable_result, None, num_executors=1)
 
 
 def test_shutdown_timeout_stops_everything(sc_local):
@@ -170,7 +180,7 @@ def test_sigkill_of_the_spark_python_worker_kills_the_whole_node_tree(sc_local, 
     (dict(main_fn=lambda a, b, c: None), "must take (args, ctx) or (ctx)"),
     (dict(main_fn="not a function"), "main_fn must be a function"),
     (dict(args=threading.Lock()), "args cannot be pickled"),
-    (dict(input_mode="spark"), "input_mode must be a sparktf.InputMode"),
+    (dict(input_mode="spark"), "input_mode must be sparktf.InputMode.TENSORFLOW or"),
 ])
 def test_fail_fast_with_a_message_that_says_what_to_change(sc_local, kwargs, fragment):
     call = dict(main_fn=jobs.describe, args=None)

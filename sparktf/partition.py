@@ -1,0 +1,75 @@
+"""Driver side of InputMode.SPARK: give each node its partition of an RDD or a DataFrame.
+
+A barrier stage needs exactly one partition per node, and only the chief and workers (ranks
+``0..trainers-1``) may get rows. When the data does not already have that shape, or when
+synchronous training needs the trainers' shares to be equal, rows are dealt out round-robin
+(within each input partition, starting at an offset that depends on the partition) over a
+shuffle whose partitioner sends them exactly where chosen. Deterministic: the same input gives
+every trainer the same rows every time.
+"""
+
+from __future__ import annotations
+
+KEY = "__sparktf_node"
+
+
+def _identity(key: int) -> int:
+    return key
+
+
+def rdd_for_nodes(rdd, num_nodes: int, num_trainers: int):
+    """``rdd`` as ``num_nodes`` partitions; partitions ``>= num_trainers`` are empty."""
+    trainers = num_trainers
+
+    def deal(index, items):
+        return (((index + i) % trainers, item) for i, item in enumerate(items))
+
+    return rdd.mapPartitionsWithIndex(deal).partitionBy(num_nodes, _identity).values()
+
+
+def partition_keys(spark, num_nodes: int, num_trainers: int) -> list[int]:
+    """Long keys whose Spark hash partition (Murmur3, as ``repartition(n, col)`` uses) is 0, 1, ..."""
+    from pyspark.sql import functions as F
+
+    rows = (spark.range(0, 64 * num_nodes)
+            .select("id", F.expr(f"pmod(hash(id), {num_nodes})").alias("p")).collect())
+    first: dict[int, int] = {}
+    for row in rows:
+        first.setdefault(row["p"], row["id"])
+    missing = [t for t in range(num_trainers) if t not in first]
+    if missing:
+        raise RuntimeError(f"no key hashes to partitions {missing} of {num_nodes}")
+    return [first[t] for t in range(num_trainers)]
+
+
+def dataframe_for_nodes(df, num_nodes: int, num_trainers: int):
+    """``df`` as ``num_nodes`` partitions; partitions ``>= num_trainers`` are empty."""
+    from pyspark.sql import functions as F
+
+    keys = partition_keys(df.sparkSession, num_nodes, num_trainers)
+    table = F.array(*[F.lit(k).cast("long") for k in keys])
+    slot = F.pmod(F.spark_partition_id() + F.monotonically_increasing_id(), F.lit(num_trainers))
+    return (df.withColumn(KEY, F.element_at(table, (slot + 1).cast("int")))
+            .repartition(num_nodes, KEY).drop(KEY))
+
+
+def _range_slot(total: int, parts: int):
+    def slot(index: int) -> int:
+        return min(index * parts // max(total, 1), parts - 1)
+    return slot
+
+
+def rdd_in_order(rdd, num_nodes: int):
+    """``rdd`` as ``num_nodes`` contiguous ranges, in order (for inference outputs)."""
+    total = rdd.count()
+    indexed = rdd.zipWithIndex().map(lambda pair: (pair[1], pair[0]))
+    return indexed.repartitionAndSortWithinPartitions(num_nodes, _range_slot(total, num_nodes)) \
+        .values()
+
+
+def dataframe_in_order(df, num_nodes: int):
+    """``df`` as ``num_nodes`` contiguous ranges, in order (for inference outputs)."""
+    from pyspark.sql import functions as F
+
+    return (df.withColumn(KEY, F.monotonically_increasing_id())
+            .repartitionByRange(num_nodes, KEY).sortWithinPartitions(KEY).drop(KEY))

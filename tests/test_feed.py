@@ -1,0 +1,204 @@
+"""InputMode.SPARK on a real local[4] SparkContext: where rows go, epochs, columnar batches,
+skew, early stop, timeouts, and that the nodes' temporary files are gone afterwards."""
+
+import glob
+import os
+import tempfile
+import time
+
+import cloudpickle
+import pytest
+
+import feed_jobs
+import sparktf
+
+cloudpickle.register_pickle_by_value(feed_jobs)
+pytestmark = pytest.mark.usefixtures("no_leaks")
+SPARK = sparktf.InputMode.SPARK
+
+
+@pytest.fixture(scope="module")
+def spark(sc_local):
+    from pyspark.sql import SparkSession
+
+    return SparkSession(sc_local)
+
+
+def train(sc, fn, args, data, nodes=2, num_ps=0, **kwargs):
+    cluster = sparktf.run(sc, fn, args, num_executors=nodes, num_ps=num_ps, input_mode=SPARK,
+                          eval_node=kwargs.pop("eval_node", False))
+    cluster.train(data, **kwargs)
+    cluster.shutdown(timeout=120)
+    return cluster
+
+
+@pytest.mark.parametrize("epochs", [1, 3])
+def test_every_rdd_row_reaches_exactly_one_worker_once_per_epoch(sc_local, epochs):
+    data = sc_local.parallelize(range(1, 2001), 5)
+    cluster = train(sc_local, feed_jobs.sum_ids, {"col": None}, data, nodes=4, num_ps=1,
+                    num_epochs=epochs)
+    trainers = {k: v for k, v in cluster.results.items() if not k.startswith("ps")}
+    assert set(trainers) == {"chief:0", "worker:0", "worker:1"}  # the ps got no data
+    assert sum(r["sum"] for r in trainers.values()) == epochs * sum(range(1, 2001))
+    assert sum(r["rows"] for r in trainers.values()) == epochs * 2000
+    rows = sorted(r["rows"] for r in trainers.values())
+    assert rows[-1] - rows[0] <= 5 * epochs  # dealt out evenly
+
+
+def test_every_dataframe_row_reaches_exactly_one_worker_once_per_epoch(spark):
+    df = spark.range(0, 3000, numPartitions=7)
+    cluster = train(spark.sparkContext, feed_jobs.sum_ids, {"col": "id"}, df, nodes=3,
+                    equalize=False, num_epochs=2, shuffle=True)
+    assert sum(r["sum"] for r in cluster.results.values()) == 2 * sum(range(3000))
+    assert sum(r["rows"] for r in cluster.results.values()) == 6000
+
+
+def test_dataframe_columns_become_numpy_arrays(spark):
+    from pyspark.sql import functions as F
+
+    df = (spark.range(0, 100, numPartitions=2)
+          .withColumn("features", F.array(*[(F.col("id") + i).cast("float") for i in range(3)]))
+          .withColumn("image", F.array(*[F.array(F.lit(1.0), F.lit(2.0))] * 2))
+          .withColumn("raw", F.col("id").cast("string").cast("binary"))
+          .withColumn("label", F.col("id").cast("string")))
+    cluster = train(spark.sparkContext, feed_jobs.describe_batch, {}, df, equalize=False)
+    batch = cluster.results["chief:0"]
+    assert batch["features"][0] == "float32" and batch["features"][1] == (4, 3)
+    assert batch["image"][1] == (4, 2, 2)  # nested arrays: one more dimension each
+    assert batch["id"][0] == "int64" and batch["id"][1] == (4,)
+    assert batch["raw"][0] == "object" and isinstance(batch["raw"][2], bytes)
+    assert batch["label"][0] == "object" and isinstance(batch["label"][2], str)
+
+
+def test_input_mapping_selects_and_renames_columns(spark):
+    df = spark.range(0, 10, numPartitions=2).selectExpr("id", "id * 2 as y")
+    cluster = train(spark.sparkContext, feed_jobs.describe_batch, {"mapping": {"y": "label"}},
+                    df, equalize=False)
+    assert set(cluster.results["chief:0"]) == {"label"}
+
+
+def test_skewed_input_gives_synchronous_workers_equal_steps(sc_local):
+    data = sc_local.parallelize(range(10000), 1).union(sc_local.parallelize(range(10000, 10010), 1))
+    assert data.glom().map(len).collect() == [10000, 10]
+    cluster = train(sc_local, feed_jobs.sum_ids, {"col": None, "batch": 64}, data, nodes=2)
+    chief, worker = cluster.results["chief:0"], cluster.results["worker:0"]
+    assert chief["batches"] == worker["batches"]  # equal steps: synchronous training can't hang
+    assert chief["rows"] == worker["rows"]
+    held = chief["held_back"] + worker["held_back"]
+    assert held == cluster.rows_held_back <= 2  # rebalanced: almost nothing held back
+    assert chief["rows"] + worker["rows"] + held == 10010
+
+
+def test_skew_without_rebalancing_holds_back_and_still_completes(sc_local):
+    data = (sc_local.parallelize(range(1010), 4).map(lambda x: (x, x))
+            .partitionBy(2, lambda k: 0 if k < 1000 else 1).values())
+    assert data.glom().map(len).collect() == [1000, 10]
+    cluster = train(sc_local, feed_jobs.sum_ids, {"col": None}, data, nodes=2, rebalance=False,
+                    num_epochs=2)
+    assert cluster.results["chief:0"]["rows"] == cluster.results["worker:0"]["rows"] == 20
+    assert cluster.rows_held_back == 2 * 990
+
+
+def test_a_lineage_spark_cannot_barrier_gets_a_hint(sc_local):
+    data = sc_local.parallelize(range(10), 1).union(sc_local.parallelize(range(10), 1))
+    cluster = sparktf.run(sc_local, feed_jobs.sum_ids, {"col": None}, num_executors=2,
+                          input_mode=SPARK)
+    with pytest.raises(sparktf.SparkJobError, match="without rebalance=False"):
+        cluster.train(data, rebalance=False)
+
+
+def test_terminate_stops_the_feed_without_reading_the_rest(sc_local):
+    data = sc_local.parallelize(range(2_000_000), 2)
+    start = time.monotonic()
+    cluster = train(sc_local, feed_jobs.read_one_then_stop, None, data, nodes=2,
+                    rebalance=False, equalize=False)
+    assert time.monotonic() - start < 30
+    assert cluster.results["chief:0"] == {"rows": 10, "stopped": True}
+
+
+def test_feed_timeout_is_an_idle_timeout(sc_local):
+    data = sc_local.parallelize(range(200_000), 2)
+    cluster = sparktf.run(sc_local, feed_jobs.read_one_then_sleep, {"sleep": 60},
+                          num_executors=2, input_mode=SPARK)
+    start = time.monotonic()
+    with pytest.raises(sparktf.SparkTFError, match="feed_timeout=2s"):
+        cluster.train(data, feed_timeout=2, rebalance=False, equalize=False)
+    assert time.monotonic() - start < 30
+
+
+def test_only_the_chief_and_workers_get_data(spark):
+    cluster = train(spark.sparkContext, feed_jobs.evaluator_asks_for_data, None,
+                    spark.range(0, 100, numPartitions=2), nodes=3, eval_node=True)
+    assert "only the chief and the workers" in cluster.results["evaluator:0"]
+    assert cluster.results["chief:0"]["rows"] + cluster.results["worker:0"]["rows"] == 100
+
+
+def test_node_directories_and_spools_are_removed(sc_local):
+    cluster = train(sc_local, feed_jobs.sum_ids, {"col": None}, sc_local.parallelize(range(500), 2),
+                    nodes=2, num_epochs=2)
+    spool_dir = cluster.results["chief:0"]["spool_dir"]
+    assert spool_dir and not os.path.exists(spool_dir)
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"sparktf-{cluster.job_id}-*"))
+
+
+def test_train_arguments_and_state_are_checked(sc_local):
+    tf_mode = sparktf.run(sc_local, feed_jobs.sum_ids, {}, num_executors=1)
+    with pytest.raises(sparktf.ClusterStateError, match="needs InputMode.SPARK"):
+        tf_mode.train(sc_local.parallelize([1]))
+    with pytest.raises(sparktf.NodeError):
+        tf_mode.shutdown()  # its main_fn asked for a feed it cannot have
+    cluster = sparktf.run(sc_local, feed_jobs.sum_ids, {"col": None}, num_executors=2,
+                          input_mode=SPARK)
+    with pytest.raises(sparktf.ConfigError) as err:
+        cluster.train([1, 2, 3], num_epochs=0, feed_timeout=-1, shuffle="yes")
+    assert len(err.value.problems) == 4
+    cluster.train(sc_local.parallelize(range(10), 2))
+    with pytest.raises(sparktf.ClusterStateError, match="can be called once per cluster"):
+        cluster.train(sc_local.parallelize(range(10), 2))
+    cluster.shutdown()
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_training_on_skewed_spark_data(spark):
+    """Real MWMS + tf-keras fit on a DataFrame split 2000 : 7 over two partitions."""
+    from conftest import TF_ENV
+
+    import numpy as np
+
+    rng = np.random.RandomState(0)
+    x = rng.randn(2007, 4)
+    y = x @ np.array([1.0, 2.0, 3.0, 4.0]) + 0.5
+    rows = [(x[i].tolist(), float(y[i])) for i in range(2007)]
+    df = spark.createDataFrame(rows[:2000], "x array<float>, y float").coalesce(1).union(
+        spark.createDataFrame(rows[2000:], "x array<float>, y float").coalesce(1))
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.mwms_on_feed, {"batch": 32, "epochs": 3},
+                          num_executors=2, input_mode=SPARK, env=TF_ENV)
+    cluster.train(df, num_epochs=3)
+    chief = cluster.shutdown(timeout=300)
+    assert chief["loss"][-1] < 0.1 * chief["loss"][0]
+    assert cluster.rows_held_back <= 3 * 2
+
+
+def test_inference_over_an_rdd_keeps_input_order(sc_local):
+    cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=3,
+                          input_mode=SPARK)
+    out = cluster.inference(sc_local.parallelize(range(1000), 7))
+    assert out.collect() == [2 * x for x in range(1000)]
+    assert cluster.shutdown() == "inferred"
+
+
+def test_inference_over_a_dataframe_keeps_input_order(spark):
+    df = spark.range(0, 500, numPartitions=2)
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.infer_double, {"batch": 7},
+                          num_executors=2, input_mode=SPARK)
+    out = cluster.inference(df, output_schema="doubled long")
+    assert out.columns == ["doubled"]
+    assert [r.doubled for r in out.collect()] == [2 * x for x in range(500)]
+    cluster.shutdown()
+
+
+def test_a_training_main_fn_under_inference_is_told_what_to_change(spark):
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.sum_ids, {"col": "id"},
+                          num_executors=2, input_mode=SPARK)
+    with pytest.raises(sparktf.NodeError, match="use train_mode=False"):
+        cluster.inference(spark.range(0, 50, numPartitions=2))
