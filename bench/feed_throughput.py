@@ -84,7 +84,7 @@ def sparktf_rate(sc, data):
 
     cluster = sparktf.run(sc, consume, None, num_executors=2, log_to_driver=False,
                           input_mode=sparktf.InputMode.SPARK)
-    cluster.train(data, rebalance=False, equalize=True)
+    cluster.train(data, rebalance=False, equalize=os.environ.get("BENCH_EQUALIZE", "1") == "1")
     cluster.shutdown()
     return rate([(r["rows"], r["secs"]) for r in cluster.results.values()])
 
@@ -94,6 +94,7 @@ def main():
     p.add_argument("--rows", type=int, default=60000)
     p.add_argument("--master", default="local-cluster[2,1,2048]")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--only", default="abcd", help="which figures to measure, e.g. cd")
     a = p.parse_args()
     from pyspark import StorageLevel
     from pyspark.sql import SparkSession
@@ -131,15 +132,16 @@ def main():
             "d": lambda: sparktf_rate(sc, rdd),
         }
         for key, fn in runs.items():
-            figures[key] = max(figures.get(key, 0), fn())
+            if key in a.only:
+                figures[key] = max(figures.get(key, 0), fn())
     print("\n| | rows/s | MB/s | vs ceiling |")
     print("|---|---|---|---|")
     per_row = (WIDTH * 4 + 8) / 1e6
     names = {"a": "(a) ceiling: barrier mapInArrow over the cached DataFrame",
              "b": "(b) sparktf feeding the DataFrame", "c": "(c) ceiling: barrier "
              "mapPartitions over the cached RDD", "d": "(d) sparktf feeding the RDD"}
-    for key in "abcd":
-        ceiling = figures["a" if key in "ab" else "c"]
+    for key in a.only:
+        ceiling = figures.get("a" if key in "ab" else "c", float("nan"))
         print(f"| {names[key]} | {figures[key]:,.0f} | {figures[key] * per_row:,.0f} | "
               f"{figures[key] / ceiling:.2f} |")
     spark.stop()

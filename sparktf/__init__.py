@@ -21,6 +21,7 @@ _EXPORTS = {
     "SparkTFError": "sparktf.errors", "ConfigError": "sparktf.errors",
     "NodeError": "sparktf.errors", "SparkJobError": "sparktf.errors",
     "ClusterTimeoutError": "sparktf.errors", "ClusterStateError": "sparktf.errors",
+    "predict": "sparktf.predictor", "DataFeed": "sparktf.feed", "FeedError": "sparktf.feed",
 }
 
 __all__ = [*_EXPORTS, "__version__"]
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from sparktf.context import NodeContext
     from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, NodeError,
                                 SparkJobError, SparkTFError)
+    from sparktf.feed import DataFeed, FeedError
+    from sparktf.predictor import predict
 
 
 def __getattr__(name: str):

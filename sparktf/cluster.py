@@ -194,7 +194,12 @@ class Cluster:
         """Tell the training nodes how many rows every one of them has (lock held)."""
         trainers = [r.name for r in self.roles if r.trains]
         progress = [self._feed_progress.get(name, (0, False)) for name in trainers]
-        bound = (min(p[0] for p in progress), all(p[1] for p in progress))
+        ended = [rows for rows, done in progress if done]
+        bound = (min(p[0] for p in progress), False)
+        # Final as soon as every unfinished share already has as many rows as the smallest
+        # finished one: it can only grow, so that smallest count is the epoch's length.
+        if ended and all(done or rows >= min(ended) for rows, done in progress):
+            bound = (min(ended), True)
         if bound != self._bound_sent:
             self._bound_sent = bound
             for name in trainers:
@@ -459,7 +464,8 @@ class Cluster:
         if problems:
             raise ConfigError.from_problems(problems)
         config = FeedConfig(num_epochs=num_epochs, feed_timeout=float(feed_timeout),
-                            shuffle=shuffle, equalize=equalize)
+                            shuffle=shuffle, equalize=equalize,
+                            spool_max_bytes=_setting(self.sc, "spoolMaxBytes", None, None, int))
         self._launch = dataclasses.replace(self._launch, train_mode=True, feed=config)
         self._start(self._data_stage(data, rebalance, equalize))
         self._wait_registered()
@@ -513,7 +519,9 @@ class Cluster:
         n = len(self.roles)
         if isinstance(data, RDD):
             ordered = data if data.getNumPartitions() == n else partition.rdd_in_order(data, n)
-            out = ordered.barrier().mapPartitions(node_task(self._launch, "pickle"))
+            raw = partition.raw_pickled_batches(ordered)
+            out = (raw or ordered).barrier().mapPartitions(
+                node_task(self._launch, "pickled-batches" if raw is not None else "pickle"))
         else:
             from pyspark.sql.pandas.types import to_arrow_schema
             from pyspark.sql.types import _parse_datatype_string
@@ -555,6 +563,10 @@ class Cluster:
                               f"({trainers} training): leave rebalance unset")
         if isinstance(data, RDD):
             rdd = partition.rdd_for_nodes(data, n, trainers) if rebalance else data
+            raw = partition.raw_pickled_batches(rdd)
+            if raw is not None:
+                task = node_task(self._launch, "pickled-batches")
+                return lambda: raw.barrier().mapPartitions(task).collect()
             task = node_task(self._launch, "pickle")
             return lambda: rdd.barrier().mapPartitions(task).collect()
         from pyspark.sql.pandas.types import to_arrow_schema

@@ -86,7 +86,8 @@ def node_task(launch: LaunchSpec, data_kind: str | None = None,
     """The barrier-stage function for ``launch``.
 
     ``data_kind`` is None (InputMode.TENSORFLOW: the partition is ignored), ``"pickle"`` (an
-    RDD's elements) or ``"arrow"`` (a DataFrame's record batches, with ``arrow_schema``).
+    RDD's elements), ``"pickled-batches"`` (Spark's own pickled lists of an RDD's elements,
+    forwarded unopened) or ``"arrow"`` (a DataFrame's record batches, with ``arrow_schema``).
     """
 
     def run_node(partition: Iterator) -> Iterator:
@@ -96,7 +97,7 @@ def node_task(launch: LaunchSpec, data_kind: str | None = None,
         rank = ctx.partitionId()
         host, _ = topology.split_address(ctx.getTaskInfos()[rank].address)
         role = launch.roles[rank]
-        work_dir = tempfile.mkdtemp(prefix=f"sparktf-{launch.job_id}-{rank}-")
+        work_dir = tempfile.mkdtemp(prefix=f"sparktf-{launch.job_id}-{rank}-", dir=local_dir())
         feed_path = os.path.join(work_dir, "feed.sock") if data_kind and role.trains else None
         listener = _listen_unix(feed_path) if feed_path else None
         proc = None
@@ -132,6 +133,14 @@ def node_task(launch: LaunchSpec, data_kind: str | None = None,
     return run_node
 
 
+def local_dir() -> str | None:
+    """Spark's scratch directory on this executor (spark.local.dir), if it has one."""
+    for path in os.environ.get("SPARK_LOCAL_DIRS", "").split(","):
+        if path and os.path.isdir(path):
+            return path
+    return None
+
+
 def report_task_error(spec: NodeSpec, exc: BaseException) -> None:
     """Tell the driver why this node's barrier task is failing, before Spark does."""
     try:
@@ -160,6 +169,7 @@ def _accept(listener: socket.socket, proc: subprocess.Popen,
         if ready:
             conn, _ = listener.accept()
             conn.settimeout(timeout)
+            feedwire.tune(conn)
             return conn
         waited += 0.2
     return None
@@ -183,6 +193,12 @@ def _feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema
                     break
                 feedwire.send_frame(conn, feedwire.ARROW, batch.serialize())
                 rows += batch.num_rows
+        elif kind == "pickled-batches":
+            rows = -1  # unknown here: the TF process counts them as it unpickles
+            for parts in _packs(partition, feedwire.MULTI_BYTES):
+                if stop.is_set():
+                    break
+                feedwire.send_parts(conn, parts)
         else:
             for chunk in _chunks(partition, launch.feed.chunk_rows):
                 if stop.is_set():
@@ -202,15 +218,19 @@ def _feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema
         for item in _results(results, proc, kind, launch):
             produced += item.num_rows if kind == "arrow" else 1
             yield item
-        if produced != rows and proc.wait() == 0:
+        if rows >= 0 and produced != rows and proc.wait() == 0:
             raise RuntimeError(f"sparktf: main_fn sent {produced} outputs for {rows} input rows; "
                                "call feed.batch_results() with one output per row it read")
     conn.close()
 
 
 def _read_replies(conn: socket.socket, results: queue.Queue, stop: threading.Event) -> None:
+    """Replies from the TF process. Training sends none for hours: wait without a time limit,
+    and let the socket's feed_timeout apply only inside a frame."""
     try:
         while True:
+            while not select.select([conn], [], [], 1.0)[0]:
+                pass
             kind, payload = feedwire.recv_frame(conn)
             if kind == feedwire.TERMINATE:
                 stop.set()
@@ -250,6 +270,19 @@ def _to_record_batch(values: list, launch: LaunchSpec):
                                           schema=schema)
     rows = [v if isinstance(v, dict) else dict(zip(schema.names, v)) for v in values]
     return pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def _packs(frames: Iterable[bytes], size: int) -> Iterator[list]:
+    """Group byte strings into lists of about ``size`` bytes."""
+    pack, total = [], 0
+    for frame in frames:
+        pack.append(frame)
+        total += len(frame)
+        if total >= size:
+            yield pack
+            pack, total = [], 0
+    if pack:
+        yield pack
 
 
 def _chunks(items: Iterable, size: int) -> Iterator[list]:

@@ -50,6 +50,7 @@ class FeedConfig:
     equalize: bool = False
     read_ahead: int = 4  # frames buffered ahead of the consumer (and always >= 2 batches)
     chunk_rows: int = 256  # RDD elements per pickled frame
+    spool_max_bytes: int | None = None  # cap on a node's spool (spark.sparktf.spoolMaxBytes)
     seed: int = 0
 
 
@@ -118,6 +119,7 @@ class DataFeed:
         self._bound = bound
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(config.feed_timeout)
+        feedwire.tune(self._sock)
         self._sock.connect(sock_path)
         self._send_lock = threading.Lock()
         self._schema = None
@@ -133,6 +135,9 @@ class DataFeed:
         self._received = 0
         self._stream_rows: int | None = None  # this partition's rows, once it has ended
         self._stream_done = False  # the consumer has taken the end of the stream
+        self._stream_ended = threading.Event()  # the reader has seen the end (or a failure)
+        self._epoch0_delivered: int | None = None
+        self._replay_held_back = 0
         self._epoch = 0
         self._delivered = 0  # rows handed out in the current epoch
         self._chunk: Any = None  # current chunk (RecordBatch or list) and our place in it
@@ -140,7 +145,6 @@ class DataFeed:
         self._replay: list | None = None
         self._terminated = False
         self._stopped = False
-        self.rows_held_back = 0
         self.results_sent = 0
         self._reader = threading.Thread(target=self._read_stream, name="sparktf-feed",
                                         daemon=True)
@@ -157,27 +161,38 @@ class DataFeed:
                 if kind == feedwire.END:
                     if self._spool is not None:
                         self._spool.flush()  # complete before anyone may replay it
-                    self._stream_rows = json.loads(payload)["rows"]
+                    rows = json.loads(payload)["rows"]  # -1: the task forwarded unopened frames
+                    self._stream_rows = rows if rows >= 0 else self._received
+                    self._stream_ended.set()
                     self._progress(ended=True)
                     self._put(_EOF)
                     return
                 chunk = self._decode(kind, payload)
                 if self._spool is not None:
                     offset = self._spool.tell()
+                    limit = self.config.spool_max_bytes
+                    if limit is not None and offset + len(payload) > limit:
+                        raise FeedError(
+                            f"this node's share of the data is over spark.sparktf.spoolMaxBytes="
+                            f"{limit} bytes, which num_epochs={self.config.num_epochs} keeps on "
+                            "local disk: raise the limit, or add nodes")
                     self._spool.write(payload)
                     self._frames.append((offset, len(payload), _rows(chunk), kind))
                 self._received += _rows(chunk)
                 self._put(chunk)
                 self._progress(ended=False)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            self._stream_ended.set()
             if not self._terminated:
                 self._put(FeedError(f"the data feed from Spark broke: {type(exc).__name__}: "
                                     f"{exc}"))
 
     def _put(self, item) -> None:
+        if self._epoch > 0 or self._stopped:
+            return  # epoch 1 is over for the consumer: the frame is only spooled (or dropped)
         rows = 0 if item is _EOF or isinstance(item, BaseException) else _rows(item)
         with self._buffer_cond:
-            while not self._terminated and self._buffer and (
+            while not self._terminated and self._epoch == 0 and self._buffer and (
                     len(self._buffer) >= self.config.read_ahead
                     and self._buffer_rows >= 2 * self._batch_hint):
                 self._buffer_cond.wait(0.2)
@@ -206,15 +221,24 @@ class DataFeed:
             return self._pa.ipc.read_record_batch(self._pa.py_buffer(payload), self._schema)
         if kind == feedwire.PICKLED:
             return pickle.loads(payload)
+        if kind == feedwire.MULTI:
+            items = []
+            for part in feedwire.unpack_parts(payload):
+                items.extend(pickle.loads(part))
+            return items
         raise FeedError(f"unexpected frame {kind!r} on the data feed")
 
     def _progress(self, ended: bool) -> None:
+        """Tell the driver how many rows arrived (once per frame: frames are ~1 MiB or more)."""
         if self.config.equalize and self.train_mode:
             self._report({"type": "feed_progress", "received": self._received, "ended": ended})
 
     # --------------------------------------------------------------- epochs 2+: the spool
     def _replay_chunks(self) -> list:
         import numpy as np
+
+        if not self._stream_ended.wait(self.config.feed_timeout) or self._stream_rows is None:
+            raise FeedError("the first pass over the data did not complete; cannot replay it")
 
         with open(self._spool_path, "rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self._frames else b""
@@ -231,7 +255,7 @@ class DataFeed:
                 if self.config.shuffle:
                     chunk = chunk.take(self._pa.array(rng.permutation(rows)))
             else:
-                chunk = pickle.loads(data[offset:offset + size])
+                chunk = self._decode(kind, data[offset:offset + size])
                 if self.config.shuffle:
                     chunk = [chunk[j] for j in rng.permutation(rows)]
             chunks.append(chunk)
@@ -269,8 +293,15 @@ class DataFeed:
         return self._replay.pop(0) if self._replay else _EOF
 
     def _end_epoch(self, leftover: int) -> None:
-        self.rows_held_back += leftover
-        self._epoch += 1
+        if self._epoch == 0:
+            self._epoch0_delivered = self._delivered  # its leftover is known at the stream's end
+        else:
+            self._replay_held_back += leftover
+        with self._buffer_cond:
+            self._epoch += 1
+            self._buffer.clear()
+            self._buffer_rows = 0
+            self._buffer_cond.notify_all()
         self._delivered = 0
         self._chunk, self._chunk_pos, self._replay = None, 0, None
         if self._epoch >= self.config.num_epochs:
@@ -329,6 +360,15 @@ class DataFeed:
         return {out: column_to_numpy(col, table.column(col).combine_chunks())
                 for col, out in names.items()}
 
+    @property
+    def rows_held_back(self) -> int:
+        """Rows of this node's share not delivered, over every epoch so far (equalization)."""
+        held = self._replay_held_back
+        if self._epoch0_delivered is not None:
+            total = self._stream_rows if self._stream_rows is not None else self._received
+            held += total - self._epoch0_delivered
+        return held
+
     def should_stop(self) -> bool:
         """True once every epoch has been delivered, or after :meth:`terminate`."""
         return self._stopped
@@ -359,12 +399,19 @@ class DataFeed:
 
     def close(self) -> None:
         """End of this node's use of the feed (called by sparktf when main_fn returns)."""
+        if not self.train_mode and not self._terminated and self._stream_done \
+                and self.results_sent != self._received:
+            raise FeedError(f"main_fn sent {self.results_sent} outputs for {self._received} "
+                            "input rows; call feed.batch_results() with one output per row")
         if not self.train_mode and not self._terminated:
             try:
                 with self._send_lock:
                     feedwire.send_frame(self._sock, feedwire.RESULTS_END, b"")
             except OSError:
                 pass
+        if self.train_mode and self.config.equalize and self._stopped and not self._terminated:
+            # Count exactly what equalization held back: the reader drains what is left.
+            self._stream_ended.wait(self.config.feed_timeout)
         self._terminated = True
         self._sock.close()
         if self._spool is not None:

@@ -73,3 +73,22 @@ def dataframe_in_order(df, num_nodes: int):
 
     return (df.withColumn(KEY, F.monotonically_increasing_id())
             .repartitionByRange(num_nodes, KEY).sortWithinPartitions(KEY).drop(KEY))
+
+
+def raw_pickled_batches(rdd):
+    """The same RDD whose partitions yield Spark's own pickled batches (bytes), unopened.
+
+    When PySpark stores ``rdd`` as pickled lists of elements (a ``BatchedSerializer`` over a
+    pickle serializer, which is what ``map``, ``parallelize`` and cached RDDs use), a barrier task
+    can forward those frames to the TF process as they are, instead of unpickling and pickling
+    every element again. Returns None for other serializers (text files, ...).
+    """
+    from pyspark.rdd import RDD
+    from pyspark.serializers import (BatchedSerializer, CloudPickleSerializer,
+                                     CPickleSerializer, NoOpSerializer)
+
+    ser = rdd._jrdd_deserializer
+    if isinstance(ser, BatchedSerializer) and isinstance(
+            ser.serializer, (CPickleSerializer, CloudPickleSerializer)):
+        return RDD(rdd._jrdd, rdd.ctx, NoOpSerializer())
+    return None

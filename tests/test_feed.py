@@ -117,7 +117,8 @@ def test_terminate_stops_the_feed_without_reading_the_rest(sc_local):
 
 
 def test_feed_timeout_is_an_idle_timeout(sc_local):
-    data = sc_local.parallelize(range(200_000), 2)
+    # Far more than the read-ahead and socket buffers hold (200 MB a node), so Spark must wait.
+    data = sc_local.parallelize(range(100_000), 2).map(lambda i: i.to_bytes(8, "little") * 512)
     cluster = sparktf.run(sc_local, feed_jobs.read_one_then_sleep, {"sleep": 60},
                           num_executors=2, input_mode=SPARK)
     start = time.monotonic()
@@ -138,6 +139,8 @@ def test_node_directories_and_spools_are_removed(sc_local):
                     nodes=2, num_epochs=2)
     spool_dir = cluster.results["chief:0"]["spool_dir"]
     assert spool_dir and not os.path.exists(spool_dir)
+    where = os.path.dirname(spool_dir)
+    assert not glob.glob(os.path.join(where, f"sparktf-{cluster.job_id}-*"))
     assert not glob.glob(os.path.join(tempfile.gettempdir(), f"sparktf-{cluster.job_id}-*"))
 
 

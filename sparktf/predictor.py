@@ -1,0 +1,106 @@
+"""Batch inference with a SavedModel over a DataFrame, without a TensorFlow cluster.
+
+``sparktf.predict(df, model_path, input_cols, output_col)`` is a ``mapInArrow`` over ``df``: each
+Spark Python worker loads the model once (and keeps it for the tasks it runs after), turns
+each Arrow batch's input columns into numpy arrays (an ``array<float>`` column becomes a 2-D
+array) and appends the model's output as ``output_col``. In the spirit of Spark's
+``predict_batch_udf``, on Arrow batches end to end.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from sparktf.errors import ConfigError
+
+_MODELS: dict = {}  # model path -> loaded serving function, per Python worker
+
+
+def _serving_fn(model_path: str, signature: str):
+    """The SavedModel's signature function, loaded once per Python worker."""
+    key = (model_path, signature)
+    if key not in _MODELS:
+        import tensorflow as tf
+
+        loaded = tf.saved_model.load(model_path)
+        if signature not in loaded.signatures:
+            raise ConfigError(f"{model_path} has no signature {signature!r}; it has "
+                              f"{sorted(loaded.signatures)}")
+        _MODELS[key] = (loaded, loaded.signatures[signature])  # the function needs its object
+    return _MODELS[key][1]
+
+
+def _predict_batches(batches, model_path: str, input_cols: Sequence[str], output_col: str,
+                     signature: str, output_key: str | None, batch_size: int):
+    import pyarrow as pa
+
+    from sparktf.feed import column_to_numpy
+
+    fn = _serving_fn(model_path, signature)
+    input_names = sorted(fn.structured_input_signature[1])
+    for batch in batches:
+        for start in range(0, batch.num_rows, batch_size):
+            part = batch.slice(start, batch_size)
+            arrays = [column_to_numpy(c, part.column(c)) for c in input_cols]
+            specs = fn.structured_input_signature[1]
+            feeds = {name: arr.astype(specs[name].dtype.as_numpy_dtype)
+                     for name, arr in zip(input_names, arrays)}
+            outputs = fn(**feeds)
+            key = output_key or sorted(outputs)[0]
+            values = outputs[key].numpy()
+            column = (pa.array(values.ravel()) if values.ndim == 1 or values.shape[1:] == (1,)
+                      else pa.array(list(values.reshape(len(values), -1))))
+            yield part.append_column(output_col, column)
+
+
+def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "prediction", *,
+            output_type: str = "double", signature: str = "serving_default",
+            output_key: str | None = None, batch_size: int = 1024):
+    """``df`` with one more column, ``output_col``: the SavedModel's output for each row.
+
+    Parameters
+    ----------
+    df : pyspark.sql.DataFrame
+    model_path : str
+        A SavedModel directory every executor can read (a local path on every host, or a
+        path shipped with ``--files``/``spark.archives``).
+    input_cols : list of str
+        Columns fed to the signature's inputs, in the order of the inputs' sorted names.
+    output_col : str
+        Name of the new column.
+    output_type : {"double", "array<double>"}
+        A number per row, or a vector per row (e.g. class scores).
+    output_key : str, optional
+        Which output of the signature (default: the first by name).
+    """
+    from pyspark.sql.types import ArrayType, DoubleType, StructField, StructType
+
+    problems = []
+    if isinstance(input_cols, str) or not input_cols:
+        problems.append(f"input_cols must be a non-empty list of column names, got {input_cols!r}")
+    else:
+        missing = [c for c in input_cols if c not in df.columns]
+        if missing:
+            problems.append(f"input_cols {missing} are not columns of the DataFrame "
+                            f"({df.columns})")
+    if output_col in df.columns:
+        problems.append(f"output_col {output_col!r} is already a column; pick another name")
+    if output_type not in ("double", "array<double>"):
+        problems.append(f"output_type must be 'double' or 'array<double>', got {output_type!r}")
+    if problems:
+        raise ConfigError.from_problems(problems)
+    probe = output_type == "array<double>"
+    out_type = ArrayType(DoubleType()) if probe else DoubleType()
+    schema = StructType(df.schema.fields + [StructField(output_col, out_type)])
+    cols = list(input_cols)
+
+    def run(batches):
+        import pyarrow as pa
+
+        for batch in _predict_batches(batches, model_path, cols, output_col, signature,
+                                      output_key, batch_size):
+            col = batch.column(output_col)
+            target = pa.list_(pa.float64()) if probe else pa.float64()
+            yield batch.set_column(batch.num_columns - 1, output_col, col.cast(target))
+
+    return df.mapInArrow(run, schema)
