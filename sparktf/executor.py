@@ -98,7 +98,10 @@ def node_task(launch: LaunchSpec, data_kind: str | None = None,
         host, _ = topology.split_address(ctx.getTaskInfos()[rank].address)
         role = launch.roles[rank]
         work_dir = tempfile.mkdtemp(prefix=f"sparktf-{launch.job_id}-{rank}-", dir=local_dir())
-        feed_path = os.path.join(work_dir, "feed.sock") if data_kind and role.trains else None
+        # The socket gets a short private directory of its own: Spark's local dirs can be
+        # longer than the 107 bytes an AF_UNIX path may have.
+        sock_dir = tempfile.mkdtemp(prefix="sparktf-") if data_kind and role.trains else None
+        feed_path = os.path.join(sock_dir, "feed.sock") if sock_dir else None
         listener = _listen_unix(feed_path) if feed_path else None
         proc = None
         try:
@@ -122,7 +125,9 @@ def node_task(launch: LaunchSpec, data_kind: str | None = None,
                 stop_supervisor(proc, launch.stop_grace)  # generator closed or task failing
             if listener is not None:
                 listener.close()
-            shutil.rmtree(work_dir, ignore_errors=True)
+            for path in (work_dir, sock_dir):
+                if path:
+                    shutil.rmtree(path, ignore_errors=True)
         if code != 0:
             raise RuntimeError(
                 f"sparktf node {spec.name} on {host} {describe_exit(code)}; "
