@@ -24,6 +24,8 @@ from __future__ import annotations
 import socket
 import struct
 
+from sparktf.protocol import recv_exact_into
+
 HEADER = struct.Struct("!cQ")
 PART = struct.Struct("!I")
 SCHEMA, ARROW, PICKLED, MULTI, END, RESULT, RESULTS_END, TERMINATE = (
@@ -74,18 +76,6 @@ def unpack_parts(payload) -> list:
         out.append(view[pos + PART.size:pos + PART.size + size])
         pos += PART.size + size
     return out
-
-
-def recv_exact_into(sock: socket.socket, n: int) -> bytearray:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:], n - got)
-        if k == 0:
-            raise EOFError(f"feed connection closed after {got} of {n} bytes")
-        got += k
-    return buf
 
 
 def recv_frame(sock: socket.socket) -> tuple[bytes, bytearray]:

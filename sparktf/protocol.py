@@ -47,7 +47,8 @@ def _mac(secret: bytes, label: bytes, nonce: bytes) -> bytes:
     return hmac.new(secret, label + nonce, hashlib.sha256).digest()
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def recv_exact_into(sock: socket.socket, n: int) -> bytearray:
+    """Exactly ``n`` bytes into a new buffer (no copy afterwards: Arrow can wrap it)."""
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
@@ -56,7 +57,11 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
         if k == 0:
             raise ChannelClosed(f"connection closed after {got} of {n} bytes")
         got += k
-    return bytes(buf)
+    return buf
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    return bytes(recv_exact_into(sock, n))
 
 
 def server_handshake(sock: socket.socket, secret: bytes, timeout: float) -> None:
