@@ -167,8 +167,8 @@ def _listen_unix(path: str) -> socket.socket:
 
 def _accept(listener: socket.socket, proc: subprocess.Popen,
             timeout: float) -> socket.socket | None:
-    """The TF process's feed connection; None if it ends without asking for data."""
-    waited = 0.0
+    """The TF process's feed connection (``timeout`` then bounds each send); None if the node
+    ends without asking for data. A main_fn may do other work first: no limit on the wait."""
     while proc.poll() is None:
         ready, _, _ = select.select([listener], [], [], 0.2)
         if ready:
@@ -176,7 +176,6 @@ def _accept(listener: socket.socket, proc: subprocess.Popen,
             conn.settimeout(timeout)
             feedwire.tune(conn)
             return conn
-        waited += 0.2
     return None
 
 
