@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -96,9 +97,23 @@ class Supervisor:
         return code
 
 
+_SPEC: NodeSpec | None = None
+
+
+def remove_node_dirs(spec: NodeSpec | None) -> None:
+    """The node's private directories (spool, feed socket); the barrier task removes them too,
+    but when Spark kills that task outright, only the supervisor is left to do it."""
+    if spec is None:
+        return
+    for path in (spec.work_dir, os.path.dirname(spec.feed_path) if spec.feed_path else None):
+        if path:
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def _on_signal(signum: int, frame: object) -> None:
     # Our parent (the Spark task) died or Spark is stopping us: take the whole tree down.
     procs.kill_tree(grace=1.0)
+    remove_node_dirs(_SPEC)
     os._exit(128 + signum)
 
 
@@ -107,7 +122,9 @@ def main() -> None:
         signal.signal(sig, _on_signal)
     procs.die_with_parent(signal.SIGTERM, int(sys.argv[1]))
     procs.become_subreaper()
+    global _SPEC
     spec: NodeSpec = pickle.load(sys.stdin.buffer)
+    _SPEC = spec
     sys.stdin.close()
     try:
         chan = protocol.connect(spec.launch.driver_address, spec.launch.secret,
@@ -120,6 +137,7 @@ def main() -> None:
     chan.send({"type": "hello", "role": "agent", "node": spec.name, "pid": os.getpid(),
                "host": spec.host, "port": spec.port})
     code = Supervisor(spec, chan).run()
+    remove_node_dirs(spec)
     sys.exit(0 if code == 0 else 1)
 
 

@@ -88,3 +88,18 @@ def infer_double(args, ctx):
         else:
             feed.batch_results([x * 2 for x in batch])
     return "inferred"
+
+
+def read_then_record_pids(args, ctx):
+    """Take a batch (so the spool exists), record the pids above us, then wait to be killed."""
+    import json
+
+    feed = ctx.get_data_feed()
+    feed.next_batch(8)
+    with open(f"/proc/{os.getppid()}/stat") as f:
+        task_worker = int(f.read().rsplit(")", 1)[1].split()[1])
+    path = os.path.join(args["dir"], ctx.name.replace(":", "_") + ".json")
+    with open(path + ".tmp", "w") as f:
+        json.dump({"task_worker": task_worker, "work_dir": ctx._work_dir}, f)
+    os.replace(path + ".tmp", path)
+    time.sleep(300)

@@ -4,6 +4,7 @@ skew, early stop, timeouts, and that the nodes' temporary files are gone afterwa
 import glob
 import os
 import tempfile
+import threading
 import time
 
 import cloudpickle
@@ -205,3 +206,35 @@ def test_a_training_main_fn_under_inference_is_told_what_to_change(spark):
                           num_executors=2, input_mode=SPARK)
     with pytest.raises(sparktf.NodeError, match="use train_mode=False"):
         cluster.inference(spark.range(0, 50, numPartitions=2))
+
+
+def test_node_directories_are_removed_when_spark_sigkills_a_task(sc_local, tmp_path):
+    """A SIGKILLed Spark Python worker never runs its cleanup: the supervisor does it."""
+    import json
+    import signal
+
+    from conftest import wait_until
+
+    data = sc_local.parallelize(range(50_000), 2).map(lambda i: i.to_bytes(8, "little") * 512)
+    cluster = sparktf.run(sc_local, feed_jobs.read_then_record_pids, {"dir": str(tmp_path)},
+                          num_executors=2, input_mode=SPARK)
+    files = [tmp_path / "chief_0.json", tmp_path / "worker_0.json"]
+    errors = []
+    trainer = threading.Thread(target=lambda: _train_expecting_failure(cluster, data, errors))
+    trainer.start()
+    assert wait_until(lambda: all(f.exists() for f in files), timeout=60)
+    nodes = [json.loads(f.read_text()) for f in files]
+    assert all(os.path.isdir(n["work_dir"]) for n in nodes)
+    os.kill(nodes[1]["task_worker"], signal.SIGKILL)
+    trainer.join(timeout=60)
+    assert errors and isinstance(errors[0], sparktf.NodeError)
+    assert wait_until(lambda: not any(os.path.exists(n["work_dir"]) for n in nodes), timeout=15)
+    pattern = os.path.join(tempfile.gettempdir(), f"sparktf-{cluster.job_id}-*")
+    assert not glob.glob(pattern)
+
+
+def _train_expecting_failure(cluster, data, errors):
+    try:
+        cluster.train(data, num_epochs=2, rebalance=False, equalize=False)
+    except Exception as exc:  # noqa: BLE001 - the test inspects it
+        errors.append(exc)
