@@ -20,7 +20,6 @@ having the last one. The data already has one partition per node, so sparktf is 
 import argparse
 import os
 import sys
-import time
 
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -19,7 +19,6 @@ def load_mnist(path=None):
     """(images float32 [N, 28, 28, 1] in [0, 1], labels int64 [N]) from a CSV of 784 pixels + label."""
     import importlib.util
 
-    import numpy as np
     import pandas as pd
 
     if path is None:

@@ -250,6 +250,11 @@ def _read_replies(conn: socket.socket, results: queue.Queue, stop: threading.Eve
 
 def _results(results: queue.Queue, proc, kind: str, launch: LaunchSpec):
     """Inference outputs in order, until the TF process says it has sent them all."""
+    schema = None
+    if kind == "arrow":
+        import pyarrow as pa
+
+        schema = pa.ipc.read_schema(pa.py_buffer(launch.output_schema))
     while True:
         try:
             batch = results.get(timeout=0.5)
@@ -260,15 +265,14 @@ def _results(results: queue.Queue, proc, kind: str, launch: LaunchSpec):
         if batch is None:
             return
         if kind == "arrow":
-            yield _to_record_batch(batch, launch)
+            yield _to_record_batch(batch, schema)
         else:
             yield from batch
 
 
-def _to_record_batch(values: list, launch: LaunchSpec):
+def _to_record_batch(values: list, schema):
     import pyarrow as pa
 
-    schema = pa.ipc.read_schema(pa.py_buffer(launch.output_schema))
     if len(schema) == 1 and not (values and isinstance(values[0], dict)):
         return pa.RecordBatch.from_arrays([pa.array(values, type=schema[0].type)],
                                           schema=schema)

@@ -37,14 +37,14 @@ def _predict_batches(batches, model_path: str, input_cols: Sequence[str], output
     from sparktf.feed import column_to_numpy
 
     fn = _serving_fn(model_path, signature)
-    input_names = sorted(fn.structured_input_signature[1])
+    specs = fn.structured_input_signature[1]
+    dtypes = {name: specs[name].dtype.as_numpy_dtype for name in sorted(specs)}
     for batch in batches:
         for start in range(0, batch.num_rows, batch_size):
             part = batch.slice(start, batch_size)
             arrays = [column_to_numpy(c, part.column(c)) for c in input_cols]
-            specs = fn.structured_input_signature[1]
-            feeds = {name: arr.astype(specs[name].dtype.as_numpy_dtype)
-                     for name, arr in zip(input_names, arrays)}
+            feeds = {name: arr.astype(dtype)
+                     for (name, dtype), arr in zip(dtypes.items(), arrays)}
             outputs = fn(**feeds)
             key = output_key or sorted(outputs)[0]
             values = outputs[key].numpy()
