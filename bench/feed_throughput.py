@@ -52,40 +52,97 @@ def touch_arrow(batches):
     yield pa.RecordBatch.from_pydict({"rows": [rows], "secs": [time.perf_counter() - start]})
 
 
+def start_profiles(name, pids):
+    """py-spy each of ``pids`` until stopped (``--profile``): a profile of the real processes."""
+    import subprocess
+    import time
+
+    out = os.environ.get("BENCH_PROFILE_DIR")
+    if not out:
+        return []
+    procs = [subprocess.Popen(["py-spy", "record", "--nonblocking", "--threads", "--rate", "500",
+                               "--format", "raw", "-o", f"{out}/{name}-{label}-{pid}.txt",
+                               "-p", str(pid)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for label, pid in pids]
+    time.sleep(1.0)  # let py-spy attach before the measured part starts
+    return procs
+
+
+def stop_profiles(procs):
+    import signal
+
+    for p in procs:
+        p.send_signal(signal.SIGINT)
+    for p in procs:
+        p.wait()
+
+
+def cpu_secs(pid):
+    """User + system CPU seconds a process has used so far."""
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
 def touch_rdd(items):
     import time
 
     from pyspark import BarrierTaskContext  # noqa: F401 - runs as a barrier task
 
+    profiles = start_profiles("c", [("task", os.getpid())])
+    cpu0 = cpu_secs(os.getpid())
     start, rows = time.perf_counter(), 0
     for _ in items:
         rows += 1
-    yield (rows, time.perf_counter() - start)
+    secs = time.perf_counter() - start
+    cpu = cpu_secs(os.getpid()) - cpu0
+    stop_profiles(profiles)
+    yield (rows, secs, {"task": cpu})
 
 
 def consume(args, ctx):
     import time
 
+    import psutil
+
+    me = psutil.Process()
+    task = me.parent().parent()  # node process <- supervisor <- the Spark barrier task
+    profiles = start_profiles("d", [("node", me.pid), ("task", task.pid)])
+    cpu0 = {"task": cpu_secs(task.pid), "node": cpu_secs(me.pid)}
     feed = ctx.get_data_feed()
     start, rows = time.perf_counter(), 0
     while not feed.should_stop():
         batch = feed.next_batch(BATCH)
         rows += len(batch["label"]) if isinstance(batch, dict) else len(batch)
-    return {"rows": rows, "secs": time.perf_counter() - start}
+    secs = time.perf_counter() - start
+    cpu = {"task": cpu_secs(task.pid) - cpu0["task"], "node": cpu_secs(me.pid) - cpu0["node"]}
+    stop_profiles(profiles)
+    return {"rows": rows, "secs": secs, "cpu": cpu}
 
 
-def rate(results):
-    return sum(r[0] for r in results) / max(r[1] for r in results)
+CPU = {}  # figure -> {process kind: CPU seconds per 100k rows}, from the fastest run
 
 
-def sparktf_rate(sc, data):
+def rate(results, key=None):
+    """Rows/s of one run (all rows / the slowest node); keeps its CPU use if it is the best."""
+    value = sum(r[0] for r in results) / max(r[1] for r in results)
+    if key and len(results[0]) > 2 and value > CPU.get(key, {}).get("_rate", 0):
+        rows = sum(r[0] for r in results)
+        kinds = results[0][2].keys()
+        CPU[key] = {k: sum(r[2][k] for r in results) * 1e5 / rows for k in kinds}
+        CPU[key]["_rate"] = value
+    return value
+
+
+def sparktf_rate(sc, data, key):
     import sparktf
 
     cluster = sparktf.run(sc, consume, None, num_executors=2, log_to_driver=False,
                           input_mode=sparktf.InputMode.SPARK)
     cluster.train(data, rebalance=False, equalize=os.environ.get("BENCH_EQUALIZE", "1") == "1")
     cluster.shutdown()
-    return rate([(r["rows"], r["secs"]) for r in cluster.results.values()])
+    return rate([(r["rows"], r["secs"], r["cpu"]) for r in cluster.results.values()], key)
 
 
 def main():
@@ -94,22 +151,30 @@ def main():
     p.add_argument("--master", default="local-cluster[2,1,2048]")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--only", default="abcd", help="which figures to measure, e.g. cd")
+    p.add_argument("--profile", metavar="DIR", help="py-spy the (c) and (d) processes into DIR "
+                   "(raw stacks; slows the measured runs)")
     a = p.parse_args()
+    if a.profile:
+        os.makedirs(a.profile, exist_ok=True)
+        os.environ["BENCH_PROFILE_DIR"] = os.path.abspath(a.profile)
     from pyspark import StorageLevel
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master(a.master).appName("sparktf-feed-bench")
              .config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.executorEnv.BENCH_PROFILE_DIR", os.environ.get("BENCH_PROFILE_DIR", ""))
+             .getOrCreate())
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")
     import sparktf.preflight as pf
 
     pf.wait_for_slots(sc, 2, 60)
     df = (spark.range(0, a.rows, numPartitions=2)
-          .mapInArrow(make_batches, "features array<float>, label long")
-          .persist(StorageLevel.MEMORY_ONLY))
-    df.count()
+          .mapInArrow(make_batches, "features array<float>, label long"))
+    if "a" in a.only or "b" in a.only:  # --only cd: room in the 2 GiB executors for more rows
+        df = df.persist(StorageLevel.MEMORY_ONLY)
+        df.count()
 
     def to_example(row):
         import numpy as np
@@ -126,9 +191,9 @@ def main():
         runs = {
             "a": lambda: rate([(r.rows, r.secs) for r in df.mapInArrow(
                 touch_arrow, "rows long, secs double", barrier=True).collect()]),
-            "b": lambda: sparktf_rate(sc, df),
-            "c": lambda: rate(rdd.barrier().mapPartitions(touch_rdd).collect()),
-            "d": lambda: sparktf_rate(sc, rdd),
+            "b": lambda: sparktf_rate(sc, df, "b"),
+            "c": lambda: rate(rdd.barrier().mapPartitions(touch_rdd).collect(), "c"),
+            "d": lambda: sparktf_rate(sc, rdd, "d"),
         }
         for key, fn in runs.items():
             if key in a.only:
@@ -143,6 +208,12 @@ def main():
         ceiling = figures.get("a" if key in "ab" else "c", float("nan"))
         print(f"| {names[key]} | {figures[key]:,.0f} | {figures[key] * per_row:,.0f} | "
               f"{figures[key] / ceiling:.2f} |")
+    if CPU:
+        print("\nCPU seconds per 100k rows (user + system, all nodes, the fastest run):")
+        for key, use in sorted(CPU.items()):
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in use.items() if k != "_rate")
+            total = sum(v for k, v in use.items() if k != "_rate")
+            print(f"  ({key}) {parts}; total {total:.2f}")
     spark.stop()
 
 

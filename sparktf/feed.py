@@ -34,6 +34,7 @@ from typing import Any, Callable
 from sparktf import feedwire
 
 _EOF = object()
+PROGRESS_INTERVAL = 0.01  # seconds between progress reports while rows stream in
 
 
 class FeedError(RuntimeError):
@@ -133,6 +134,7 @@ class DataFeed:
         self._spool = open(self._spool_path, "wb") if config.num_epochs > 1 else None
         self._frames: list[tuple] = []  # (offset, size, rows, kind) of each spooled frame
         self._received = 0
+        self._reported, self._reported_at = 0, 0.0  # rows last reported to the driver, when
         self._stream_rows: int | None = None  # this partition's rows, once it has ended
         self._stream_done = False  # the consumer has taken the end of the stream
         self._stream_ended = threading.Event()  # the reader has seen the end (or a failure)
@@ -179,8 +181,8 @@ class DataFeed:
                     self._spool.write(payload)
                     self._frames.append((offset, len(payload), _rows(chunk), kind))
                 self._received += _rows(chunk)
-                self._put(chunk)
-                self._progress(ended=False)
+                self._put(chunk)  # reports pending progress itself before it waits
+                self._progress(ended=False, urgent=False)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
             self._stream_ended.set()
             if not self._terminated:
@@ -195,6 +197,13 @@ class DataFeed:
             while not self._terminated and self._epoch == 0 and self._buffer and (
                     len(self._buffer) >= self.config.read_ahead
                     and self._buffer_rows >= 2 * self._batch_hint):
+                if self._reported != self._received:  # peers may wait for these rows
+                    self._buffer_cond.release()
+                    try:
+                        self._progress(ended=False)
+                    finally:
+                        self._buffer_cond.acquire()
+                    continue
                 self._buffer_cond.wait(0.2)
             self._buffer.append(item)
             self._buffer_rows += rows
@@ -228,10 +237,19 @@ class DataFeed:
             return items
         raise FeedError(f"unexpected frame {kind!r} on the data feed")
 
-    def _progress(self, ended: bool) -> None:
-        """Tell the driver how many rows arrived (once per frame: frames are ~1 MiB or more)."""
-        if self.config.equalize and self.train_mode:
-            self._report({"type": "feed_progress", "received": self._received, "ended": ended})
+    def _progress(self, ended: bool, urgent: bool = True) -> None:
+        """Tell the driver how many rows arrived: at the end, before the reader waits, when
+        the consumer has nothing left, and otherwise at most every PROGRESS_INTERVAL seconds
+        (each report costs the driver a round of bound messages to every node)."""
+        if not (self.config.equalize and self.train_mode) or self._reported == self._received \
+                and not ended:
+            return
+        now = time.monotonic()
+        if not (ended or urgent or now - self._reported_at >= PROGRESS_INTERVAL
+                or self._buffer_rows <= self._batch_hint):
+            return
+        self._reported, self._reported_at = self._received, now
+        self._report({"type": "feed_progress", "received": self._received, "ended": ended})
 
     # --------------------------------------------------------------- epochs 2+: the spool
     def _replay_chunks(self) -> list:
