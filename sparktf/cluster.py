@@ -74,6 +74,10 @@ class _Node:
     exit: dict | None = None
     lost: bool = False
     failed_at: float | None = None  # when the driver first saw this node fail
+    last_beat: float | None = None  # when its last heartbeat (or hello) arrived
+    progress: tuple = (None, None)  # (step, rows fed) from its heartbeats
+    progress_at: float | None = None  # when that last changed
+    hung: str | None = None  # why the driver declared it hung
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=40))
     chans: dict = field(default_factory=dict)  # "node"/"agent" -> Channel
 
@@ -97,7 +101,9 @@ class Cluster:
                  reservation_timeout: float, log_to_driver: bool, tail_lines: int,
                  stop_grace: float, env: dict[str, str] | None = None,
                  input_mode: InputMode = InputMode.TENSORFLOW, tensorboard: bool = False,
-                 log_dir: str | None = None, max_restarts: int = 0) -> None:
+                 log_dir: str | None = None, max_restarts: int = 0,
+                 heartbeat_timeout: float | None = 30.0,
+                 progress_timeout: float | None = None) -> None:
         self.sc = sc
         self.roles = roles
         self.input_mode = input_mode
@@ -111,6 +117,8 @@ class Cluster:
         self._restart_pending: SparkTFError | None = None
         self._stage_factory: Callable[[], Callable[[], Any]] | None = None
         self._tail_lines = tail_lines
+        self._heartbeat_timeout = heartbeat_timeout
+        self._progress_timeout = progress_timeout
         self._cond = threading.Condition()
         self._failure: SparkTFError | None = None
         self._grace = 0.0
@@ -123,7 +131,8 @@ class Cluster:
             job_id=self._base_id, roles=roles, driver_address=("", 0), secret=b"",
             payload=payload, tail_lines=tail_lines,
             stop_grace=stop_grace, env=tuple(sorted((env or {}).items())),
-            tensorboard=tensorboard, log_dir=log_dir))
+            tensorboard=tensorboard, log_dir=log_dir,
+            heartbeat_interval=min(1.0, (heartbeat_timeout or 3.0) / 3)))
 
     def _reset_attempt_state(self) -> None:
         """What one launch of the cluster owns: node states, results, feed progress."""
@@ -168,8 +177,16 @@ class Cluster:
                 return  # a barrier task reporting an error: it only sends that
             n.chans[role] = chan
             n.host = hello.get("host")
+            if role == "node":
+                n.last_beat = time.monotonic()
             if role == "node" and n.state == "pending":
                 n.state = "running"
+            bound = self._bound_sent
+            if bound is not None and role == "node" and n.role.trains:
+                # A bound broadcast before this node connected (a share that ended at once,
+                # e.g. empty data) would otherwise never reach it: nothing changes it again.
+                self._send(n, "node", {"type": "feed_bound", "bound": bound[0],
+                                       "final": bound[1]})
             self._cond.notify_all()
         if self._stop_sent and role == "node":
             self._send(n, "node", {"type": "stop"})
@@ -181,6 +198,14 @@ class Cluster:
             n.tail.append(msg["line"])
             if self._log_to_driver:
                 self._print(node, msg["stream"], msg["line"])
+            return
+        if kind == "heartbeat":
+            now = time.monotonic()
+            progress = (msg.get("step"), msg.get("rows"))
+            with self._cond:
+                n.last_beat = now
+                if progress != n.progress:
+                    n.progress, n.progress_at = progress, now
             return
         with self._cond:
             if kind == "feed_progress":
@@ -347,14 +372,51 @@ class Cluster:
             self.status = Status.FINISHED
             self._cond.notify_all()
 
+    def _check_liveness(self, now: float) -> None:
+        """Declare hung the running nodes that went silent, or stopped making progress."""
+        for n in self._nodes.values():
+            if n.state != "running" or "node" not in n.chans or n.hung or n.exit is not None:
+                continue  # done, serving (ps), not yet started, or already ended
+            if (self._heartbeat_timeout and n.last_beat is not None
+                    and now - n.last_beat > self._heartbeat_timeout):
+                n.hung = (f"sent no heartbeat for {now - n.last_beat:.1f}s (heartbeat_timeout="
+                          f"{self._heartbeat_timeout:g}s): its process is stopped, frozen or "
+                          "starved")
+            elif (self._progress_timeout and n.progress_at is not None
+                  and n.progress != (None, None) and n.progress != (None, 0)
+                  and now - n.progress_at > self._progress_timeout):
+                step, rows = n.progress
+                n.hung = (f"made no progress for {now - n.progress_at:.1f}s (progress_timeout="
+                          f"{self._progress_timeout:g}s; still at step {step}, {rows} rows fed): "
+                          "it is alive but hung")
+            if n.hung:
+                n.failed_at = n.failed_at or now
+
+    def _spark_stopped(self) -> bool:
+        jsc = getattr(self.sc, "_jsc", None)
+        if jsc is None:
+            return True
+        try:
+            return bool(jsc.sc().isStopped())
+        except Exception:  # noqa: BLE001 - the gateway is going away with it
+            return True
+
     def _find_failure(self) -> SparkTFError | None:
+        failure = self._find_node_or_job_failure()
+        if failure is not None and self._spark_stopped():
+            return ClusterStateError("the SparkContext was stopped while the cluster ran; every "
+                                     "node was stopped. Stop it only after shutdown()")
+        return failure
+
+    def _find_node_or_job_failure(self) -> SparkTFError | None:
         now = time.monotonic()
+        self._check_liveness(now)
         failed = []
         for n in self._nodes.values():
             exited_badly = n.exit is not None and n.exit["code"] != 0
             settled_error = n.error is not None and (n.exit is not None or n.lost or
                                                      now - n.error_at >= ERROR_SETTLE_SECS)
-            if exited_badly or settled_error or n.lost:
+            if exited_badly or settled_error or n.lost or n.hung:
                 failed.append(n)
         if failed:
             failed.sort(key=lambda f: f.failed_at or now)  # blame the first to fail
@@ -378,7 +440,9 @@ class Cluster:
             return NodeError(n.role.name, n.host, where, exc_type=n.error["exc_type"],
                              exc_message=n.error["message"], traceback_text=n.error["traceback"],
                              output_tail=tail, others=others)
-        if n.lost:
+        if n.hung:
+            reason = n.hung
+        elif n.lost:
             reason = ("lost contact with the node: its executor, Spark task or supervisor died "
                       "(see that executor's logs)")
         else:
@@ -388,13 +452,14 @@ class Cluster:
     def _fail(self, failure: SparkTFError, restartable: bool = False) -> None:
         """Record the first failure and take every node down (lock held); with restarts
         left and a node or Spark failure, the monitor launches the cluster again."""
-        if (restartable and self._failure is None and self.attempt < self.max_restarts
+        if (restartable and isinstance(failure, (NodeError, SparkJobError))
+                and self._failure is None and self.attempt < self.max_restarts
                 and self._launch.train_mode is not False):  # inference is not restarted
             if self._restart_pending is None:
                 self._restart_pending = failure
                 for n in self._nodes.values():
                     self._send(n, "agent", {"type": "abort"})
-                self.sc.cancelJobGroup(self.job_id)
+                self._cancel_job()
             self._cond.notify_all()
             return
         if self._failure is None:
@@ -404,8 +469,15 @@ class Cluster:
         self.status = Status.FAILED
         for n in self._nodes.values():
             self._send(n, "agent", {"type": "abort"})
-        self.sc.cancelJobGroup(self.job_id)
+        self._cancel_job()
         self._cond.notify_all()
+
+    def _cancel_job(self) -> None:
+        """Cancel this attempt's Spark job; a stopped SparkContext has none left to cancel."""
+        try:
+            self.sc.cancelJobGroup(self.job_id)
+        except Exception as exc:  # noqa: BLE001 - e.g. the SparkContext was stopped
+            log.info("sparktf: could not cancel %s: %s", self.job_id, exc)
 
     def _wait(self, predicate: Callable[[], bool], deadline: float | None) -> bool:
         """Wait (lock held) until predicate or failure; False on deadline."""
@@ -667,6 +739,12 @@ class Cluster:
         df = partition.dataframe_for_nodes(data, n, trainers) if rebalance else data
         schema = to_arrow_schema(df.schema).serialize().to_pybytes()
         task = node_task(self._launch, "arrow", schema)
+        if data.isEmpty():
+            # Spark plans an empty DataFrame as no partitions at all (no barrier tasks, no
+            # nodes): start the nodes over empty partitions; they get the schema and the end.
+            sc = self.sc
+            return lambda: sc.parallelize(range(n), n).barrier().mapPartitions(
+                lambda _: task(iter(()))).collect()
         return lambda: df.mapInArrow(task, "node string", barrier=True).collect()
 
     def __enter__(self) -> "Cluster":
@@ -738,7 +816,8 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         num_ps: int = 0, *, master_node: str | None = "chief", eval_node: bool = False,
         input_mode: InputMode = InputMode.TENSORFLOW, reservation_timeout: float | None = None,
         log_to_driver: bool | None = None, env: dict[str, str] | None = None,
-        tensorboard: bool = False, log_dir: str | None = None, max_restarts: int = 0) -> Cluster:
+        tensorboard: bool = False, log_dir: str | None = None, max_restarts: int = 0,
+        heartbeat_timeout: float | None = None, progress_timeout: float | None = None) -> Cluster:
     """Start a TensorFlow cluster on Spark executors and run ``main_fn`` on every node.
 
     Parameters
@@ -770,6 +849,15 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     tensorboard : bool
         The chief serves TensorBoard on ``log_dir`` while it runs; the driver prints its URL
         and :meth:`Cluster.tensorboard_url` returns it.
+    heartbeat_timeout : float, optional
+        A running node that sends no heartbeat for this many seconds is declared dead
+        (``spark.sparktf.heartbeatTimeout``, default 30; 0 turns it off). Nodes send one a
+        second, with their progress.
+    progress_timeout : float, optional
+        A running chief/worker/evaluator whose progress (``ctx.report_progress(step)`` and the
+        rows its feed handed out) stops changing for this many seconds is declared hung
+        (``spark.sparktf.progressTimeout``; default off). The clock starts at its first
+        progress; parameter servers and serving workers are exempt.
     max_restarts : int
         After a node fails (its ``main_fn`` raised, its process or executor died), stop every
         node and launch the whole cluster again, up to this many times; ``ctx.attempt`` tells
@@ -796,6 +884,12 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     if n_params is not None:
         payload, pickle_problem = preflight.pickle_payload(main_fn, args, n_params)
         problems += [pickle_problem] if pickle_problem else []
+    for name, value in (("heartbeat_timeout", heartbeat_timeout),
+                        ("progress_timeout", progress_timeout)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or value < 0):
+            problems.append(f"{name} must be a number of seconds >= 0 (0: off) or None, "
+                            f"got {value!r}")
     if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
         problems.append(f"max_restarts must be an int >= 0, got {max_restarts!r}")
     if not isinstance(tensorboard, bool):
@@ -821,7 +915,9 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         log_to_driver=_setting(sc, "logToDriver", log_to_driver, True, bool),
         tail_lines=_setting(sc, "tailLines", None, 40, int),
         stop_grace=_setting(sc, "stopGrace", None, 3.0), env=env, input_mode=input_mode,
-        tensorboard=tensorboard, log_dir=log_dir, max_restarts=max_restarts)
+        tensorboard=tensorboard, log_dir=log_dir, max_restarts=max_restarts,
+        heartbeat_timeout=_setting(sc, "heartbeatTimeout", heartbeat_timeout, 30.0) or None,
+        progress_timeout=_setting(sc, "progressTimeout", progress_timeout, None) or None)
     log.info("sparktf: %s has %d nodes: %s", cluster.job_id, len(roles),
              ", ".join(r.name for r in roles))
     if input_mode is InputMode.TENSORFLOW:

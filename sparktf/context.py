@@ -62,6 +62,7 @@ class NodeContext:
     _training_done_event: threading.Event = field(default_factory=threading.Event, repr=False)
     _report_state: Callable[[str], None] = field(default=lambda state: None, repr=False)
     _server: Any = field(default=None, repr=False)
+    _step: int | None = field(default=None, repr=False)
 
     @property
     def role(self) -> NodeRole:
@@ -157,6 +158,12 @@ class NodeContext:
                               input_mapping=input_mapping, config=self._feed_config,
                               spool_dir=self._work_dir, report=self._report, bound=self._bound)
         return self._feed
+
+    def report_progress(self, step: int) -> None:
+        """Tell the driver how far training is (e.g. the global step); sent with the next
+        heartbeat. With ``run(..., progress_timeout=T)``, a node whose step (and fed rows) stop
+        changing for ``T`` seconds is declared hung. Cheap: call it every step."""
+        self._step = int(step)
 
     def training_done(self) -> bool:
         """True once every chief/worker ``main_fn`` has returned (e.g. for an evaluator loop)."""

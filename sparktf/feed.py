@@ -148,6 +148,8 @@ class DataFeed:
         self._terminated = False
         self._stopped = False
         self.results_sent = 0
+        #: Rows handed to the consumer so far, every epoch together (sent with heartbeats).
+        self.rows_fed = 0
         self._reader = threading.Thread(target=self._read_stream, name="sparktf-feed",
                                         daemon=True)
         self._reader.start()
@@ -364,6 +366,7 @@ class DataFeed:
             parts.append(_slice(self._chunk, self._chunk_pos, take))
             self._chunk_pos += take
             self._delivered += take
+            self.rows_fed += take
             got += take
             if self._chunk_pos >= _rows(self._chunk):
                 self._chunk = None
@@ -492,9 +495,18 @@ def _structure(batch):
 
     if isinstance(batch, dict):
         return batch
-    if batch and isinstance(batch[0], (tuple, list)):
-        return tuple(np.stack([np.asarray(e[i]) for e in batch]) for i in range(len(batch[0])))
-    return np.stack([np.asarray(e) for e in batch])
+    try:
+        if batch and isinstance(batch[0], (tuple, list)):
+            return tuple(np.stack([np.asarray(e[i]) for e in batch])
+                         for i in range(len(batch[0])))
+        return np.stack([np.asarray(e) for e in batch])
+    except (ValueError, IndexError) as exc:
+        shapes = sorted({str(np.shape(e[0] if isinstance(e, (tuple, list)) else e))
+                         for e in batch})
+        raise FeedError(f"to_dataset() needs RDD elements of one structure and shape; this "
+                        f"batch has elements of different shapes ({', '.join(shapes[:4])}): "
+                        f"{exc}. Make every element the same shape, or use next_batch() and "
+                        "handle them yourself") from None
 
 
 def _signature(tf, batch):

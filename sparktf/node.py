@@ -62,6 +62,17 @@ def _listen(chan: protocol.Channel, ctx: NodeContext) -> None:
         os._exit(EXIT_DRIVER_LOST)
 
 
+def _heartbeats(chan: protocol.Channel, ctx: NodeContext, interval: float) -> None:
+    """Every ``interval`` seconds: alive, and how far (``ctx.report_progress``, rows fed)."""
+    while not ctx._stop_event.wait(interval):
+        feed = ctx._feed
+        try:
+            chan.send({"type": "heartbeat", "step": ctx._step,
+                       "rows": feed.rows_fed if feed is not None else None})
+        except OSError:
+            return
+
+
 def _call_main(spec: NodeSpec, ctx: NodeContext):
     try:
         main_fn, args, n_params = pickle.loads(spec.launch.payload)
@@ -118,6 +129,8 @@ def run(spec: NodeSpec) -> int:
         log_dir=_log_dir(spec))
     threading.Thread(target=_listen, args=(chan, ctx), name="sparktf-control",
                      daemon=True).start()
+    threading.Thread(target=_heartbeats, args=(chan, ctx, spec.launch.heartbeat_interval),
+                     name="sparktf-heartbeat", daemon=True).start()
     if spec.launch.tensorboard and ctx.is_chief:
         _start_tensorboard(spec, ctx, chan)
     try:

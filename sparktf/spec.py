@@ -30,6 +30,7 @@ class LaunchSpec:
     train_mode: bool | None = None
     feed: FeedConfig | None = None
     output_schema: bytes | None = None  # inference over a DataFrame: Arrow schema of the output
+    heartbeat_interval: float = 1.0  # seconds between a node's heartbeats to the driver
     tensorboard: bool = False  # the chief serves TensorBoard on log_dir
     log_dir: str | None = None  # TensorBoard's directory (default: under the chief's work dir)
 

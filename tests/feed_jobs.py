@@ -103,3 +103,12 @@ def read_then_record_pids(args, ctx):
         json.dump({"task_worker": task_worker, "work_dir": ctx._work_dir}, f)
     os.replace(path + ".tmp", path)
     time.sleep(300)
+
+
+def dataset_rows(args, ctx):
+    """Count rows through the feed's tf.data adapter."""
+    feed = ctx.get_data_feed()
+    rows = 0
+    for _, y in feed.to_dataset(args["batch"]):
+        rows += int(y.shape[0])
+    return rows

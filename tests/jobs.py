@@ -156,3 +156,36 @@ def sum_feed_dying_once(args, ctx):
         if ctx.attempt == 0 and ctx.name == "worker:0":
             os.kill(os.getpid(), signal.SIGKILL)
     return {"attempt": ctx.attempt, "sum": total, "rows": rows}
+
+
+def steady_training(args, ctx):
+    """'Train' step by step (reporting progress; from the feed in InputMode.SPARK) until
+    stopped; args: "raise"/"raise_after" make a node raise, "hang"/"hang_after" make one hang."""
+    import json
+
+    path = os.path.join(args["dir"], ctx.name.replace(":", "_") + ".json")
+    with open(path + ".tmp", "w") as f:
+        json.dump({"node": os.getpid(), "supervisor": os.getppid(), "port": ctx.port,
+                   "cluster": ctx.cluster_spec}, f)
+    os.replace(path + ".tmp", path)
+    feed = ctx.get_data_feed() if ctx.train_mode else None
+    start, step = time.monotonic(), 0
+    while feed is None or not feed.should_stop():
+        if feed is not None:
+            feed.next_batch(1)
+        step += 1
+        ctx.report_progress(step)
+        elapsed = time.monotonic() - start
+        if ctx.name == args.get("raise") and elapsed >= args.get("raise_after", 0):
+            print(f"raising at {time.time():.3f}", flush=True)
+            raise RuntimeError("the chief gave up")
+        if ctx.name == args.get("hang") and elapsed >= args.get("hang_after", 0):
+            print(f"hanging at {time.time():.3f}", flush=True)
+            time.sleep(3600)  # alive, heartbeats going, no progress
+        time.sleep(0.05)
+    return step
+
+
+def describe_env(args, ctx):
+    """The node's TF_CONFIG and its whole environment."""
+    return {"tf_config": ctx.tf_config, "env": dict(os.environ)}

@@ -1,0 +1,123 @@
+"""Bad input and misuse: each gets a clear error or a documented behaviour; nothing hangs,
+nothing is silently dropped, nothing leaks (the no_leaks fixture checks every test)."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import feed_jobs
+import jobs
+import sparktf
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+SPARK = sparktf.InputMode.SPARK
+
+
+@pytest.fixture(scope="module")
+def spark(sc_local):
+    from pyspark.sql import SparkSession
+
+    return SparkSession(sc_local)
+
+
+def test_shutdown_arguments_are_checked(sc_local):
+    cluster = sparktf.run(sc_local, jobs.describe, {}, num_executors=2)
+    for kwargs, fragment in [({"grace_secs": -1}, "grace_secs must be a number >= 0"),
+                             ({"grace_secs": "1"}, "grace_secs must be a number >= 0"),
+                             ({"timeout": 0}, "timeout must be a positive number"),
+                             ({"timeout": "5"}, "timeout must be a positive number")]:
+        with pytest.raises(sparktf.ConfigError, match=fragment):
+            cluster.shutdown(**kwargs)
+    assert cluster.shutdown()["name"] == "chief:0"  # the bad calls changed nothing
+
+
+def test_inference_arguments_are_checked(sc_local):
+    cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2,
+                          input_mode=SPARK)
+    with pytest.raises(sparktf.ConfigError) as err:
+        cluster.inference([1, 2], output_schema=3, feed_timeout=0)
+    assert len(err.value.problems) == 3
+    cluster.shutdown()
+    with_ps = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=3, num_ps=1,
+                          input_mode=SPARK)
+    with pytest.raises(sparktf.ConfigError, match="no parameter servers or evaluator"):
+        with_ps.inference(sc_local.parallelize([1, 2]))
+    with_ps.shutdown()
+
+
+def test_an_empty_rdd_trains_zero_rows_and_ends(sc_local):
+    cluster = sparktf.run(sc_local, feed_jobs.sum_ids, {"col": None}, num_executors=2,
+                          input_mode=SPARK)
+    cluster.train(sc_local.parallelize([], 3), num_epochs=2)
+    cluster.shutdown(timeout=60)
+    assert [r["rows"] for r in cluster.results.values()] == [0, 0]
+
+
+def test_an_empty_dataframe_trains_zero_rows_and_ends(spark):
+    df = spark.range(0, 10).where("id < 0")
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.sum_ids, {"col": "id"},
+                          num_executors=2, input_mode=SPARK)
+    cluster.train(df)
+    cluster.shutdown(timeout=60)
+    assert [r["rows"] for r in cluster.results.values()] == [0, 0]
+
+
+def test_a_column_of_arrays_of_different_lengths_is_a_clear_error(spark):
+    df = spark.createDataFrame([(i, [1.0] * (3 if i % 2 else 4)) for i in range(40)],
+                               "id long, x array<double>")
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.sum_ids, {"col": "id", "batch": 8},
+                          num_executors=2, input_mode=SPARK)
+    with pytest.raises(sparktf.NodeError) as err:
+        cluster.train(df)
+        cluster.shutdown(timeout=60)
+    assert "column 'x' holds arrays of different lengths (3 to 4)" in str(err.value)
+
+
+def test_rdd_elements_of_different_shapes_are_a_clear_error_in_to_dataset(sc_local):
+    import numpy as np
+
+    data = sc_local.parallelize([(np.zeros(3 if i % 2 else 4), i) for i in range(40)], 2)
+    cluster = sparktf.run(sc_local, feed_jobs.dataset_rows, {"batch": 8}, num_executors=2,
+                          input_mode=SPARK)
+    with pytest.raises(sparktf.NodeError) as err:
+        cluster.train(data, equalize=False)
+        cluster.shutdown(timeout=60)
+    assert "elements of different shapes" in str(err.value)
+
+
+def test_a_cluster_after_shutdown_says_so(sc_local):
+    cluster = sparktf.run(sc_local, feed_jobs.sum_ids, {"col": None}, num_executors=2,
+                          input_mode=SPARK)
+    cluster.train(sc_local.parallelize(range(10), 2))
+    first = cluster.shutdown()
+    assert cluster.shutdown() == first  # twice: the same answer, nothing else happens
+    with pytest.raises(sparktf.ClusterStateError, match="can be called once per cluster"):
+        cluster.train(sc_local.parallelize(range(10), 2))
+    with pytest.raises(sparktf.ClusterStateError):
+        cluster.inference(sc_local.parallelize(range(10), 2))
+
+
+def test_keyboard_interrupt_on_the_driver_stops_every_node(sc_local):
+    cluster = sparktf.run(sc_local, jobs.sleep_forever, {}, num_executors=2)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        cluster.shutdown()
+    assert time.monotonic() - start < 30
+    assert cluster.status is sparktf.Status.FAILED
+    with pytest.raises(sparktf.ClusterStateError, match="interrupted"):
+        cluster.shutdown()
+
+
+def test_the_spark_context_stopped_in_the_middle_of_a_job(spark_pool):
+    sc = spark_pool.get("local[2]")
+    cluster = sparktf.run(sc, jobs.sleep_forever, {}, num_executors=2)
+    threading.Timer(1.0, spark_pool.stop).start()
+    start = time.monotonic()
+    with pytest.raises(sparktf.ClusterStateError, match="the SparkContext was stopped"):
+        cluster.shutdown(timeout=60)
+    assert time.monotonic() - start < 30
