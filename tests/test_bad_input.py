@@ -113,6 +113,22 @@ def test_keyboard_interrupt_on_the_driver_stops_every_node(sc_local):
         cluster.shutdown()
 
 
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"heartbeat_timeout": -1}, "heartbeat_timeout must be a number of seconds >= 0"),
+    ({"progress_timeout": "5"}, "progress_timeout must be a number of seconds >= 0"),
+    ({"max_restarts": -1}, "max_restarts must be an int >= 0"),
+    ({"input_mode": "spark"}, "input_mode must be sparktf.InputMode"),
+    ({"env": {"A": 1}}, "env must map str to str"),
+    ({"log_dir": 5}, "log_dir must be a non-empty path"),
+    ({"num_ps": -1}, "num_ps"),
+    ({"eval_node": True, "num_executors": 1}, "evaluator"),
+])
+def test_every_run_argument_is_checked(sc_local, kwargs, fragment):
+    kwargs.setdefault("num_executors", 2)
+    with pytest.raises(sparktf.ConfigError, match=fragment):
+        sparktf.run(sc_local, jobs.describe, {}, **kwargs)
+
+
 def test_the_spark_context_stopped_in_the_middle_of_a_job(spark_pool):
     sc = spark_pool.get("local[2]")
     cluster = sparktf.run(sc, jobs.sleep_forever, {}, num_executors=2)
