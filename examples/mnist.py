@@ -96,30 +96,33 @@ def read_tfrecords(spark, path):
 
     Spark reads the files (any Hadoop path); each executor parses its files with TensorFlow."""
     def parse(files):
-        import numpy as np
-        import tensorflow as tf
-
         for _path, content in files:
-            with tempfile.NamedTemporaryFile(suffix=".tfrecord") as f:
-                f.write(content)
-                f.flush()
-                for record in tf.data.TFRecordDataset(f.name).as_numpy_iterator():
-                    ex = tf.train.Example.FromString(record).features.feature
-                    pixels = np.frombuffer(ex["image"].bytes_list.value[0], dtype=np.uint8)
-                    yield pixels.astype("float32").tolist(), int(ex["label"].int64_list.value[0])
+            for pixels, label in tfrecord_examples(content):
+                yield pixels.astype("float32").tolist(), label
 
     files = spark.sparkContext.binaryFiles(path.rstrip("/") + "/*.tfrecord")
     return spark.createDataFrame(files.mapPartitions(parse), "image array<float>, label long")
+
+
+def tfrecord_examples(content):
+    """(784 uint8 pixels, label) of each tf.train.Example in one TFRecord file's bytes."""
+    import numpy as np
+    import tensorflow as tf
+
+    with tempfile.NamedTemporaryFile(suffix=".tfrecord") as f:
+        f.write(content)
+        f.flush()
+        for record in tf.data.TFRecordDataset(f.name).as_numpy_iterator():
+            ex = tf.train.Example.FromString(record).features.feature
+            yield (np.frombuffer(ex["image"].bytes_list.value[0], dtype=np.uint8),
+                   int(ex["label"].int64_list.value[0]))
 
 
 def to_arrays(df):
     """A small DataFrame collected to (float32 [N, 784], int64 [N]) on the driver."""
     import numpy as np
 
-    table = df.toArrow() if hasattr(df, "toArrow") else None
-    if table is None:
-        rows = df.collect()
-        return (np.array([r.image for r in rows], "float32"), np.array([r.label for r in rows]))
+    table = df.toArrow()
     images = np.stack(table.column("image").to_numpy(zero_copy_only=False)).astype("float32")
     return images, table.column("label").to_numpy().astype("int64")
 
@@ -163,16 +166,10 @@ def local_shard(path, fmt, rank, num_workers):
             labels.append(cols[0])
             images.append(np.stack(cols[1:PIXELS + 1], axis=1))
         else:
-            import tensorflow as tf
-
-            with fs.open_input_stream(name) as f, \
-                    tempfile.NamedTemporaryFile(suffix=".tfrecord") as tmp:
-                tmp.write(f.read())
-                tmp.flush()
-                for record in tf.data.TFRecordDataset(tmp.name).as_numpy_iterator():
-                    ex = tf.train.Example.FromString(record).features.feature
-                    images.append(np.frombuffer(ex["image"].bytes_list.value[0], np.uint8)[None])
-                    labels.append(np.array([ex["label"].int64_list.value[0]]))
+            with fs.open_input_stream(name) as f:
+                for pixels, label in tfrecord_examples(f.read()):
+                    images.append(pixels[None])
+                    labels.append(np.array([label]))
     if not images:
         raise RuntimeError(f"no {fmt} files for node {rank} of {num_workers} under {path} "
                            f"({len(files)} files in all): give at least one file per node")
@@ -247,7 +244,7 @@ def epoch_checkpoints(tf, keras, model, model_dir, ctx, initial_epoch):
     return [Save()], latest
 
 
-def tensorboard_callbacks(keras, ctx, steps=None):
+def tensorboard_callbacks(keras, ctx):
     if not ctx.log_dir:
         return []
     log_dir = os.path.join(ctx.log_dir, ctx.name.replace(":", "_"))
@@ -302,7 +299,7 @@ def train_mirrored(args, ctx):
                  .batch(per_node_batch, drop_remainder=True).repeat().with_options(off))
         steps = args.steps_per_epoch or steps
     print(f"{ctx.name}: training epochs {args.initial_epoch + 1}..{args.epochs}", flush=True)
-    model.fit(train.with_options(off) if steps is None else train, epochs=args.epochs,
+    model.fit(train, epochs=args.epochs,
               initial_epoch=args.initial_epoch, steps_per_epoch=steps,
               callbacks=callbacks, verbose=2 if ctx.is_chief else 0)
     export(model, ctx, args.export_dir)

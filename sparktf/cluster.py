@@ -27,7 +27,7 @@ import time
 import uuid
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from sparktf import preflight, protocol, topology
 from sparktf.control import ControlServer
@@ -297,9 +297,11 @@ class Cluster:
                                              name=f"{self.job_id}-spark", daemon=True)
         self._job_thread.start()
 
-    def _empty_stage(self) -> None:
+    def _empty_stage(self, task: Callable[[Iterator], Iterator] | None = None) -> None:
+        """A barrier stage of one empty partition per node."""
         n = len(self.roles)
-        self.sc.parallelize(range(n), n).barrier().mapPartitions(node_task(self._launch)).collect()
+        task = task or node_task(self._launch)
+        self.sc.parallelize(range(n), n).barrier().mapPartitions(task).collect()
 
     def _run_spark_job(self, attempt: int) -> None:
         error = None
@@ -457,9 +459,7 @@ class Cluster:
                 and self._launch.train_mode is not False):  # inference is not restarted
             if self._restart_pending is None:
                 self._restart_pending = failure
-                for n in self._nodes.values():
-                    self._send(n, "agent", {"type": "abort"})
-                self._cancel_job()
+                self._abort_attempt()
             self._cond.notify_all()
             return
         if self._failure is None:
@@ -467,10 +467,14 @@ class Cluster:
             log.warning("sparktf: %s failed (%s); stopping every node", self.job_id,
                         str(failure).splitlines()[0])
         self.status = Status.FAILED
+        self._abort_attempt()
+        self._cond.notify_all()
+
+    def _abort_attempt(self) -> None:
+        """Tell every node's supervisor to stop its tree, and cancel the Spark job (lock held)."""
         for n in self._nodes.values():
             self._send(n, "agent", {"type": "abort"})
         self._cancel_job()
-        self._cond.notify_all()
 
     def _cancel_job(self) -> None:
         """Cancel this attempt's Spark job; a stopped SparkContext has none left to cancel."""
@@ -742,9 +746,7 @@ class Cluster:
         if data.isEmpty():
             # Spark plans an empty DataFrame as no partitions at all (no barrier tasks, no
             # nodes): start the nodes over empty partitions; they get the schema and the end.
-            sc = self.sc
-            return lambda: sc.parallelize(range(n), n).barrier().mapPartitions(
-                lambda _: task(iter(()))).collect()
+            return lambda: self._empty_stage(lambda _: task(iter(())))
         return lambda: df.mapInArrow(task, "node string", barrier=True).collect()
 
     def __enter__(self) -> "Cluster":

@@ -243,12 +243,14 @@ class DataFeed:
         """Tell the driver how many rows arrived: at the end, before the reader waits, when
         the consumer has nothing left, and otherwise at most every PROGRESS_INTERVAL seconds
         (each report costs the driver a round of bound messages to every node)."""
-        if not (self.config.equalize and self.train_mode) or self._reported == self._received \
-                and not ended:
+        if not (self.config.equalize and self.train_mode):
             return
+        if not ended and self._reported == self._received:
+            return  # nothing new
         now = time.monotonic()
-        if not (ended or urgent or now - self._reported_at >= PROGRESS_INTERVAL
-                or self._buffer_rows <= self._batch_hint):
+        due = (ended or urgent or now - self._reported_at >= PROGRESS_INTERVAL
+               or self._buffer_rows <= self._batch_hint)
+        if not due:
             return
         self._reported, self._reported_at = self._received, now
         self._report({"type": "feed_progress", "received": self._received, "ended": ended})
