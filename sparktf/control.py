@@ -1,23 +1,39 @@
-"""The driver's control and log server: one per job, one connection per node process.
+"""The driver's control and log server: one per attempt, one connection per node process.
 
-Each accepted connection is authenticated in its own thread, with a timeout, before anything
-is read from it (see :mod:`sparktf.protocol`); a peer that fails is counted and dropped, and the
-job goes on. Authenticated connections start with a ``hello`` naming the node and its role
-(``"node"``: the TF process, ``"agent"``: its supervisor); every later message goes to the
-handler. The handler is called from the connection threads.
+Runs on the driver. Each accepted connection is authenticated in its own thread before
+anything is read from it (see :mod:`sparktf.protocol`), and the handshake plus the ``hello``
+must complete within ``handshake_timeout`` in total, however slowly the peer dribbles its bytes.
+At most ``max_pending`` connections may be unauthenticated at once: when that many are open, the
+ones older than a second are dropped to make room, or, if none is, the new one is turned away
+before the greeting (real clients try again; see :func:`sparktf.protocol.connect`). A peer that
+fails is counted and dropped, and the job goes on. The acceptor survives running out of file
+descriptors or threads; :meth:`ControlServer.close` never raises.
+
+Authenticated connections start with a ``hello`` naming the node and its role (see
+:mod:`sparktf.messages`); every later message goes to the handler, from the connection's thread.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import pickle
 import socket
+import struct
 import threading
+import time
 from typing import Protocol
 
-from sparktf import protocol
+from sparktf import messages, protocol
 
 log = logging.getLogger(__name__)
+
+#: Seconds a send to a node may block (a frozen peer's full buffer) before it counts as failed.
+SEND_TIMEOUT = 5.0
+#: Unauthenticated connections held at once, and the age after which one may be dropped.
+MAX_PENDING = 64
+EVICT_AFTER = 1.0
+_RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 class Handler(Protocol):
@@ -30,52 +46,98 @@ class ControlServer:
     """Listens on ``bind_host``; ``address`` is what nodes connect to."""
 
     def __init__(self, bind_host: str, advertise_host: str, secret: bytes, handler: Handler,
-                 handshake_timeout: float = 10.0) -> None:
+                 handshake_timeout: float = 10.0, max_pending: int = MAX_PENDING) -> None:
         self._secret = secret
         self._handler = handler
         self._handshake_timeout = handshake_timeout
+        self._max_pending = max_pending
         family = socket.getaddrinfo(bind_host, 0, type=socket.SOCK_STREAM)[0][0]
-        self._sock = socket.create_server((bind_host, 0), family=family)
+        self._sock = socket.create_server((bind_host, 0), family=family, backlog=128)
         self.address: tuple[str, int] = (advertise_host, self._sock.getsockname()[1])
         self.rejected = 0
+        self.turned_away = 0
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
-        self._threads: list[threading.Thread] = []
+        self._pending: dict[socket.socket, float] = {}  # unauthenticated, since when
+        self._threads: set[threading.Thread] = set()
         self._closed = False
         self._acceptor = threading.Thread(target=self._accept_loop, name="sparktf-control-accept",
                                           daemon=True)
         self._acceptor.start()
 
+    # --------------------------------------------------------------------------- accepting
     def _accept_loop(self) -> None:
-        while True:
+        while not self._closed:
             try:
                 conn, _ = self._sock.accept()
-            except OSError:
-                return  # closed
-            with self._lock:
+            except OSError as exc:
                 if self._closed:
-                    conn.close()
                     return
-                self._conns.add(conn)
-                t = threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                                     name="sparktf-control-conn")
-                self._threads = [x for x in self._threads if x.is_alive()] + [t]
-            t.start()
+                if exc.errno in _RESOURCE_ERRORS:  # out of fds or memory: wait, go on
+                    log.warning("sparktf: the control server cannot accept (%s); retrying", exc)
+                    time.sleep(0.1)
+                    continue
+                if isinstance(exc, (ConnectionAbortedError, InterruptedError)):
+                    continue
+                log.warning("sparktf: the control server's socket failed: %s", exc)
+                return
+            try:
+                self._admit(conn)
+            except Exception as exc:  # noqa: BLE001 - e.g. no thread could be started
+                log.warning("sparktf: dropped a control connection: %s", exc)
+                self._forget(conn)
+                _close_quietly(conn)
 
-    def _authenticate(self, conn: socket.socket) -> tuple[protocol.Channel, dict] | None:
-        try:
-            protocol.server_handshake(conn, self._secret, self._handshake_timeout)
-            chan = protocol.Channel(conn)
-            conn.settimeout(self._handshake_timeout)
-            hello = chan.recv()
-            conn.settimeout(None)
-            if not (isinstance(hello, dict) and hello.get("type") == "hello"
-                    and isinstance(hello.get("node"), str) and hello.get("role") in ("node", "agent", "task")):
-                raise protocol.AuthenticationError(f"bad hello message: {hello!r:.200}")
-            return chan, hello
-        except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
-            with self._lock:
+    def _admit(self, conn: socket.socket) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if self._closed:
+                _close_quietly(conn)
+                return
+            if len(self._pending) >= self._max_pending:
+                old = [c for c, since in self._pending.items() if now - since >= EVICT_AFTER]
+                if not old:
+                    self.turned_away += 1
+                    _close_quietly(conn)  # before the greeting: a real client tries again
+                    return
+                oldest = min(old, key=self._pending.get)
+                self._pending.pop(oldest)
                 self.rejected += 1
+                _shutdown_quietly(oldest)  # its thread sees the error and cleans up
+            self._conns.add(conn)
+            self._pending[conn] = now
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True,
+                                 name="sparktf-control-conn")
+            self._threads.add(t)
+        t.start()
+
+    def _forget(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._conns.discard(conn)
+            self._pending.pop(conn, None)
+            self._threads.discard(threading.current_thread())
+
+    # ---------------------------------------------------------------------------- serving
+    def _authenticate(self, conn: socket.socket) -> tuple[protocol.Channel, dict] | None:
+        deadline = time.monotonic() + self._handshake_timeout
+        try:
+            protocol.server_handshake(conn, self._secret, deadline)
+            chan = protocol.Channel(conn)
+            hello = chan.recv(deadline)
+            if not (isinstance(hello, dict) and hello.get("type") == "hello"
+                    and isinstance(hello.get("node"), str)
+                    and hello.get("role") in messages.ROLES):
+                raise protocol.AuthenticationError(f"bad hello message: {hello!r:.200}")
+            conn.settimeout(None)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                            struct.pack("ll", int(SEND_TIMEOUT), 0))
+            with self._lock:
+                self._pending.pop(conn, None)
+            return chan, hello
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError, struct.error) as exc:
+            with self._lock:
+                self.rejected += conn in self._pending
+                self._pending.pop(conn, None)
             if not self._closed:
                 log.warning("sparktf: rejected a connection to the control server: %s", exc)
             return None
@@ -94,29 +156,44 @@ class ControlServer:
             except (OSError, EOFError, pickle.UnpicklingError):
                 pass
             self._handler.on_disconnect(node, role)
+        except Exception:  # noqa: BLE001 - a handler bug must not pass unseen
+            log.exception("sparktf: the control connection's handler failed")
         finally:
-            with self._lock:
-                self._conns.discard(conn)
-            conn.close()
+            self._forget(conn)
+            _close_quietly(conn)
 
     def close(self) -> None:
-        """Stop accepting, drop every connection, and wait for the connection threads."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            conns = list(self._conns)
-            threads = list(self._threads)
+        """Stop accepting, drop every connection, and wait for the connection threads.
+        Idempotent, and never raises."""
         try:
-            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-        except OSError:
-            pass
-        self._sock.close()
-        for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self._acceptor.join(timeout=5)
-        for t in threads:
-            t.join(timeout=5)
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+                conns = list(self._conns)
+                threads = list(self._threads)
+            _shutdown_quietly(self._sock)  # wakes the blocked accept()
+            _close_quietly(self._sock)
+            for conn in conns:
+                _shutdown_quietly(conn)
+            if threading.current_thread() is not self._acceptor:
+                self._acceptor.join(timeout=5)
+            for t in threads:
+                if t is not threading.current_thread():
+                    t.join(timeout=5)
+        except Exception:  # noqa: BLE001 - closing must not fail the caller
+            log.exception("sparktf: closing the control server failed")
+
+
+def _shutdown_quietly(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _close_quietly(sock: socket.socket) -> None:
+    try:
+        sock.close()
+    except OSError:
+        pass

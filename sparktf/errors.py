@@ -106,3 +106,8 @@ class SparkJobError(SparkTFError, RuntimeError):
 
 class ClusterTimeoutError(SparkTFError, TimeoutError):
     """A wait (reservation, shutdown) ran past its timeout; the cluster was stopped."""
+
+
+class FeedError(SparkTFError, RuntimeError):
+    """InputMode.SPARK: the data feed failed (timeout, lost connection, bad data, outputs
+    that do not match the input rows)."""

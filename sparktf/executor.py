@@ -26,12 +26,17 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+import traceback
 from typing import Callable, Iterable, Iterator
 
-from sparktf import feedwire, protocol, topology
+from sparktf import feedwire, messages, protocol, topology
 from sparktf.ports import PortReservation
 from sparktf.procs import describe_exit
 from sparktf.spec import LaunchSpec, NodeSpec
+
+#: Inference: output frames the task holds at most while it feeds (each one batch's outputs).
+RESULTS_AHEAD = 4
 
 
 def gather_addresses(published: Iterable[str], num_nodes: int) -> list[str]:
@@ -81,6 +86,14 @@ def stop_supervisor(proc: subprocess.Popen, grace: float) -> None:
             proc.wait()
 
 
+class NodeFailed(RuntimeError):
+    """The node's own process failed: it reported why to the driver itself."""
+
+
+class TaskFeedError(RuntimeError):
+    """Feeding the partition to the TF process, or taking its outputs back, failed."""
+
+
 def node_task(launch: LaunchSpec, data_kind: str | None = None,
               arrow_schema: bytes | None = None) -> Callable[[Iterator], Iterator]:
     """The barrier-stage function for ``launch``.
@@ -88,6 +101,7 @@ def node_task(launch: LaunchSpec, data_kind: str | None = None,
     ``data_kind`` is None (InputMode.TENSORFLOW: the partition is ignored), ``"pickle"`` (an
     RDD's elements), ``"pickled-batches"`` (Spark's own pickled lists of an RDD's elements,
     forwarded unopened) or ``"arrow"`` (a DataFrame's record batches, with ``arrow_schema``).
+    Any failure of the task itself reaches the driver typed, over the control channel.
     """
 
     def run_node(partition: Iterator) -> Iterator:
@@ -96,46 +110,55 @@ def node_task(launch: LaunchSpec, data_kind: str | None = None,
         ctx = BarrierTaskContext.get()
         rank = ctx.partitionId()
         host, _ = topology.split_address(ctx.getTaskInfos()[rank].address)
-        role = launch.roles[rank]
-        work_dir = tempfile.mkdtemp(prefix=f"sparktf-{launch.job_id}-{rank}-", dir=local_dir())
-        # The socket gets a short private directory of its own: Spark's local dirs can be
-        # longer than the 107 bytes an AF_UNIX path may have.
-        sock_dir = tempfile.mkdtemp(prefix="sparktf-") if data_kind and role.trains else None
-        feed_path = os.path.join(sock_dir, "feed.sock") if sock_dir else None
-        listener = _listen_unix(feed_path) if feed_path else None
-        proc = None
-        try:
-            with PortReservation() as reservation:
-                published = ctx.allGather(
-                    json.dumps({"rank": rank, "host": host, "port": reservation.port}))
-                addresses = gather_addresses(published, launch.num_nodes)
-                spec = build_node_spec(launch, rank, addresses, ctx.cpus(), sys.path,
-                                       work_dir=work_dir, feed_path=feed_path)
-                proc = start_supervisor(spec)
-                if listener is not None:
-                    try:
-                        yield from _feed(listener, proc, partition, launch, data_kind,
-                                         arrow_schema)
-                    except Exception as exc:
-                        report_task_error(spec, exc)
-                        raise
-                code = proc.wait()
-        finally:
-            if proc is not None:
-                stop_supervisor(proc, launch.stop_grace)  # generator closed or task failing
-            if listener is not None:
-                listener.close()
-            for path in (work_dir, sock_dir):
-                if path:
-                    shutil.rmtree(path, ignore_errors=True)
-        if code != 0:
-            raise RuntimeError(
-                f"sparktf node {spec.name} on {host} {describe_exit(code)}; "
-                "the driver's error has the node's own message and output")
-        if data_kind is None:
-            yield json.dumps({"rank": rank, "node": spec.name, "host": host})
+        yield from _run_node(ctx, rank, host, partition, launch, data_kind, arrow_schema)
 
     return run_node
+
+
+def _run_node(ctx, rank: int, host: str, partition: Iterator, launch: LaunchSpec,
+              data_kind: str | None, arrow_schema: bytes | None) -> Iterator:
+    """The steps of one node's barrier task: reserve its port, gather every address, start
+    its supervisor, feed it, wait for it; whatever happens, stop it and remove its files."""
+    role = launch.roles[rank]
+    work_dir = tempfile.mkdtemp(prefix=f"sparktf-{launch.job_id}-{rank}-", dir=local_dir())
+    # The socket gets a short private directory of its own: Spark's local dirs can be
+    # longer than the 107 bytes an AF_UNIX path may have.
+    sock_dir = tempfile.mkdtemp(prefix="sparktf-") if data_kind and role.trains else None
+    feed_path = os.path.join(sock_dir, "feed.sock") if sock_dir else None
+    listener = _listen_unix(feed_path) if feed_path else None
+    proc = None
+    try:
+        with PortReservation() as reservation:
+            published = ctx.allGather(
+                json.dumps({"rank": rank, "host": host, "port": reservation.port}))
+            addresses = gather_addresses(published, launch.num_nodes)
+            spec = build_node_spec(launch, rank, addresses, ctx.cpus(), sys.path,
+                                   work_dir=work_dir, feed_path=feed_path)
+            proc = start_supervisor(spec)
+            if listener is not None:
+                yield from _feed(listener, proc, partition, launch, data_kind, arrow_schema)
+            code = proc.wait()
+    except (NodeFailed, GeneratorExit):
+        raise
+    except BaseException as exc:
+        # Before the node is stopped below: the driver must hear the cause before it sees
+        # the node's supervisor go.
+        report_task_error(launch, role.name, host, exc,
+                          "feed" if isinstance(exc, TaskFeedError) else "task")
+        raise
+    finally:
+        if proc is not None:
+            stop_supervisor(proc, launch.stop_grace)  # generator closed or task failing
+        if listener is not None:
+            listener.close()
+        for path in (work_dir, sock_dir):
+            if path:
+                shutil.rmtree(path, ignore_errors=True)
+    if code != 0:
+        raise NodeFailed(f"sparktf node {role.name} on {host} {describe_exit(code)}; "
+                         "the driver's error has the node's own message and output")
+    if data_kind is None:
+        yield json.dumps({"rank": rank, "node": role.name, "host": host})
 
 
 def local_dir() -> str | None:
@@ -146,16 +169,21 @@ def local_dir() -> str | None:
     return None
 
 
-def report_task_error(spec: NodeSpec, exc: BaseException) -> None:
-    """Tell the driver why this node's barrier task is failing, before Spark does."""
+def report_task_error(launch: LaunchSpec, node: str, host: str, exc: BaseException,
+                      where: str = "task") -> None:
+    """Tell the driver why this node's barrier task is failing, typed, before Spark does."""
     try:
-        chan = protocol.connect(spec.launch.driver_address, spec.launch.secret, timeout=5)
-        chan.send({"type": "hello", "role": "task", "node": spec.name, "host": spec.host})
-        chan.send({"type": "error", "where": "feed", "exc_type": type(exc).__name__,
-                   "message": str(exc), "traceback": ""})
-        chan.close()
+        chan = protocol.connect(launch.driver_address, launch.secret, timeout=5)
     except (OSError, protocol.AuthenticationError):
-        pass  # Spark's own error still carries the message
+        return  # Spark's own error still carries the message
+    try:
+        chan.send(messages.hello(messages.TASK, node, host))
+        chan.send(messages.error(where, exc, "".join(
+            traceback.format_exception(type(exc), exc, exc.__traceback__))))
+    except OSError:
+        pass
+    finally:
+        chan.close()
 
 
 def _listen_unix(path: str) -> socket.socket:
@@ -179,95 +207,223 @@ def _accept(listener: socket.socket, proc: subprocess.Popen,
     return None
 
 
+def _frames(partition: Iterator, kind: str, arrow_schema: bytes | None, chunk_rows: int,
+            counted: list) -> Iterator[list]:
+    """The partition as feed frames (each a list of buffers); ``counted[0]`` counts the rows
+    (-1 for Spark's pickled batches, which are forwarded unopened: the TF process counts)."""
+    if kind == "arrow":
+        yield feedwire.frame(feedwire.SCHEMA, arrow_schema)
+        for batch in partition:
+            counted[0] += batch.num_rows
+            yield feedwire.frame(feedwire.ARROW, batch.serialize())
+    elif kind == "pickled-batches":
+        counted[0] = -1
+        for parts in _packs(partition, feedwire.MULTI_BYTES):
+            yield feedwire.multi_frame(parts)
+    else:
+        for chunk in _chunks(partition, chunk_rows):
+            counted[0] += len(chunk)
+            yield feedwire.frame(feedwire.PICKLED,
+                                 pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def _feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema):
-    """Stream the partition to the TF process; yield inference outputs as they come back."""
+    """Stream the partition to the TF process; for inference, yield its outputs as they come
+    back, interleaved with the sending, so neither side can block the other and at most
+    ``RESULTS_AHEAD`` output frames wait in this task."""
     timeout = launch.feed.feed_timeout
     conn = _accept(listener, proc, timeout)
+    inference = launch.train_mode is False
     if conn is None:
+        if inference and proc.wait() == 0 and next(iter(partition), None) is not None:
+            raise TaskFeedError("main_fn returned without reading its rows: inference needs "
+                                "ctx.get_data_feed(train_mode=False) and one output per row")
         return
-    results: queue.Queue = queue.Queue()
+    results: queue.Queue = queue.Queue(maxsize=RESULTS_AHEAD)
     stop = threading.Event()
-    threading.Thread(target=_read_replies, args=(conn, results, stop), daemon=True).start()
-    rows = 0
+    reader = _ReplyReader(conn, results, stop)
+    counted, produced = [0], 0
     try:
-        if kind == "arrow":
-            feedwire.send_frame(conn, feedwire.SCHEMA, arrow_schema)
-            for batch in partition:
-                if stop.is_set():
-                    break
-                feedwire.send_frame(conn, feedwire.ARROW, batch.serialize())
-                rows += batch.num_rows
-        elif kind == "pickled-batches":
-            rows = -1  # unknown here: the TF process counts them as it unpickles
-            for parts in _packs(partition, feedwire.MULTI_BYTES):
-                if stop.is_set():
-                    break
-                feedwire.send_parts(conn, parts)
-        else:
-            for chunk in _chunks(partition, launch.feed.chunk_rows):
-                if stop.is_set():
-                    break
-                feedwire.send_frame(conn, feedwire.PICKLED,
-                                    pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL))
-                rows += len(chunk)
-        if not stop.is_set():
-            feedwire.send_frame(conn, feedwire.END, json.dumps({"rows": rows}).encode())
+        frames = _frames(partition, kind, arrow_schema, launch.feed.chunk_rows, counted)
+        for buffers in _then_end(frames, counted):
+            if stop.is_set():
+                break
+            if not inference:
+                feedwire.send_buffers(conn, buffers)
+                continue
+            for chunk in _send_draining(conn, buffers, results, reader, proc, launch):
+                produced += len(chunk)
+                yield from _emit(chunk, kind, launch)
     except socket.timeout:
-        raise RuntimeError(f"sparktf: the TF process took no data for feed_timeout="
-                           f"{timeout:g}s") from None
+        raise TaskFeedError(f"the TF process took no data for feed_timeout={timeout:g}s") \
+            from None
     except (BrokenPipeError, ConnectionResetError):
         pass  # the TF process stopped reading (terminate() or main_fn returned): early stop
-    if launch.train_mode is False:
-        produced = 0
-        for item in _results(results, proc, kind, launch):
-            produced += item.num_rows if kind == "arrow" else 1
-            yield item
-        if rows >= 0 and produced != rows and proc.wait() == 0:
-            raise RuntimeError(f"sparktf: main_fn sent {produced} outputs for {rows} input rows; "
-                               "call feed.batch_results() with one output per row it read")
-    conn.close()
-
-
-def _read_replies(conn: socket.socket, results: queue.Queue, stop: threading.Event) -> None:
-    """Replies from the TF process. Training sends none for hours: wait without a time limit,
-    and let the socket's feed_timeout apply only inside a frame."""
     try:
-        while True:
-            while not select.select([conn], [], [], 1.0)[0]:
-                pass
-            kind, payload = feedwire.recv_frame(conn)
-            if kind == feedwire.TERMINATE:
-                stop.set()
-            elif kind == feedwire.RESULT:
-                results.put(pickle.loads(payload))
-            elif kind == feedwire.RESULTS_END:
-                break
-    except (OSError, EOFError):
-        pass
-    stop.set()
-    results.put(None)
+        if inference:
+            for chunk in _results(results, reader, proc):
+                produced += len(chunk)
+                yield from _emit(chunk, kind, launch)
+            _check_outputs(produced, counted[0], reader, proc)
+    finally:
+        reader.close()
+        conn.close()
 
 
-def _results(results: queue.Queue, proc, kind: str, launch: LaunchSpec):
-    """Inference outputs in order, until the TF process says it has sent them all."""
-    schema = None
+def _then_end(frames: Iterator[list], counted: list) -> Iterator[list]:
+    """The partition's frames, then its end (which carries the row count)."""
+    yield from frames
+    yield feedwire.frame(feedwire.END, json.dumps({"rows": counted[0]}).encode())
+
+
+def _emit(chunk: list, kind: str, launch: LaunchSpec) -> Iterator:
+    """One batch's outputs as the stage yields them: a record batch, or the elements."""
     if kind == "arrow":
-        import pyarrow as pa
+        yield _to_record_batch(chunk, _output_schema(launch))
+    else:
+        yield from chunk
 
-        schema = pa.ipc.read_schema(pa.py_buffer(launch.output_schema))
+
+def _check_outputs(produced: int, rows: int, reader: "_ReplyReader", proc) -> None:
+    """Inference must answer every row: never return short (or long) output silently."""
+    if proc.wait() != 0:
+        return  # the node failed and says why itself
+    expected = rows if rows >= 0 else reader.rows_received
+    if expected is None:
+        raise TaskFeedError(f"the TF process ended without finishing its outputs ({produced} "
+                            "sent); main_fn must read its whole feed and answer every row")
+    if produced != expected:
+        raise TaskFeedError(f"main_fn sent {produced} outputs for {expected} input rows; "
+                            "read the feed until feed.should_stop() and call "
+                            "feed.batch_results() with one output per row it read")
+
+
+def _send_draining(conn, buffers: list, results: queue.Queue, reader: "_ReplyReader", proc,
+                   launch: LaunchSpec) -> Iterator[list]:
+    """Send one frame without blocking; while the TF process is not reading, yield the output
+    chunks it has sent back (it may be waiting for us to take them)."""
+    timeout = launch.feed.feed_timeout
+    idle_since = time.monotonic()
+    while buffers:
+        remaining = feedwire.send_some(conn, buffers)
+        if remaining is not buffers:
+            buffers, idle_since = remaining, time.monotonic()
+            continue
+        drained = False
+        for chunk in _drain(results, reader):
+            drained = True
+            yield chunk
+        if drained:
+            idle_since = time.monotonic()
+        elif proc.poll() is not None or reader.finished.is_set():
+            raise BrokenPipeError("the TF process stopped reading")
+        elif time.monotonic() - idle_since > timeout:
+            raise socket.timeout()
+        select.select([], [conn], [], 0.05)
+    yield from _drain(results, reader)
+
+
+def _drain(results: queue.Queue, reader: "_ReplyReader") -> Iterator[list]:
+    """The output chunks already waiting, without blocking (the end stays queued)."""
     while True:
         try:
-            batch = results.get(timeout=0.5)
+            chunk = results.get_nowait()
         except queue.Empty:
-            if proc.poll() is not None and results.empty():
+            return
+        if chunk is None:
+            results.put(None)
+            return
+        yield chunk
+
+
+_SCHEMAS: dict = {}
+
+
+def _output_schema(launch: LaunchSpec):
+    import pyarrow as pa
+
+    key = launch.output_schema
+    if key not in _SCHEMAS:
+        _SCHEMAS.clear()
+        _SCHEMAS[key] = pa.ipc.read_schema(pa.py_buffer(key))
+    return _SCHEMAS[key]
+
+
+class _ReplyReader:
+    """Reads the TF process's replies: terminate, outputs (into a bounded queue: a full queue
+    stops the reading, and so the TF process's sending), and the end of its outputs."""
+
+    def __init__(self, conn: socket.socket, results: queue.Queue,
+                 stop: threading.Event) -> None:
+        self.conn, self.results, self.stop = conn, results, stop
+        self.error: BaseException | None = None
+        self.rows_received: int | None = None  # the TF process's own count, at the end
+        self.finished = threading.Event()
+        self._closed = threading.Event()
+        threading.Thread(target=self._run, daemon=True, name="sparktf-replies").start()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise TaskFeedError(str(self.error)) from self.error
+
+    def close(self) -> None:
+        """The task is done with the replies: the reading thread must not wait on it."""
+        self._closed.set()
+
+    def _put(self, item) -> bool:
+        while not self._closed.is_set():
+            try:
+                self.results.put(item, timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        """Training sends no replies for hours: wait without a time limit, and let the
+        socket's feed_timeout apply only inside a frame."""
+        try:
+            while True:
+                while not select.select([self.conn], [], [], 1.0)[0]:
+                    pass
+                kind, payload = feedwire.recv_frame(self.conn)
+                if kind == feedwire.TERMINATE:
+                    self.stop.set()
+                elif kind == feedwire.RESULT:
+                    try:
+                        values = pickle.loads(payload)
+                    except Exception as exc:  # noqa: BLE001 - reported with its reason
+                        self.error = RuntimeError(
+                            f"an inference output from main_fn cannot be read in the Spark "
+                            f"task ({type(exc).__name__}: {exc}); send plain values (numbers, "
+                            "strings, lists, dicts, numpy arrays) to feed.batch_results()")
+                        break
+                    if not self._put(values):
+                        break
+                elif kind == feedwire.RESULTS_END:
+                    self.rows_received = json.loads(payload or b"{}").get("rows")
+                    break
+        except (OSError, EOFError, ValueError):
+            pass
+        self.stop.set()
+        self.finished.set()
+        self._put(None)
+
+
+def _results(results: queue.Queue, reader: "_ReplyReader", proc) -> Iterator[list]:
+    """The remaining output chunks in order, until the TF process says it sent them all."""
+    while True:
+        try:
+            chunk = results.get(timeout=0.5)
+        except queue.Empty:
+            if proc.poll() is not None and reader.finished.is_set() and results.empty():
+                reader.check()
                 return
             continue
-        if batch is None:
+        if chunk is None:
+            reader.check()
             return
-        if kind == "arrow":
-            yield _to_record_batch(batch, schema)
-        else:
-            yield from batch
+        yield chunk
 
 
 def _to_record_batch(values: list, schema):

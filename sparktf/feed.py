@@ -21,7 +21,6 @@ tensorflow only by :meth:`DataFeed.to_dataset`.
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import collections
 import pickle
@@ -29,16 +28,13 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from sparktf import feedwire
+from sparktf import feedwire, messages
+from sparktf.errors import FeedError
 
 _EOF = object()
 PROGRESS_INTERVAL = 0.01  # seconds between progress reports while rows stream in
-
-
-class FeedError(RuntimeError):
-    """The data feed failed (timeout, lost connection, bad data)."""
 
 
 @dataclass
@@ -50,6 +46,7 @@ class FeedConfig:
     shuffle: bool = False
     equalize: bool = False
     read_ahead: int = 4  # frames buffered ahead of the consumer (and always >= 2 batches)
+    read_ahead_bytes: int = 64 << 20  # ... and at most this many bytes (ditto)
     chunk_rows: int = 256  # RDD elements per pickled frame
     spool_max_bytes: int | None = None  # cap on a node's spool (spark.sparktf.spoolMaxBytes)
     seed: int = 0
@@ -128,6 +125,7 @@ class DataFeed:
         # an equalizing peer may wait for rows we have not read yet (see the module doc).
         self._buffer: collections.deque = collections.deque()
         self._buffer_rows = 0
+        self._buffer_bytes = 0
         self._buffer_cond = threading.Condition()
         self._batch_hint = 1
         self._spool_path = os.path.join(spool_dir, "epoch1.spool")
@@ -144,7 +142,7 @@ class DataFeed:
         self._delivered = 0  # rows handed out in the current epoch
         self._chunk: Any = None  # current chunk (RecordBatch or list) and our place in it
         self._chunk_pos = 0
-        self._replay: list | None = None
+        self._replay: Iterator | None = None
         self._terminated = False
         self._stopped = False
         self.results_sent = 0
@@ -183,7 +181,7 @@ class DataFeed:
                     self._spool.write(payload)
                     self._frames.append((offset, len(payload), _rows(chunk), kind))
                 self._received += _rows(chunk)
-                self._put(chunk)  # reports pending progress itself before it waits
+                self._put(chunk, len(payload))  # reports pending progress before it waits
                 self._progress(ended=False, urgent=False)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
             self._stream_ended.set()
@@ -191,13 +189,17 @@ class DataFeed:
                 self._put(FeedError(f"the data feed from Spark broke: {type(exc).__name__}: "
                                     f"{exc}"))
 
-    def _put(self, item) -> None:
+    def _put(self, item, size: int = 0) -> None:
+        """Hand a chunk to the consumer, waiting while the read-ahead is full: at most
+        ``read_ahead`` frames and ``read_ahead_bytes`` bytes, but never fewer than two of
+        the consumer's batches (an equalizing peer may wait for rows we have not read yet)."""
         if self._epoch > 0 or self._stopped:
             return  # epoch 1 is over for the consumer: the frame is only spooled (or dropped)
         rows = 0 if item is _EOF or isinstance(item, BaseException) else _rows(item)
         with self._buffer_cond:
             while not self._terminated and self._epoch == 0 and self._buffer and (
-                    len(self._buffer) >= self.config.read_ahead
+                    (len(self._buffer) >= self.config.read_ahead
+                     or self._buffer_bytes + size > self.config.read_ahead_bytes)
                     and self._buffer_rows >= 2 * self._batch_hint):
                 if self._reported != self._received:  # peers may wait for these rows
                     self._buffer_cond.release()
@@ -207,8 +209,9 @@ class DataFeed:
                         self._buffer_cond.acquire()
                     continue
                 self._buffer_cond.wait(0.2)
-            self._buffer.append(item)
+            self._buffer.append((item, size))
             self._buffer_rows += rows
+            self._buffer_bytes += size
             self._buffer_cond.notify_all()
 
     def _take(self):
@@ -221,7 +224,8 @@ class DataFeed:
                                     f"{self.config.feed_timeout:g}s (the Spark side made no "
                                     "progress)")
                 self._buffer_cond.wait(min(remaining, 1.0))
-            item = self._buffer.popleft()
+            item, size = self._buffer.popleft()
+            self._buffer_bytes -= size
             if not (item is _EOF or isinstance(item, BaseException)):
                 self._buffer_rows -= _rows(item)
             self._buffer_cond.notify_all()
@@ -253,35 +257,38 @@ class DataFeed:
         if not due:
             return
         self._reported, self._reported_at = self._received, now
-        self._report({"type": "feed_progress", "received": self._received, "ended": ended})
+        self._report(messages.make("feed_progress", received=self._received, ended=ended))
 
     # --------------------------------------------------------------- epochs 2+: the spool
-    def _replay_chunks(self) -> list:
+    def _replay_chunks(self) -> Iterator:
+        """The spooled share, frame by frame (shuffled if asked): each frame is read into a
+        buffer of its own when it is needed, so memory holds one frame, not the share."""
         import numpy as np
 
         if not self._stream_ended.wait(self.config.feed_timeout) or self._stream_rows is None:
             raise FeedError("the first pass over the data did not complete; cannot replay it")
-
-        with open(self._spool_path, "rb") as f:
-            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self._frames else b""
-        buf = self._pa.py_buffer(data) if self._frames else None
         order = list(range(len(self._frames)))
         rng = np.random.RandomState(self.config.seed + self._epoch)
         if self.config.shuffle:
             rng.shuffle(order)
-        chunks = []
-        for i in order:
-            offset, size, rows, kind = self._frames[i]
-            if kind == feedwire.ARROW:
-                chunk = self._pa.ipc.read_record_batch(buf.slice(offset, size), self._schema)
+        with open(self._spool_path, "rb", buffering=0) as f:
+            for i in order:
+                offset, size, rows, kind = self._frames[i]
+                payload = bytearray(size)
+                view, got = memoryview(payload), 0
+                f.seek(offset)
+                while got < size:
+                    n = f.readinto(view[got:])
+                    if not n:
+                        raise FeedError(f"the spool file {self._spool_path} is shorter than "
+                                        "what was written to it")
+                    got += n
+                chunk = self._decode(kind, payload)
                 if self.config.shuffle:
-                    chunk = chunk.take(self._pa.array(rng.permutation(rows)))
-            else:
-                chunk = self._decode(kind, data[offset:offset + size])
-                if self.config.shuffle:
-                    chunk = [chunk[j] for j in rng.permutation(rows)]
-            chunks.append(chunk)
-        return chunks
+                    chunk = (chunk.take(self._pa.array(rng.permutation(rows)))
+                             if kind == feedwire.ARROW else
+                             [chunk[j] for j in rng.permutation(rows)])
+                yield chunk
 
     # ------------------------------------------------------------------------- consumer API
     def _limit(self) -> int | None:
@@ -312,7 +319,7 @@ class DataFeed:
             return item
         if self._replay is None:
             self._replay = self._replay_chunks()
-        return self._replay.pop(0) if self._replay else _EOF
+        return next(self._replay, _EOF)
 
     def _end_epoch(self, leftover: int) -> None:
         if self._epoch == 0:
@@ -322,7 +329,7 @@ class DataFeed:
         with self._buffer_cond:
             self._epoch += 1
             self._buffer.clear()
-            self._buffer_rows = 0
+            self._buffer_rows = self._buffer_bytes = 0
             self._buffer_cond.notify_all()
         self._delivered = 0
         self._chunk, self._chunk_pos, self._replay = None, 0, None
@@ -392,6 +399,11 @@ class DataFeed:
             held += total - self._epoch0_delivered
         return held
 
+    @property
+    def epoch(self) -> int:
+        """The epoch ``next_batch`` hands out rows from (0 first)."""
+        return self._epoch
+
     def should_stop(self) -> bool:
         """True once every epoch has been delivered, or after :meth:`terminate`."""
         return self._stopped
@@ -407,7 +419,7 @@ class DataFeed:
         except OSError:
             pass
         if self.config.equalize:
-            self._report({"type": "feed_progress", "received": self._delivered, "ended": True})
+            self._report(messages.make("feed_progress", received=self._delivered, ended=True))
 
     def batch_results(self, results) -> None:
         """Send one output per row of the batch just taken (inference)."""
@@ -421,17 +433,33 @@ class DataFeed:
         self.results_sent += len(results)
 
     def close(self) -> None:
-        """End of this node's use of the feed (called by sparktf when main_fn returns)."""
-        if not self.train_mode and not self._terminated and self._stream_done \
-                and self.results_sent != self._received:
+        """End of this node's use of the feed (called by sparktf when main_fn returns).
+
+        Inference must answer every row of the share: a main_fn that returns (or terminates
+        the feed) before it has read and answered all of them fails with :class:`FeedError`
+        instead of leaving the output short.
+        """
+        try:
+            if not self.train_mode:
+                self._check_answered()
+        finally:
+            self._release()
+
+    def _check_answered(self) -> None:
+        if not self._stream_done:
+            raise FeedError(
+                f"main_fn returned (or called terminate()) after reading {self.rows_fed} of "
+                f"this node's {self._stream_rows if self._stream_rows is not None else 'more'} "
+                "input rows; inference needs one output per row: read until "
+                "feed.should_stop() and call feed.batch_results() for every batch")
+        if self.results_sent != self._received:
             raise FeedError(f"main_fn sent {self.results_sent} outputs for {self._received} "
                             "input rows; call feed.batch_results() with one output per row")
-        if not self.train_mode and not self._terminated:
-            try:
-                with self._send_lock:
-                    feedwire.send_frame(self._sock, feedwire.RESULTS_END, b"")
-            except OSError:
-                pass
+        with self._send_lock:
+            feedwire.send_frame(self._sock, feedwire.RESULTS_END, json.dumps(
+                {"rows": self._received, "results": self.results_sent}).encode())
+
+    def _release(self) -> None:
         if self.train_mode and self.config.equalize and self._stopped and not self._terminated:
             # Count exactly what equalization held back: the reader drains what is left.
             self._stream_ended.wait(self.config.feed_timeout)

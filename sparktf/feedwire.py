@@ -34,11 +34,53 @@ SCHEMA, ARROW, PICKLED, MULTI, END, RESULT, RESULTS_END, TERMINATE = (
 MULTI_BYTES = 1 << 20
 
 
+def frame(kind: bytes, payload) -> list:
+    """One frame as a list of buffers (an Arrow buffer is not copied)."""
+    view = memoryview(payload).cast("B")
+    return [HEADER.pack(kind, view.nbytes), view]
+
+
+def multi_frame(parts: list) -> list:
+    """Several byte strings as one ``M`` frame's buffers (no copy to join them)."""
+    buffers = []
+    for part in parts:
+        buffers += [PART.pack(len(part)), part]
+    buffers.insert(0, HEADER.pack(MULTI, sum(len(b) for b in buffers)))
+    return buffers
+
+
+def _advance(buffers: list, sent: int) -> list:
+    buffers = list(buffers)
+    while buffers and sent >= len(buffers[0]):
+        sent -= len(buffers[0])
+        buffers.pop(0)
+    if buffers and sent:
+        buffers[0] = memoryview(buffers[0])[sent:]
+    return buffers
+
+
+def send_buffers(sock: socket.socket, buffers: list) -> None:
+    """Send every buffer, scatter-gather, blocking (the socket's timeout applies)."""
+    while buffers:
+        buffers = _advance(buffers, sock.sendmsg(buffers[:_IOV_MAX]))
+
+
+def send_some(sock: socket.socket, buffers: list) -> list:
+    """Send what fits now without blocking; returns what is left (``buffers`` itself, the same
+    object, when nothing could be sent)."""
+    try:
+        sent = sock.sendmsg(buffers[:_IOV_MAX], [], socket.MSG_DONTWAIT)
+    except (BlockingIOError, InterruptedError):
+        return buffers
+    return _advance(buffers, sent) if sent else buffers
+
+
 def send_frame(sock: socket.socket, kind: bytes, payload) -> None:
     """Send one frame; ``payload`` is bytes or any buffer (an Arrow buffer is not copied)."""
-    view = memoryview(payload).cast("B")
-    sock.sendall(HEADER.pack(kind, view.nbytes))
-    sock.sendall(view)
+    send_buffers(sock, frame(kind, payload))
+
+
+_IOV_MAX = 512  # buffers per sendmsg call (Linux allows 1024)
 
 
 #: Socket buffers for the feed connection: a frame crosses in few context switches.
@@ -51,22 +93,6 @@ def tune(sock: socket.socket) -> None:
             sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
         except OSError:
             pass
-
-
-def send_parts(sock: socket.socket, parts: list) -> None:
-    """Several byte strings as one ``M`` frame, sent scatter-gather (no copy to join them)."""
-    buffers = []
-    for part in parts:
-        buffers += [PART.pack(len(part)), part]
-    total = sum(len(b) for b in buffers)
-    buffers.insert(0, HEADER.pack(MULTI, total))
-    while buffers:
-        sent = sock.sendmsg(buffers)
-        while buffers and sent >= len(buffers[0]):
-            sent -= len(buffers[0])
-            buffers.pop(0)
-        if buffers and sent:
-            buffers[0] = memoryview(buffers[0])[sent:]
 
 
 def unpack_parts(payload) -> list:

@@ -14,9 +14,10 @@ import pickle
 import signal
 import sys
 import threading
+import time
 import traceback
 
-from sparktf import procs, protocol
+from sparktf import messages, procs, protocol
 from sparktf.context import NodeContext
 from sparktf.feed import Bound
 from sparktf.spec import NodeSpec
@@ -63,12 +64,15 @@ def _listen(chan: protocol.Channel, ctx: NodeContext) -> None:
 
 
 def _heartbeats(chan: protocol.Channel, ctx: NodeContext, interval: float) -> None:
-    """Every ``interval`` seconds: alive, and how far (``ctx.report_progress``, rows fed)."""
-    while not ctx._stop_event.wait(interval):
+    """Every ``interval`` seconds until the process exits, whatever the node is doing
+    (running, serving, finished and waiting, evaluating after training ended): alive, and how
+    far (``ctx.report_progress``, rows fed)."""
+    while True:
+        time.sleep(interval)
         feed = ctx._feed
         try:
-            chan.send({"type": "heartbeat", "step": ctx._step,
-                       "rows": feed.rows_fed if feed is not None else None})
+            chan.send(messages.make("heartbeat", step=ctx._step,
+                                    rows=feed.rows_fed if feed is not None else None))
         except OSError:
             return
 
@@ -86,8 +90,7 @@ def _call_main(spec: NodeSpec, ctx: NodeContext):
 def _report_error(chan: protocol.Channel, exc: BaseException, where: str) -> None:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     print(text, file=sys.stderr, end="", flush=True)
-    chan.send({"type": "error", "where": where, "exc_type": type(exc).__name__,
-               "message": str(exc), "traceback": text})
+    chan.send(messages.error(where, exc, text))
 
 
 def _log_dir(spec: NodeSpec) -> str | None:
@@ -106,8 +109,8 @@ def _start_tensorboard(spec: NodeSpec, ctx: NodeContext, chan: protocol.Channel)
     try:
         proc, reservation = tensorboard.start(ctx.log_dir, spec.host, output)
     except OSError as exc:
-        chan.send({"type": "tensorboard", "url": None, "log_dir": ctx.log_dir,
-                   "error": f"TensorBoard could not start: {exc}"})
+        chan.send(messages.make("tensorboard", url=None, log_dir=ctx.log_dir,
+                                error=f"TensorBoard could not start: {exc}"))
         return
     threading.Thread(target=tensorboard.announce, name="sparktf-tensorboard", daemon=True,
                      args=(proc, reservation, spec.host, ctx.log_dir, output, chan.send)).start()
@@ -117,15 +120,15 @@ def run(spec: NodeSpec) -> int:
     os.environ.update(node_environment(spec))
     chan = protocol.connect(spec.launch.driver_address, spec.launch.secret,
                             spec.launch.connect_timeout)
-    chan.send({"type": "hello", "role": "node", "node": spec.name, "pid": os.getpid(),
-               "host": spec.host, "port": spec.port})
+    chan.send(messages.hello(messages.NODE, spec.name, spec.host, pid=os.getpid(),
+                             port=spec.port))
     ctx = NodeContext(
         job_name=spec.role.job, task_index=spec.role.index, cluster_spec=spec.cluster_spec,
         tf_config=spec.tf_config, rank=spec.rank, host=spec.host, port=spec.port,
         num_cpus=spec.num_cpus, attempt=spec.launch.attempt, train_mode=spec.launch.train_mode,
         _feed_path=spec.feed_path, _feed_config=spec.launch.feed, _work_dir=spec.work_dir,
         _report=chan.send, _bound=Bound(),
-        _report_state=lambda state: chan.send({"type": "state", "state": state}),
+        _report_state=lambda state: chan.send(messages.make("state", state=state)),
         log_dir=_log_dir(spec))
     threading.Thread(target=_listen, args=(chan, ctx), name="sparktf-control",
                      daemon=True).start()
@@ -133,6 +136,7 @@ def run(spec: NodeSpec) -> int:
                      name="sparktf-heartbeat", daemon=True).start()
     if spec.launch.tensorboard and ctx.is_chief:
         _start_tensorboard(spec, ctx, chan)
+    where = "main_fn"
     try:
         value = None
         if spec.role.job == "ps":
@@ -140,19 +144,24 @@ def run(spec: NodeSpec) -> int:
         else:
             value = _call_main(spec, ctx)
         if ctx._feed is not None:
+            where = "feed"
             ctx._feed.close()
-            chan.send({"type": "feed_done", "held_back": ctx._feed.rows_held_back,
-                       "results": ctx._feed.results_sent})
+            chan.send(messages.make("feed_done", held_back=ctx._feed.rows_held_back,
+                                    results=ctx._feed.results_sent))
     except BaseException as exc:  # noqa: BLE001 - everything is reported, then we exit
-        _report_error(chan, exc, "main_fn")
+        _report_error(chan, exc, where)
         return 1
     try:
-        chan.send({"type": "done", "value": value})
+        chan.send(messages.make("done", value=value))
     except Exception as exc:
         err = TypeError(f"main_fn's return value cannot be pickled: {type(exc).__name__}: "
                         f"{exc}; return plain data (numbers, strings, lists, dicts, arrays)")
         _report_error(chan, err, "result")
         return 1
+    # Stay up (with any TF server main_fn started in this process) until the driver says the
+    # job is over: a peer that starts late may still need this node's server, as in classic
+    # between-graph training without device filters, where every session reaches every task.
+    ctx._stop_event.wait()
     return 0
 
 

@@ -68,11 +68,34 @@ def rdd_in_order(rdd, num_nodes: int):
 
 
 def dataframe_in_order(df, num_nodes: int):
-    """``df`` as ``num_nodes`` contiguous ranges, in order (for inference outputs)."""
+    """``df`` as exactly ``num_nodes`` contiguous ranges, in order (for inference outputs).
+
+    Exactly: a range partitioning would give fewer partitions than nodes for a small
+    DataFrame, and a barrier stage needs one per node. Each row's position is its input
+    partition's offset (one counting pass) plus its place in that partition, both read from
+    ``monotonically_increasing_id``; positions are cut into ``num_nodes`` equal ranges and sent
+    to their node by keys whose hash partition is that node's.
+    """
     from pyspark.sql import functions as F
 
-    return (df.withColumn(KEY, F.monotonically_increasing_id())
-            .repartitionByRange(num_nodes, KEY).sortWithinPartitions(KEY).drop(KEY))
+    mid = "__sparktf_mid"
+    with_id = df.withColumn(mid, F.monotonically_increasing_id())
+    part = F.shiftright(F.col(mid), 33)
+    counts = dict(with_id.groupBy(part.alias("p")).count().collect())
+    total = sum(counts.values())
+    offsets, running = [], 0
+    for p in range(max(counts, default=-1) + 1):
+        offsets.append(running)
+        running += counts.get(p, 0)
+    keys = partition_keys(df.sparkSession, num_nodes, num_nodes)
+    offset = F.element_at(F.array(*[F.lit(o).cast("long") for o in offsets or [0]]),
+                          (part + 1).cast("int"))
+    position = offset + F.col(mid).bitwiseAND(F.lit((1 << 33) - 1))
+    slot = F.least(F.floor(position * num_nodes / F.lit(max(total, 1))),
+                   F.lit(num_nodes - 1)).cast("int")
+    table = F.array(*[F.lit(k).cast("long") for k in keys])
+    return (with_id.withColumn(KEY, F.element_at(table, slot + 1))
+            .repartition(num_nodes, KEY).sortWithinPartitions(mid).drop(KEY, mid))
 
 
 def raw_pickled_batches(rdd):

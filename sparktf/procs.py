@@ -56,6 +56,7 @@ def kill_tree(root: psutil.Process | None = None, grace: float = 2.0,
     for proc in procs:
         try:
             proc.terminate()
+            proc.resume()  # a stopped (SIGSTOP) process acts on the TERM only once continued
         except psutil.NoSuchProcess:
             pass
     _, alive = psutil.wait_procs(procs, timeout=grace)

@@ -22,12 +22,14 @@ import secrets
 import socket
 import struct
 import threading
+import time
 from typing import Any
 
 MAGIC = b"SPARKTF1"
 NONCE_LEN = 32
 MAC_LEN = 32
 MAX_FRAME = 1 << 31  # 2 GiB: only authenticated peers get to send frames
+MAX_HELLO = 1 << 16  # the first message (hello), read under the handshake's deadline
 _HEADER = struct.Struct("!Q")
 
 
@@ -64,22 +66,44 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(recv_exact_into(sock, n))
 
 
-def server_handshake(sock: socket.socket, secret: bytes, timeout: float) -> None:
-    """Authenticate the client on ``sock`` (the server side); raises on any failure."""
-    sock.settimeout(timeout)
+def recv_before(sock: socket.socket, n: int, deadline: float) -> bytes:
+    """Exactly ``n`` bytes, all of them before ``deadline`` (``time.monotonic()``): a peer
+    that dribbles a byte at a time cannot stretch the wait (``socket.timeout`` when late)."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise socket.timeout(f"handshake not complete in time ({got} of {n} bytes)")
+        sock.settimeout(remaining)
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ChannelClosed(f"connection closed after {got} of {n} bytes")
+        got += k
+    return bytes(buf)
+
+
+def server_handshake(sock: socket.socket, secret: bytes, deadline: float) -> None:
+    """Authenticate the client on ``sock`` (the server side) before ``deadline``; raises on
+    any failure."""
+    sock.settimeout(max(0.001, deadline - time.monotonic()))
     nonce = secrets.token_bytes(NONCE_LEN)
     sock.sendall(MAGIC + nonce)
-    reply = _recv_exact(sock, MAC_LEN + NONCE_LEN)
+    reply = recv_before(sock, MAC_LEN + NONCE_LEN, deadline)
     if not hmac.compare_digest(reply[:MAC_LEN], _mac(secret, b"client", nonce)):
         raise AuthenticationError("client failed the challenge: wrong or missing job secret")
+    sock.settimeout(max(0.001, deadline - time.monotonic()))
     sock.sendall(_mac(secret, b"server", reply[MAC_LEN:]))
-    sock.settimeout(None)
 
 
 def client_handshake(sock: socket.socket, secret: bytes, timeout: float) -> None:
     """Prove we hold ``secret`` and check that the server does too."""
     sock.settimeout(timeout)
-    hello = _recv_exact(sock, len(MAGIC) + NONCE_LEN)
+    try:
+        hello = _recv_exact(sock, len(MAGIC) + NONCE_LEN)
+    except (ChannelClosed, ConnectionResetError) as exc:
+        raise _TurnedAway(f"the driver closed the connection before its greeting: {exc}") \
+            from None
     if hello[: len(MAGIC)] != MAGIC:
         raise AuthenticationError("the peer is not a sparktf driver")
     nonce = secrets.token_bytes(NONCE_LEN)
@@ -106,7 +130,13 @@ class Channel:
         with self._send_lock:
             self.sock.sendall(_HEADER.pack(len(payload)) + payload)
 
-    def recv(self) -> Any:
+    def recv(self, deadline: float | None = None) -> Any:
+        """The next message; with ``deadline``, all of it must arrive before then."""
+        if deadline is not None:
+            (size,) = _HEADER.unpack(recv_before(self.sock, _HEADER.size, deadline))
+            if size > MAX_HELLO:
+                raise ConnectionError(f"first message of {size} bytes is over {MAX_HELLO}")
+            return pickle.loads(recv_before(self.sock, size, deadline))
         (size,) = _HEADER.unpack(_recv_exact(self.sock, _HEADER.size))
         if size > MAX_FRAME:
             raise ConnectionError(f"frame of {size} bytes is over the {MAX_FRAME} limit")
@@ -123,8 +153,29 @@ class Channel:
         self.sock.close()
 
 
+class _TurnedAway(ConnectionError):
+    """The server closed the connection before greeting it (it is full): try again."""
+
+
 def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0) -> Channel:
-    """Open an authenticated channel to the driver at ``address``."""
+    """Open an authenticated channel to the driver at ``address``.
+
+    A driver that refuses the connection or turns it away before its greeting (it holds too
+    many unauthenticated connections) is tried again, with backoff, until ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            return _connect_once(address, secret, max(0.1, deadline - time.monotonic()))
+        except (ConnectionRefusedError, _TurnedAway):
+            if time.monotonic() + delay >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(1.0, delay * 2)
+
+
+def _connect_once(address: tuple[str, int], secret: bytes, timeout: float) -> Channel:
     sock = socket.create_connection(address, timeout=timeout)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

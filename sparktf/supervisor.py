@@ -22,12 +22,17 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import IO
 
-from sparktf import procs, protocol
+from sparktf import messages, procs, protocol
 from sparktf.spec import NodeSpec
 
 EXIT_ABORTED = 70
+#: After the TF process exits: how long its output pipes may take to drain before whatever
+#: still holds them (its children) is stopped, and how long those get between TERM and KILL.
+DRAIN_SECS = 0.5
+ORPHAN_GRACE = 1.0
 
 
 class Supervisor:
@@ -48,7 +53,7 @@ class Supervisor:
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
             self.tail.append(line)
-            self._send({"type": "log", "stream": name, "line": line})
+            self._send(messages.make("log", stream=name, line=line))
         stream.close()
 
     def _listen(self) -> None:
@@ -86,13 +91,18 @@ class Supervisor:
             t.start()
         threading.Thread(target=self._listen, daemon=True).start()
         code = child.wait()
+        # Its children may hold the output pipes open: read what is there, then stop them
+        # (the pumps end when the last holder dies), so the exit is reported at once.
+        deadline = time.monotonic() + DRAIN_SECS
         for t in pumps:
-            t.join(timeout=5)
-        self.stop_children()  # whatever the TF process left behind
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        procs.kill_tree(grace=min(ORPHAN_GRACE, self.spec.launch.stop_grace))
+        for t in pumps:
+            t.join(timeout=1.0)
         if self.aborted.is_set() and code != 0:
             code = code if code < 0 else EXIT_ABORTED
-        self._send({"type": "exit", "code": code, "aborted": self.aborted.is_set(),
-                    "tail": list(self.tail)})
+        self._send(messages.make("exit", code=code, aborted=self.aborted.is_set(),
+                                 tail=list(self.tail)))
         self.chan.close()
         return code
 
@@ -134,8 +144,8 @@ def main() -> None:
         print(f"sparktf: node {spec.name} cannot reach the driver at {host}:{port}: {exc}. "
               "Check that executors can connect to spark.driver.host.", file=sys.stderr)
         sys.exit(2)
-    chan.send({"type": "hello", "role": "agent", "node": spec.name, "pid": os.getpid(),
-               "host": spec.host, "port": spec.port})
+    chan.send(messages.hello(messages.AGENT, spec.name, spec.host, pid=os.getpid(),
+                             port=spec.port))
     code = Supervisor(spec, chan).run()
     remove_node_dirs(spec)
     sys.exit(0 if code == 0 else 1)

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from sparktf import messages
 from sparktf.ports import PortReservation
 
 START_TIMEOUT = 60.0  # seconds for TensorBoard to import and answer
@@ -68,8 +69,8 @@ def announce(proc: subprocess.Popen, reservation: PortReservation, host: str, lo
         reservation.release()
     address = f"[{host}]" if ":" in host else host
     if proc.poll() is None and _answers(host, reservation.port):
-        report({"type": "tensorboard", "url": f"http://{address}:{reservation.port}/",
-                "log_dir": log_dir})
+        report(messages.make("tensorboard", url=f"http://{address}:{reservation.port}/",
+                             log_dir=log_dir, error=None))
         return
     if proc.poll() is None:
         proc.kill()
@@ -78,5 +79,6 @@ def announce(proc: subprocess.Popen, reservation: PortReservation, host: str, lo
             err = f.read()[-2000:]
     except OSError:
         err = ""
-    report({"type": "tensorboard", "url": None, "log_dir": log_dir,
-            "error": f"TensorBoard did not start within {START_TIMEOUT:g}s: {err.strip()}"})
+    report(messages.make("tensorboard", url=None, log_dir=log_dir,
+                         error=f"TensorBoard did not start within {START_TIMEOUT:g}s: "
+                               f"{err.strip()}"))

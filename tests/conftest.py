@@ -7,6 +7,7 @@ All traffic stays on loopback (SPARK_LOCAL_IP, spark.driver.host).
 import os
 import socket
 import sys
+import threading
 import time
 
 import cloudpickle
@@ -78,13 +79,26 @@ def sc_local(spark_pool):
 
 
 def sparktf_processes():
-    """Every live supervisor or node process started by sparktf on this machine."""
+    """Every live process of a sparktf job on this machine: supervisors, TF processes, and
+    everything they started (TensorBoard, a main_fn's own children): these all carry the
+    SPARKTF_NODE variable, unless they cleared their environment."""
     found = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
         if "sparktf.supervisor" in cmd or "sparktf.node" in cmd:
             found.append(proc)
+            continue
+        try:
+            if "SPARKTF_NODE" in proc.environ() and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            pass
     return found
+
+
+def sparktf_threads():
+    """The driver's threads of sparktf jobs (monitor, Spark job, control server)."""
+    return [t.name for t in threading.enumerate() if t.name.startswith("sparktf")]
 
 
 def wait_until(predicate, timeout=15.0, interval=0.1):
@@ -113,8 +127,16 @@ def pid_alive(pid):
 
 
 @pytest.fixture
-def no_leaks():
-    """Fails the test if any sparktf process is still alive a few seconds after it."""
+def no_leaks(spark_pool):
+    """Fails the test if anything of a job outlives it a few seconds: a process (node,
+    supervisor, TensorBoard, a user's grandchild), a driver thread (monitor, control server),
+    or a running Spark job."""
     yield
     assert wait_until(lambda: not sparktf_processes(), timeout=10), \
         f"leaked sparktf processes: {[p.info for p in sparktf_processes()]}"
+    assert wait_until(lambda: not sparktf_threads(), timeout=10), \
+        f"leaked driver threads: {sparktf_threads()}"
+    sc = spark_pool.sc
+    if sc is not None:
+        assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout=10), \
+            "a Spark job of the test is still running"

@@ -40,7 +40,7 @@ def read_one_then_stop(args, ctx):
 
 
 def read_one_then_sleep(args, ctx):
-    feed = ctx.get_data_feed()
+    feed = ctx.get_data_feed(train_mode=ctx.train_mode)  # under train() or inference()
     feed.next_batch(1)
     time.sleep(args["sleep"])
 
@@ -112,3 +112,78 @@ def dataset_rows(args, ctx):
     for _, y in feed.to_dataset(args["batch"]):
         rows += int(y.shape[0])
     return rows
+
+
+def answer_half_then_return(args, ctx):
+    """Inference that answers only half of its first batch, then returns: short output."""
+    feed = ctx.get_data_feed(train_mode=False)
+    batch = feed.next_batch(10)
+    feed.batch_results([x * 2 for x in batch[: len(batch) // 2]])
+    return "returned early"
+
+
+def answer_with_an_unreadable_type(args, ctx):
+    """Outputs of a class the Spark task cannot import (defined in a module only this
+    process has on its path)."""
+    import importlib
+    import sys
+    import tempfile
+
+    folder = tempfile.mkdtemp(dir=ctx._work_dir)
+    with open(os.path.join(folder, "private_outputs.py"), "w") as f:
+        f.write("class Score:\n    def __init__(self, v):\n        self.v = v\n")
+    sys.path.insert(0, folder)
+    Score = importlib.import_module("private_outputs").Score
+    feed = ctx.get_data_feed(train_mode=False)
+    while not feed.should_stop():
+        batch = feed.next_batch(16)
+        if batch:
+            feed.batch_results([Score(x) for x in batch])
+    return "sent"
+
+
+def infer_scaled(args, ctx):
+    """Inference over a DataFrame column args["col"]: output = 2 * value."""
+    feed = ctx.get_data_feed(train_mode=False)
+    while not feed.should_stop():
+        batch = feed.next_batch(args.get("batch", 8))
+        values = batch[args["col"]] if isinstance(batch, dict) else batch
+        if len(values):
+            feed.batch_results([float(v) * 2 for v in values])
+    return ctx.name
+
+
+def rss_over_epochs(args, ctx):
+    """Read every batch of 2 epochs; return the process's RSS at the end of epoch 1 and its
+    peak during epoch 2 (bytes), and the rows of each epoch."""
+    import psutil
+
+    proc = psutil.Process()
+    feed = ctx.get_data_feed()
+    rows = [0, 0]
+    after_first, peak_second = None, 0
+    while not feed.should_stop():
+        epoch = feed.epoch
+        batch = feed.next_batch(args["batch"])
+        if epoch < 2:
+            rows[epoch] += len(next(iter(batch.values()))) if isinstance(batch, dict) \
+                else len(batch)
+        if epoch == 1:
+            if after_first is None:
+                after_first = proc.memory_info().rss
+            peak_second = max(peak_second, proc.memory_info().rss)
+    return {"rows": rows, "after_first": after_first, "peak_second": peak_second}
+
+
+def ids_per_epoch(args, ctx):
+    """The ids this node was handed in each epoch, in order (DataFrame column or RDD ints)."""
+    feed = ctx.get_data_feed()
+    epochs = []
+    while not feed.should_stop():
+        epoch = feed.epoch
+        batch = feed.next_batch(args.get("batch", 16))
+        ids = batch[args["col"]].tolist() if isinstance(batch, dict) else list(batch)
+        while len(epochs) <= epoch:
+            epochs.append([])
+        epochs[epoch].extend(int(i) for i in ids)
+    return {"epochs": epochs, "held_back": feed.rows_held_back}

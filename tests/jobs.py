@@ -189,3 +189,53 @@ def steady_training(args, ctx):
 def describe_env(args, ctx):
     """The node's TF_CONFIG and its whole environment."""
     return {"tf_config": ctx.tf_config, "env": dict(os.environ)}
+
+
+def evaluate_after_training(args, ctx):
+    """The evaluator keeps 'evaluating' for args["eval_secs"] after training has ended."""
+    if ctx.job_name == "evaluator":
+        ctx.wait_for_training_done(timeout=120)
+        end = time.monotonic() + args["eval_secs"]
+        while time.monotonic() < end:
+            time.sleep(0.1)
+        return {"evaluated_after_training": True}
+    time.sleep(args.get("train_secs", 0.5))
+    return ctx.name
+
+
+def big_result(args, ctx):
+    """The chief returns args["mb"] MB; every node returns at once."""
+    if ctx.is_chief:
+        return b"x" * (args["mb"] << 20)
+    return ctx.name
+
+
+def die_with_a_child_holding_the_pipes(args, ctx):
+    """worker:0 starts a child that inherits its stdout/stderr, records it, and is SIGKILLed."""
+    if ctx.name != "worker:0":
+        time.sleep(120)
+        return ctx.name
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    path = os.path.join(args["dir"], "child.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump({"child": child.pid, "killed_at": time.time()}, f)
+    os.replace(path + ".tmp", path)
+    print("killing myself", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def raise_on_attempt_zero(args, ctx):
+    """worker:0 raises on attempt 0 after args["delay"]; every later attempt would succeed."""
+    if ctx.attempt == 0 and ctx.name == "worker:0":
+        time.sleep(args.get("delay", 1))
+        raise RuntimeError("attempt 0 fails")
+    time.sleep(args.get("secs", 1))
+    return {"attempt": ctx.attempt}
+
+
+def steady_unless_restarted(args, ctx):
+    """Attempt 0: jobs.steady_training (runs until stopped); later attempts return at once."""
+    if ctx.attempt == 0:
+        return steady_training(args, ctx)
+    time.sleep(0.5)
+    return {"attempt": ctx.attempt}

@@ -86,7 +86,8 @@ def test_tensorflow_input_mode_reads_own_tfrecord_shards(tmp_path, data):
 
 
 def test_parameter_server_strategy_from_csv(tmp_path, data):
-    out = submit(MNIST, "--strategy", "ps", "--num-executors", 3, "--data", data / "csv",
+    # --num-executors left unset: every slot of local[3] (a chief, a worker, the ps)
+    out = submit(MNIST, "--strategy", "ps", "--data", data / "csv",
                  "--epochs", 1, "--steps-per-epoch", 40, master="local[3]", cwd=tmp_path)
     assert "mnist: ps, input mode tensorflow" in out
     assert "sparktf.predict on the executors scored 1000" in out
@@ -94,7 +95,7 @@ def test_parameter_server_strategy_from_csv(tmp_path, data):
 
 
 def test_async_between_graph_fed_from_parquet(tmp_path, data):
-    out = submit(MNIST, "--strategy", "async-ps", "--num-executors", 3, "--data",
+    out = submit(MNIST, "--strategy", "async-ps", "--data",
                  data / "parquet", "--epochs", 2, "--max-steps", 60, master="local[3]",
                  cwd=tmp_path)
     assert "mnist: async-ps, input mode spark" in out
@@ -106,7 +107,7 @@ def test_async_between_graph_fed_from_parquet(tmp_path, data):
 
 def test_evaluator_and_resume_from_checkpoint(tmp_path, no_spark):
     model_dir = tmp_path / "model"
-    first = submit(MNIST, "--evaluator", "--num-executors", 3, "--model-dir", model_dir,
+    first = submit(MNIST, "--evaluator", "--model-dir", model_dir,
                    "--epochs", 1, "--limit", 1000, "--no-inference", master="local[3]",
                    cwd=tmp_path)
     assert re.search(r"\[evaluator:0\] evaluator:0: ckpt-1 test_accuracy=0\.\d+", first), first[-3000:]

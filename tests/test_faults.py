@@ -52,13 +52,15 @@ def node_processes(info_dir, names):
 class Job:
     """A cluster running jobs.steady_training, started in either input mode."""
 
-    def __init__(self, sc, mode, args, tmp_path, num_ps=0, **run_kwargs):
+    def __init__(self, sc, mode, args, tmp_path, num_ps=0, eval_node=False,
+                 main_fn=jobs.steady_training, **run_kwargs):
         self.error, self.raised_at, self.raised_wall = None, None, None
         args = dict(args, dir=str(tmp_path))
-        n = 3 if num_ps else 2
-        self.names = {"chief:0", "worker:0"} | ({"ps:0"} if num_ps else set())
-        self.cluster = sparktf.run(sc, jobs.steady_training, args, num_executors=n,
-                                   num_ps=num_ps, input_mode=mode, **run_kwargs)
+        n = 2 + num_ps + eval_node
+        self.names = {"chief:0", "worker:0"} | ({"ps:0"} if num_ps else set()) | (
+            {"evaluator:0"} if eval_node else set())
+        self.cluster = sparktf.run(sc, main_fn, args, num_executors=n, num_ps=num_ps,
+                                   eval_node=eval_node, input_mode=mode, **run_kwargs)
         if mode is sparktf.InputMode.SPARK:
             data = sc.parallelize(range(100000), 4)
             self.thread = threading.Thread(target=self._wait, args=(
@@ -171,3 +173,48 @@ def test_an_executor_jvm_dies(sc_cluster, mode, tmp_path):
     assert isinstance(error, (sparktf.NodeError, sparktf.SparkJobError))
     assert "worker:0" in str(error) and took < 15
     report("executor JVM SIGKILLed", mode, took)
+
+
+def test_a_frozen_parameter_server_is_found_by_its_heartbeat_timeout(sc_cluster, tmp_path):
+    mode = sparktf.InputMode.TENSORFLOW
+    job = Job(sc_cluster, mode, {}, tmp_path, num_ps=1, heartbeat_timeout=3)
+    ps = psutil.Process(job.procs["ps:0"]["node"])
+    port = job.procs["ps:0"]["port"]
+    assert wait_until(lambda: any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                                  for c in ps.net_connections("tcp")), timeout=60)
+    time.sleep(1.0)  # its TF server listens: it is serving (and has told the driver so)
+    os.kill(ps.pid, signal.SIGSTOP)
+    error, took = job.outcome(time.monotonic(), 15)
+    assert isinstance(error, sparktf.NodeError) and error.node == "ps:0"
+    assert "sent no heartbeat" in str(error) and "while serving" in str(error)
+    assert 1.5 <= took < 10
+    report("parameter server SIGSTOPped (heartbeat_timeout=3s)", mode, took)
+
+
+def test_an_evaluator_killed_fails_the_job_and_leaves_nothing(sc_cluster, tmp_path):
+    mode = sparktf.InputMode.TENSORFLOW
+    job = Job(sc_cluster, mode, {}, tmp_path, eval_node=True)
+    os.kill(job.procs["evaluator:0"]["node"], signal.SIGKILL)
+    error, took = job.outcome(time.monotonic(), 15)
+    assert isinstance(error, sparktf.NodeError) and error.node == "evaluator:0"
+    assert "SIGKILL" in str(error) and took < 15
+    report("evaluator TF process SIGKILLed", mode, took)
+
+
+def test_an_executor_jvm_dies_and_max_restarts_brings_the_cluster_back(sc_cluster, tmp_path):
+    """A fault combined with a restart: the first attempt loses an executor; the second
+    attempt runs on the executors left (and the one Spark relaunches) and finishes."""
+    job = Job(sc_cluster, sparktf.InputMode.TENSORFLOW, {}, tmp_path,
+              main_fn=jobs.steady_unless_restarted, max_restarts=1)
+    jvm = psutil.Process(job.procs["worker:0"]["node"])
+    while jvm.name() != "java":
+        jvm = jvm.parent()
+    jvm.kill()
+    job.thread.join(180)
+    assert not job.thread.is_alive() and job.error is None, job.error
+    assert job.cluster.attempt == 1
+    [failure] = job.cluster.failures
+    assert "worker:0" in str(failure)
+    assert {r["attempt"] for r in job.cluster.results.values() if r} == {1}
+    pids = [pid for p in job.procs.values() for pid in (p["node"], p["supervisor"])]
+    assert wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), timeout=15)

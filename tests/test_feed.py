@@ -238,3 +238,28 @@ def _train_expecting_failure(cluster, data, errors):
         cluster.train(data, num_epochs=2, rebalance=False, equalize=False)
     except Exception as exc:  # noqa: BLE001 - the test inspects it
         errors.append(exc)
+
+
+@pytest.mark.parametrize("kind", ["rdd", "dataframe"])
+def test_default_equalization_delivers_each_row_at_most_once_and_counts_the_rest(spark, kind):
+    """Under the default (equalize on, no ps): which rows, not only how many. In every epoch
+    no row reaches two nodes or one node twice, every node takes the same number of rows, and
+    the rows nobody got are exactly what cluster.rows_held_back reports."""
+    n = 1003  # not a multiple of the 2 workers: equalization must hold rows back
+    data = (spark.sparkContext.parallelize(range(n), 3) if kind == "rdd"
+            else spark.range(0, n, numPartitions=3))
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.ids_per_epoch, {"col": "id"},
+                          num_executors=2, input_mode=SPARK)
+    cluster.train(data, num_epochs=2)
+    cluster.shutdown(timeout=120)
+    results = list(cluster.results.values())
+    held = 0
+    for epoch in range(2):
+        per_node = [r["epochs"][epoch] for r in results]
+        delivered = [i for ids in per_node for i in ids]
+        assert len(delivered) == len(set(delivered))  # at most once
+        assert set(delivered) <= set(range(n))
+        assert len({len(ids) for ids in per_node}) == 1  # equal steps for every worker
+        held += n - len(delivered)
+    assert held == cluster.rows_held_back == sum(r["held_back"] for r in results)
+    assert 0 < held <= 2 * 3  # a few rows at most

@@ -21,7 +21,7 @@ def test_scatter_gather_parts_survive_partial_sends():
     a, b = socket.socketpair()
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # force many partial sendmsg calls
     parts = [bytes([i]) * (1000 + 7777 * i) for i in range(40)]
-    sender = threading.Thread(target=feedwire.send_parts, args=(a, parts))
+    sender = threading.Thread(target=feedwire.send_buffers, args=(a, feedwire.multi_frame(parts)))
     sender.start()
     kind, payload = feedwire.recv_frame(b)
     sender.join()

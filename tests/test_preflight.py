@@ -111,6 +111,10 @@ def test_node_spec_from_gathered_addresses():
     ("sparktf.supervisor", "pyspark"),
     ("sparktf.supervisor", "tensorflow"),
     ("sparktf.context", "pyspark"),
+    ("sparktf.driver.cluster", "tensorflow"),
+    ("sparktf.driver.state", "pyspark"),     # the job's rules are pure
+    ("sparktf.driver.settings", "pyspark"),
+    ("sparktf.messages", "pyspark"),
 ])
 def test_layering(module, forbidden):
     code = f"import sys, {module}; print({forbidden!r} in sys.modules)"

@@ -5,6 +5,7 @@ without harming the peers that belong to the job."""
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
@@ -144,3 +145,131 @@ def test_close_is_idempotent_and_frees_the_port(server):
     srv.close()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_the_handshake_has_one_deadline_however_slowly_a_peer_dribbles(server):
+    srv, rec, secret = server  # handshake_timeout=1.0
+    rogue = _raw(srv)
+    start = time.monotonic()
+    closed = False
+    for _ in range(10):  # a byte every 0.3 s would pass any per-read timeout of 1 s
+        try:
+            rogue.sendall(b"\x00")
+        except OSError:
+            closed = True
+            break
+        time.sleep(0.3)
+        if _peer_closed(rogue):
+            closed = True
+            break
+    assert closed and time.monotonic() - start < 2.5
+    rogue.close()
+    assert srv.rejected == 1 and rec.events == []
+
+
+def _peer_closed(s):
+    s.setblocking(False)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        s.setblocking(True)
+
+
+def test_a_flood_of_silent_connections_cannot_lock_out_a_real_node():
+    rec = Recorder()
+    secret = protocol.new_secret()
+    srv = ControlServer("127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=30.0,
+                        max_pending=16)
+    flood = []
+    try:
+        for _ in range(40):  # far over the cap, each held open and silent
+            flood.append(socket.create_connection(srv.address))
+        time.sleep(1.2)  # they are old now: room is made by dropping them
+        chan = protocol.connect(srv.address, secret, timeout=10)
+        hello(chan)
+        assert rec.wait_for(1)[0] == ("connect", "worker:0", "node")
+        chan.close()
+        assert srv.rejected + srv.turned_away >= 24
+    finally:
+        for s in flood:
+            s.close()
+        srv.close()
+
+
+def test_a_fresh_flood_turns_new_peers_away_and_real_clients_get_in_later():
+    rec = Recorder()
+    secret = protocol.new_secret()
+    srv = ControlServer("127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=30.0,
+                        max_pending=8)
+    flood = [socket.create_connection(srv.address) for _ in range(8)]
+    try:
+        # the cap is full of young connections: the client is turned away and tries again
+        # until they are old enough to drop
+        chan = protocol.connect(srv.address, secret, timeout=10)
+        hello(chan)
+        assert rec.wait_for(1)[0][0] == "connect"
+        chan.close()
+        assert srv.turned_away >= 1
+    finally:
+        for s in flood:
+            s.close()
+        srv.close()
+
+
+EMFILE_SCRIPT = r"""
+import resource, socket, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from sparktf import protocol
+from sparktf.control import ControlServer
+
+class H:
+    def __init__(self): self.connected = threading.Event()
+    def on_connect(self, *a): self.connected.set()
+    def on_message(self, *a): pass
+    def on_disconnect(self, *a): pass
+
+h = H()
+secret = protocol.new_secret()
+srv = ControlServer("127.0.0.1", "127.0.0.1", secret, h, handshake_timeout=30)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+clients = []
+try:
+    while True:  # fill every descriptor: the server's accept() meets EMFILE
+        clients.append(socket.create_connection(srv.address, timeout=2))
+except OSError:
+    pass
+time.sleep(1.0)
+for c in clients:
+    c.close()
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+time.sleep(0.5)
+chan = protocol.connect(srv.address, secret, timeout=10)
+chan.send({"type": "hello", "role": "node", "node": "worker:0"})
+print("ACCEPTOR ALIVE" if h.connected.wait(10) else "ACCEPTOR DEAD", flush=True)
+chan.close()
+srv.close()
+"""
+
+
+def test_the_acceptor_survives_running_out_of_file_descriptors(tmp_path):
+    import pathlib
+    import subprocess
+    import sys
+
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", EMFILE_SCRIPT, root], capture_output=True,
+                         text=True, timeout=60)
+    assert "ACCEPTOR ALIVE" in out.stdout, out.stdout + out.stderr
+    assert "cannot accept" in out.stderr  # it met EMFILE, logged it, and went on
+
+
+def test_close_cannot_raise_even_on_a_broken_server(server):
+    srv, _, _ = server
+    srv._sock.close()  # as if the socket had gone bad under it
+    srv.close()
+    srv.close()

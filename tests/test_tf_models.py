@@ -49,3 +49,17 @@ def test_async_between_graph_training_through_tf_compat_v1(sc_local):
     assert chief["my_steps"] > 0 and worker["my_steps"] > 0
     assert chief["my_steps"] + worker["my_steps"] >= 200
     assert min(chief["loss"], worker["loss"]) < 1e-3
+
+
+def test_classic_tf1_code_with_a_worker_15_s_late_never_hangs(sc_local):
+    """The seeds' plain TF1 program (its own tf.compat.v1.train.Server, no device filters):
+    the chief reaches the last step alone and returns; worker:0 starts its
+    MonitoredTrainingSession 15 s later, which needs every task's server, the chief's too.
+    sparktf keeps the chief's process (and its server) up until every training node's
+    main_fn has returned, so the worker sees the last step and ends."""
+    cluster = sparktf.run(sc_local, tf_jobs.seed_style_tf1_late_worker,
+                          {"late": 15, "steps": 50}, num_executors=3, num_ps=1, env=TF_ENV)
+    cluster.shutdown(timeout=180)
+    assert cluster.results["chief:0"]["my_steps"] == 50
+    # it came after the last step: its session opened (on every task's server) and stopped
+    assert cluster.results["worker:0"]["my_steps"] <= 1

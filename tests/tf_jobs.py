@@ -6,6 +6,7 @@ which every topology learns to a small loss in a few dozen steps.
 """
 
 import os
+import time
 
 TRUE_W = [1.0, 2.0, 3.0, 4.0]
 TRUE_B = 0.5
@@ -121,3 +122,32 @@ def _FastWorkerSessionCreator(**kwargs):
             return self._session_manager
 
     return Creator(**kwargs)
+
+
+def seed_style_tf1_late_worker(args, ctx):
+    """The classic TF1 between-graph program as the seed documents write it: the node builds
+    its own tf.compat.v1.train.Server, no device filters, MonitoredTrainingSession with
+    StopAtStepHook. worker:0 starts its session args["late"] seconds after the others."""
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+    cluster = tf.train.ClusterSpec(ctx.cluster_spec)
+    server = v1.train.Server(cluster, job_name=ctx.job_name, task_index=ctx.task_index)
+    with v1.device(v1.train.replica_device_setter(
+            worker_device=f"/job:{ctx.job_name}/task:{ctx.task_index}", cluster=cluster)):
+        global_step = v1.train.get_or_create_global_step()
+        w = v1.get_variable("w", [1], initializer=v1.zeros_initializer())
+        train_op = v1.assign_add(global_step, 1)
+        with tf.control_dependencies([train_op]):
+            step_op = v1.assign_add(w, [0.5])
+    if ctx.job_name == "worker":
+        time.sleep(args["late"])
+    steps = 0
+    with v1.train.MonitoredTrainingSession(
+            master=server.target, is_chief=ctx.is_chief,
+            hooks=[v1.train.StopAtStepHook(last_step=args["steps"])]) as sess:
+        while not sess.should_stop():
+            sess.run(step_op)
+            steps += 1
+    return {"my_steps": steps}

@@ -1,0 +1,396 @@
+"""The public API on the driver: ``sparktf.run`` and the :class:`Cluster` it returns.
+
+A thin layer: settings are resolved by :mod:`~sparktf.driver.settings`, the job is carried out
+by a :class:`~sparktf.driver.runner.Runner` whose rules live in
+:mod:`~sparktf.driver.state`, and the barrier stages come from :mod:`~sparktf.driver.stages`.
+Every wait here stops every node and Spark job before an interruption or error propagates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+import uuid
+from typing import Any, Callable, Iterator
+
+from sparktf import preflight, topology
+from sparktf.driver import stages
+from sparktf.driver.runner import Runner
+from sparktf.driver.settings import InputMode, Settings
+from sparktf.driver.state import Limits, NodeState, Status
+from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, SparkTFError)
+from sparktf.feed import FeedConfig
+from sparktf.spec import LaunchSpec
+from sparktf.topology import NodeRole
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Cluster", "InputMode", "Status", "run"]
+
+
+class Cluster:
+    """A TensorFlow cluster on Spark; returned by :func:`sparktf.run`.
+
+    Attributes
+    ----------
+    roles : tuple of NodeRole
+        The nodes, in rank order.
+    results : dict
+        Node name to the value its ``main_fn`` returned (``None`` for parameter servers).
+    failures : list of SparkTFError
+        What made the cluster restart (``max_restarts``), oldest first.
+    rows_held_back : int
+        InputMode.SPARK: rows equalization held back so every worker took the same steps.
+    """
+
+    def __init__(self, sc, roles: tuple[NodeRole, ...], payload: bytes,
+                 settings: Settings) -> None:
+        self.sc = sc
+        self.roles = roles
+        self.input_mode = settings.input_mode
+        self.settings = settings
+        launch = LaunchSpec(
+            job_id=f"sparktf-{uuid.uuid4().hex[:12]}", roles=roles, driver_address=("", 0),
+            secret=b"", payload=payload, tail_lines=settings.tail_lines,
+            stop_grace=settings.stop_grace, env=settings.env,
+            tensorboard=settings.tensorboard, log_dir=settings.log_dir,
+            heartbeat_interval=min(1.0, (settings.heartbeat_timeout or 3.0) / 3))
+        limits = Limits(reservation_timeout=settings.reservation_timeout,
+                        heartbeat_timeout=settings.heartbeat_timeout,
+                        progress_timeout=settings.progress_timeout)
+        self._launch = launch
+        self._runner = Runner(sc, roles, launch.job_id, limits,
+                              max_restarts=settings.max_restarts,
+                              log_to_driver=settings.log_to_driver,
+                              tail_lines=settings.tail_lines)
+
+    # ------------------------------------------------------------------------- properties
+    @property
+    def job_id(self) -> str:
+        return self._runner.job_id
+
+    @property
+    def status(self) -> Status:
+        return self._runner.status
+
+    @property
+    def attempt(self) -> int:
+        """The launch of the whole cluster this is (0 first; ``ctx.attempt`` on the nodes)."""
+        return self._runner.attempt
+
+    @property
+    def failures(self) -> list[SparkTFError]:
+        return list(self._runner.failures)
+
+    @property
+    def results(self) -> dict[str, Any]:
+        state = self._runner.state
+        return state.results if state is not None else {}
+
+    @property
+    def rows_held_back(self) -> int:
+        state = self._runner.state
+        return state.rows_held_back if state is not None else 0
+
+    @property
+    def cluster_spec(self) -> dict[str, list[str]]:
+        """Job name to node hosts, as the nodes reported them."""
+        state = self._runner.state
+        spec: dict[str, list[str]] = {}
+        for role in self.roles:
+            host = state.nodes[role.name].host if state is not None else None
+            spec.setdefault(role.job, []).append(host or "?")
+        return spec
+
+    # ----------------------------------------------------------------------------- waits
+    @contextlib.contextmanager
+    def _stop_on_error(self) -> Iterator[None]:
+        """Any exception or interruption in a wait stops every node and Spark job first."""
+        try:
+            yield
+        except BaseException as exc:
+            what = type(exc).__name__
+            self._runner.abort(ClusterStateError(
+                f"interrupted ({what}); every node was stopped" if isinstance(
+                    exc, KeyboardInterrupt) else f"the driver raised {what}: {exc}; every "
+                "node was stopped"))
+            self._runner.teardown()
+            raise
+
+    def _start(self, stage_factory) -> None:
+        with self._stop_on_error():
+            self._runner.start(self._launch, stage_factory)
+            self._wait(lambda s: s.registered, None)
+
+    def _wait(self, predicate: Callable, deadline: float | None) -> bool:
+        """Wait for ``predicate(state)``; raise the job's failure (after teardown)."""
+        ok = self._runner.wait(predicate, deadline)
+        if self._runner.failure is not None:
+            self._runner.teardown()
+            raise self._runner.failure
+        return ok
+
+    def _set_launch(self, **changes: Any) -> None:
+        self._launch = dataclasses.replace(self._launch, **changes)
+
+    # ---------------------------------------------------------------------------- public
+    def tensorboard_url(self, timeout: float = 0) -> str | None:
+        """The chief's TensorBoard URL (``run(..., tensorboard=True)``), once it answers.
+
+        Waits up to ``timeout`` seconds; ``None`` if it is not (yet) up, was not asked for, or
+        failed to start (the reason is printed on the driver). TensorBoard runs while the
+        chief's node does, and is stopped with it.
+        """
+        if not self.settings.tensorboard:
+            return None
+        chief = topology.chief_role(self.roles).name
+        deadline = time.monotonic() + max(0.0, float(timeout))
+
+        def known(s) -> bool:
+            return s.tensorboard is not None or s.nodes[chief].state is NodeState.EXITED
+
+        self._runner.wait(known, deadline)
+        state = self._runner.state
+        if state is None or state.tensorboard is None or \
+                state.nodes[chief].state is NodeState.EXITED:
+            return None
+        return state.tensorboard.get("url")
+
+    def shutdown(self, grace_secs: float = 0, timeout: float | None = None) -> Any:
+        """Wait for the job to end, stop what is left, and return the chief's return value.
+
+        Safe to call again: it returns the same value, or raises the same error.
+
+        Parameters
+        ----------
+        grace_secs : float
+            Seconds the parameter servers (and finished nodes, whose TF servers peers may still
+            use) stay up after the last chief/worker ``main_fn`` returns.
+        timeout : float or None
+            Give up after this many seconds: stop every node and raise
+            :class:`~sparktf.errors.ClusterTimeoutError`. ``None`` waits as long as it takes.
+
+        Raises
+        ------
+        NodeError
+            A node's ``main_fn`` raised or its process died; names the node and its output.
+        """
+        if isinstance(grace_secs, bool) or not isinstance(grace_secs, (int, float)) \
+                or grace_secs < 0:
+            raise ConfigError(f"grace_secs must be a number >= 0, got {grace_secs!r}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+                timeout, (int, float)) or timeout <= 0):
+            raise ConfigError(f"timeout must be a positive number of seconds or None, got "
+                              f"{timeout!r}")
+        if self.status is Status.CREATED:  # InputMode.SPARK, never given data
+            self._runner.teardown()
+            return None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._stop_on_error():
+            self._runner.set_grace(float(grace_secs))
+            if not self._wait(lambda s: s.status is Status.FINISHED, deadline):
+                state = self._runner.state
+                running = [n.name for n in state.nodes.values() if n.exit is None]
+                self._runner.abort(ClusterTimeoutError(
+                    f"shutdown(timeout={timeout}) expired with nodes {running} still "
+                    "running; every node was stopped"))
+        self._runner.teardown()
+        if self._runner.failure is not None:
+            raise self._runner.failure
+        return self.results.get(topology.chief_role(self.roles).name)
+
+    def train(self, data, num_epochs: int = 1, feed_timeout: float = 600, *,
+              shuffle: bool = False, equalize: bool | None = None,
+              rebalance: bool | None = None) -> None:
+        """Start the nodes over ``data`` and feed it to the chief and workers; InputMode.SPARK.
+
+        Returns when every chief/worker ``main_fn`` has returned (the parameter servers are
+        being stopped); :meth:`shutdown` then returns the chief's value.
+
+        Parameters
+        ----------
+        data : pyspark.RDD or pyspark.sql.DataFrame
+            RDD elements reach ``feed.next_batch`` as they are; a DataFrame's columns as numpy
+            arrays (Arrow from end to end).
+        num_epochs : int
+            Passes over the data. Spark computes the data once; each node keeps its share in a
+            spool file in its private directory and streams later epochs from there.
+        feed_timeout : float
+            Seconds without progress (no data taken, none arriving) before the feed fails.
+        shuffle : bool
+            Shuffle each node's share (batch order and rows) between epochs.
+        equalize : bool, optional
+            Give every training node the same number of rows per epoch, so that synchronous
+            strategies (MultiWorkerMirroredStrategy) take equal steps and never hang. Default:
+            on when there is no parameter server and more than one training node. Every row
+            reaches one node at most once per epoch; the few rows it holds back to keep the
+            shares equal are counted in :attr:`rows_held_back` (and logged as a warning).
+        rebalance : bool, optional
+            Deal rows out evenly over a shuffle. Default: when equalizing, or when the data's
+            partitions do not already match the nodes one to one.
+        """
+        self._require_data_mode("train")
+        trainers = sum(r.trains for r in self.roles)
+        if equalize is None:
+            equalize = trainers > 1 and not any(r.job == "ps" for r in self.roles)
+        problems = stages.feed_problems(data, num_epochs, feed_timeout, shuffle, equalize,
+                                        rebalance)
+        if problems:
+            raise ConfigError.from_problems(problems)
+        factory = stages.training(self.sc, self.roles, data, rebalance, equalize)
+        self._set_launch(train_mode=True, feed=FeedConfig(
+            num_epochs=num_epochs, feed_timeout=float(feed_timeout), shuffle=shuffle,
+            equalize=equalize, spool_max_bytes=self.settings.spool_max_bytes))
+        self._start(factory)
+        with self._stop_on_error():
+            self._wait(lambda s: s.training_done_at is not None or s.status is Status.FINISHED,
+                       None)
+        if self.rows_held_back:
+            log.warning("sparktf: %d rows were held back so that every worker took the same "
+                        "number of steps (cluster.rows_held_back)", self.rows_held_back)
+
+    def inference(self, data, output_schema: str = "prediction double",
+                  feed_timeout: float = 600):
+        """Run ``main_fn`` over ``data`` with ``train_mode=False``; one output per input row.
+
+        Each node reads its rows with ``ctx.get_data_feed(train_mode=False)`` and returns one
+        output per row with ``feed.batch_results``; a node that answers fewer (or more) rows
+        than it was given fails the job. Returns an RDD (RDD input) or a DataFrame with
+        ``output_schema`` (DataFrame input) in input order, persisted (memory and disk) so that
+        it outlives the nodes. Every node of an inference cluster gets data: start it without
+        parameter servers or an evaluator.
+        """
+        self._require_data_mode("inference")
+        problems = stages.feed_problems(data, 1, feed_timeout, False, False, None)
+        if any(r.job in ("ps", "evaluator") for r in self.roles):
+            problems.append("an inference cluster has no parameter servers or evaluator: "
+                            "start it with num_ps=0 and eval_node=False")
+        schema = None
+        try:
+            schema = stages.parse_output_schema(output_schema)
+        except ConfigError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise ConfigError.from_problems(problems)
+        stage = stages.Inference(self.sc, self.roles, data, schema)
+        self._set_launch(train_mode=False, feed=FeedConfig(num_epochs=1,
+                                                           feed_timeout=float(feed_timeout)))
+        self._start(stage)
+        with self._stop_on_error():
+            self._wait(lambda s: s.status is Status.FINISHED, None)
+        self._runner.teardown()
+        return stage.output
+
+    def _require_data_mode(self, what: str) -> None:
+        if self.input_mode is not InputMode.SPARK:
+            raise ClusterStateError(f"{what}() feeds data, which needs InputMode.SPARK: start "
+                                    "with sparktf.run(..., input_mode=sparktf.InputMode.SPARK)")
+        if self.status is not Status.CREATED or self._runner.aborted:
+            raise ClusterStateError(
+                f"{what}() starts the cluster's nodes over the data and can be called once per "
+                f"cluster (this one is {self.status.value}); call sparktf.run() again for "
+                "another pass")
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.shutdown()
+            return
+        self._runner.abort(ClusterStateError(f"the with-block raised {exc_type.__name__}; "
+                                             "every node was stopped"))
+        self._runner.teardown()
+
+    def __repr__(self) -> str:
+        return f"<sparktf.Cluster {self.job_id} {self.status.value} nodes={len(self.roles)}>"
+
+
+def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = None,
+        num_ps: int = 0, *, master_node: str | None = "chief", eval_node: bool = False,
+        input_mode: InputMode = InputMode.TENSORFLOW, reservation_timeout: float | None = None,
+        log_to_driver: bool | None = None, env: dict[str, str] | None = None,
+        tensorboard: bool = False, log_dir: str | None = None, max_restarts: int | None = None,
+        heartbeat_timeout: float | None = None, progress_timeout: float | None = None) -> Cluster:
+    """Start a TensorFlow cluster on Spark executors and run ``main_fn`` on every node.
+
+    Every setting (its default, its ``spark.sparktf.*`` key, what is valid) is in one table,
+    :data:`sparktf.driver.settings.TABLE`, listed in the README.
+
+    Parameters
+    ----------
+    sc : pyspark.SparkContext
+    main_fn : callable
+        ``main_fn(args, ctx)`` or ``main_fn(ctx)``; runs in a fresh process on each chief, worker
+        and evaluator node, with ``TF_CONFIG`` set. Parameter servers run sparktf's server.
+    args : any picklable object
+        Passed to ``main_fn`` unchanged.
+    num_executors : int, optional
+        Nodes in the cluster, one per Spark task slot (default: every slot the cluster has).
+    num_ps : int
+        Parameter servers among them.
+    master_node : {"chief", "master", None}
+        The job name of the node that coordinates; ``None`` for a worker-only cluster.
+    eval_node : bool
+        Make one node an evaluator.
+    input_mode : InputMode
+        ``InputMode.TENSORFLOW``: the nodes read their own data, and start now.
+        ``InputMode.SPARK``: the nodes start over the data given to :meth:`Cluster.train`.
+    reservation_timeout, log_to_driver, heartbeat_timeout, progress_timeout, max_restarts
+        See the settings table; unset, ``spark.sparktf.*`` then the default applies.
+    env : dict, optional
+        Extra environment variables for the node processes.
+    tensorboard : bool
+        The chief serves TensorBoard on ``log_dir`` while it runs; the driver prints its URL
+        and :meth:`Cluster.tensorboard_url` returns it.
+    log_dir : str, optional
+        The directory ``main_fn`` writes summaries to (``ctx.log_dir``); with TensorBoard and no
+        ``log_dir``, a directory in the chief's private work dir (removed at its end).
+
+    Returns
+    -------
+    Cluster
+        Running (InputMode.SPARK: created, started by ``train``/``inference``); call
+        :meth:`Cluster.shutdown` or use it as a context manager.
+    """
+    sc = getattr(sc, "sparkContext", sc)  # a SparkSession is welcome too
+    if not callable(getattr(sc, "getConf", None)):
+        raise ConfigError(f"sc must be a pyspark SparkContext (or a SparkSession), got "
+                          f"{type(sc).__name__}")
+    problems = []
+    try:
+        settings = Settings.resolve(
+            dict(sc.getConf().getAll()), num_executors=num_executors, num_ps=num_ps,
+            master_node=master_node, eval_node=eval_node, input_mode=input_mode,
+            reservation_timeout=reservation_timeout, log_to_driver=log_to_driver, env=env,
+            tensorboard=tensorboard, log_dir=log_dir, max_restarts=max_restarts,
+            heartbeat_timeout=heartbeat_timeout, progress_timeout=progress_timeout)
+    except ConfigError as exc:
+        settings, problems = None, list(exc.problems)
+    n_params, fn_problem = preflight.main_fn_params(main_fn)
+    problems += [fn_problem] if fn_problem else []
+    payload = None
+    if n_params is not None:
+        payload, pickle_problem = preflight.pickle_payload(main_fn, args, n_params)
+        problems += [pickle_problem] if pickle_problem else []
+    if settings is None:  # bad types: nothing about the Spark cluster is worth waiting for
+        raise ConfigError.from_problems(problems)
+    spark_problems, slots = preflight.spark_problems(sc, settings.num_executors,
+                                                     settings.slot_wait_timeout)
+    problems += spark_problems
+    num_nodes = settings.num_executors or slots
+    if num_nodes >= 1:  # once, with the slot count known
+        problems += topology.topology_problems(num_nodes, settings.num_ps,
+                                               settings.master_node, settings.eval_node)
+    if problems:
+        raise ConfigError.from_problems(problems)
+    roles = topology.assign_roles(num_nodes, settings.num_ps, settings.master_node,
+                                  settings.eval_node)
+    cluster = Cluster(sc, roles, payload, settings)
+    log.info("sparktf: %s has %d nodes: %s", cluster.job_id, len(roles),
+             ", ".join(r.name for r in roles))
+    if settings.input_mode is InputMode.TENSORFLOW:
+        cluster._start(stages.nodes_only(sc, roles))
+    return cluster

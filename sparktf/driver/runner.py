@@ -1,0 +1,495 @@
+"""Carries out a job's attempts: the control server, the Spark job, the monitor thread.
+
+The rules are in :class:`~sparktf.driver.state.JobState`; this module owns the one lock, applies
+events to the state under it, and performs the resulting actions (sends, Spark calls, process
+starts) outside it. Every exception on its threads becomes the job's failure: none may end a
+thread silently and leave a caller waiting.
+
+Restarts: when an attempt fails with restarts left, the monitor stops that attempt's nodes,
+waits for its Spark job, builds the next attempt (a new control server and secret, its stage)
+before taking it, and starts it only if nobody aborted the job in the meantime.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from sparktf import messages, protocol
+from sparktf.control import ControlServer
+from sparktf.driver.state import JobState, Limits, Send, Status
+from sparktf.errors import ClusterStateError, NodeError, SparkJobError, SparkTFError
+from sparktf.spec import LaunchSpec
+from sparktf.topology import NodeRole
+
+log = logging.getLogger(__name__)
+
+#: Seconds between the monitor's looks at the state.
+TICK = 0.1
+#: How long a teardown waits for a cancelled Spark job to end.
+JOB_END_TIMEOUT = 60.0
+
+StageFactory = Callable[[LaunchSpec], Callable[[], Any]]
+
+
+@dataclass
+class _Attempt:
+    """What one launch of the cluster owns besides its state."""
+
+    number: int
+    job_id: str
+    server: ControlServer
+    launch: LaunchSpec
+    stage: Callable[[], Any]
+    state: JobState
+    channels: dict  # (node, role) -> Channel
+    thread: threading.Thread | None = None
+    finalizer: Any = None
+
+
+class Runner:
+    """Runs one job: attempt after attempt until it finishes, fails or is aborted."""
+
+    def __init__(self, sc, roles: tuple[NodeRole, ...], job_id: str, limits: Limits,
+                 *, max_restarts: int, log_to_driver: bool, tail_lines: int) -> None:
+        self.sc = sc
+        self.roles = roles
+        self.base_id = job_id
+        self._launch: LaunchSpec | None = None  # set by start()
+        self._limits = limits
+        self._max_restarts = max_restarts
+        self._log_to_driver = log_to_driver
+        self._tail_lines = tail_lines
+        self._cond = threading.Condition()
+        self._print_lock = threading.Lock()
+        self._current: _Attempt | None = None
+        self._monitor: threading.Thread | None = None
+        self._stage_factory: StageFactory | None = None
+        self._closed = False
+        #: The job's final failure (None while it runs, or when it finished).
+        self.failure: SparkTFError | None = None
+        #: Set once nothing may start any more: an abort, or the final outcome.
+        self.aborted = False
+        #: The failures that made the cluster restart, oldest first.
+        self.failures: list[SparkTFError] = []
+
+    # ----------------------------------------------------------------------------- public
+    @property
+    def state(self) -> JobState | None:
+        return self._current.state if self._current else None
+
+    @property
+    def attempt(self) -> int:
+        return self._current.number if self._current else 0
+
+    @property
+    def job_id(self) -> str:
+        return self._current.job_id if self._current else self.base_id
+
+    @property
+    def server(self) -> ControlServer | None:
+        """The current attempt's control server (where its nodes reach the driver)."""
+        return self._current.server if self._current else None
+
+    @property
+    def attempt_launch(self) -> LaunchSpec | None:
+        """The current attempt's launch spec (its secret, its driver address)."""
+        return self._current.launch if self._current else None
+
+    @property
+    def status(self) -> Status:
+        if self.failure is not None:
+            return Status.FAILED
+        if self._current is None:
+            return Status.CREATED
+        status = self._current.state.status
+        return Status.LAUNCHING if status is Status.FAILED else status  # a restart is coming
+
+    def start(self, launch: LaunchSpec, stage_factory: StageFactory) -> None:
+        """Open attempt 0 and start it, and the monitor that follows (and restarts) it."""
+        self._launch = launch
+        self._stage_factory = stage_factory
+        attempt = self._open(0)
+        with self._cond:
+            if self.aborted:
+                self._close_attempt(attempt)
+                raise self.failure or ClusterStateError("the cluster was aborted")
+            self._take(attempt)
+        self._monitor = threading.Thread(target=self._monitor_loop, daemon=True,
+                                         name=f"{self.base_id}-monitor")
+        self._monitor.start()
+
+    def wait(self, predicate: Callable[[JobState], bool], deadline: float | None) -> bool:
+        """Wait until ``predicate(state)``, the job's failure, or ``deadline`` (False)."""
+        with self._cond:
+            while self.failure is None and not (self._current and predicate(self._current.state)):
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(0.2 if remaining is None else min(0.2, remaining))
+            return True
+
+    def set_grace(self, seconds: float) -> None:
+        with self._cond:
+            if self._current is not None:
+                self._current.state.grace = seconds
+
+    def abort(self, failure: SparkTFError) -> None:
+        """End the job with ``failure`` unless it already ended; no attempt starts after."""
+        with self._cond:
+            self.aborted = True
+            finished = (self.failure is None and self._current is not None
+                        and self._current.state.status is Status.FINISHED)
+            if not finished:
+                self._set_failure(failure)
+            attempt = self._current
+        if attempt is not None and not finished:
+            self._stop_nodes(attempt)
+
+    def teardown(self, timeout: float = JOB_END_TIMEOUT) -> None:
+        """Wait for the Spark job to end (cancelling it again while it runs, if the job was
+        aborted), then close the control server. Idempotent; never raises."""
+        with self._cond:
+            attempt = self._current
+        if attempt is not None:
+            stopping = self.aborted or self.failure is not None
+            self._wait_job(attempt, timeout, cancel=stopping)
+            self._wait_supervisors(attempt, self._launch.stop_grace + 10.0)
+        with self._cond:
+            self.aborted = True
+            if self._closed:
+                return
+            self._closed = True
+            attempt = self._current
+        if attempt is not None:
+            attempt.server.close()
+            attempt.finalizer.detach()
+
+    # ------------------------------------------------------------------- events (handler)
+    def on_connect(self, number: int, node: str, role: str, chan, hello: dict) -> None:
+        with self._cond:
+            attempt = self._current
+            current = attempt is not None and attempt.number == number
+            if current and role != messages.TASK:
+                attempt.channels[(node, role)] = chan
+            replies = attempt.state.apply(node, role, hello, time.monotonic()) if current else []
+            stop_it = self.aborted or self.failure is not None or (
+                current and attempt.state.over and attempt.state.status is Status.FAILED)
+        if not current or (stop_it and role == messages.NODE):
+            chan.close()  # an earlier attempt's, or one that must not run: it exits
+            return
+        if stop_it and role == messages.AGENT:
+            self._send_quietly(chan, messages.make("abort"))
+        self._perform(attempt, replies)
+
+    def on_message(self, number: int, node: str, role: str, message: dict) -> None:
+        if message.get("type") == "log":
+            self._on_log(number, node, message)
+            return
+        with self._cond:
+            attempt = self._current
+            if attempt is None or attempt.number != number:
+                return
+            replies = attempt.state.apply(node, role, message, time.monotonic())
+            if message.get("type") == "tensorboard":
+                self._cond.notify_all()
+        self._perform(attempt, replies)
+        if message.get("type") == "tensorboard":
+            self._announce_tensorboard(node, message)
+
+    def on_disconnect(self, number: int, node: str, role: str) -> None:
+        with self._cond:
+            attempt = self._current
+            if attempt is None or attempt.number != number:
+                return
+            attempt.channels.pop((node, role), None)
+            attempt.state.apply(node, role, {"type": "closed"}, time.monotonic())
+            self._cond.notify_all()
+
+    def _on_log(self, number: int, node: str, message: dict) -> None:
+        with self._cond:
+            attempt = self._current
+            if attempt is None or attempt.number != number:
+                return
+            attempt.state.apply(node, messages.AGENT, message, time.monotonic())
+        if self._log_to_driver:
+            self.print(node, message["stream"], message["line"])
+
+    def print(self, node: str, stream: str, line: str) -> None:
+        out = sys.stdout if stream == "stdout" else sys.stderr
+        with self._print_lock:
+            try:
+                out.write(f"[{node}] {line}\n")
+                out.flush()
+            except (OSError, ValueError):
+                pass  # a closed console must not fail the job
+
+    def _announce_tensorboard(self, node: str, msg: dict) -> None:
+        if msg.get("url"):
+            log.warning("sparktf: TensorBoard for %s at %s (log dir %s on %s)", self.job_id,
+                        msg["url"], msg["log_dir"], node)
+            self.print("sparktf", "stdout", f"TensorBoard at {msg['url']}")
+        else:
+            self.print("sparktf", "stderr", msg.get("error") or "TensorBoard failed")
+
+    # ------------------------------------------------------------------------- attempts
+    def _open(self, number: int) -> _Attempt:
+        """Build attempt ``number`` without starting it: a control server with a fresh secret
+        (an earlier attempt's processes cannot reach it), its launch spec and its stage."""
+        job_id = self.base_id if number == 0 else f"{self.base_id}-{number}"
+        conf = self.sc.getConf()
+        advertise = conf.get("spark.driver.host")
+        secret = protocol.new_secret()
+        server = ControlServer(conf.get("spark.driver.bindAddress", advertise), advertise,
+                               secret, _AttemptHandler(self, number))
+        try:
+            launch = dataclasses.replace(self._launch, job_id=job_id, secret=secret,
+                                         driver_address=server.address, attempt=number)
+            stage = self._stage_factory(launch)
+        except BaseException:
+            server.close()
+            raise
+        state = JobState(self.roles, self._limits, time.monotonic(), tail_lines=self._tail_lines)
+        attempt = _Attempt(number, job_id, server, launch, stage, state, {})
+        # Whatever happens to the cluster object, the nodes do not outlive the interpreter.
+        attempt.finalizer = weakref.finalize(self, _abort_quietly, self.sc, job_id, server)
+        return attempt
+
+    def _take(self, attempt: _Attempt) -> None:
+        """Make ``attempt`` current and start its Spark job (lock held, not aborted)."""
+        from pyspark import InheritableThread
+
+        self._current = attempt
+        attempt.state.launched_at = time.monotonic()
+        attempt.thread = InheritableThread(target=self._run_job, args=(attempt,), daemon=True,
+                                           name=f"{attempt.job_id}-spark")
+        attempt.thread.start()
+        self._cond.notify_all()
+
+    def _run_job(self, attempt: _Attempt) -> None:
+        error = None
+        try:
+            self.sc.setJobGroup(attempt.job_id, f"sparktf TensorFlow cluster {attempt.job_id}",
+                                interruptOnCancel=True)
+            if not self.aborted:
+                attempt.stage()
+        except BaseException as exc:  # noqa: BLE001 - becomes the state's job error
+            error = spark_error_text(exc)
+        with self._cond:
+            attempt.state.job_ended(error, time.monotonic())
+            self._cond.notify_all()
+
+    def _close_attempt(self, attempt: _Attempt) -> None:
+        attempt.server.close()
+        attempt.finalizer.detach()
+
+    def _monitor_loop(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    if self.failure is not None or self._closed:
+                        return
+                    attempt = self._current
+                    state = attempt.state
+                    actions = state.step(time.monotonic())
+                    outcome = state.outcome if state.status is Status.FAILED else None
+                    finished = state.status is Status.FINISHED
+                    self._cond.notify_all()  # waiters see the step's changes at once
+                self._perform(attempt, actions)
+                if finished:
+                    return
+                if outcome is None:
+                    time.sleep(TICK)
+                    continue
+                if _spark_stopped(self.sc):
+                    outcome = ClusterStateError(
+                        "the SparkContext was stopped while the cluster ran; every node was "
+                        "stopped. Stop it only after shutdown()")
+                with self._cond:
+                    restart = self._may_restart(outcome)
+                    if not restart:
+                        self._set_failure(outcome)
+                self._stop_nodes(attempt)
+                if not restart:
+                    return
+                self._restart(attempt, outcome)
+        except BaseException as exc:  # noqa: BLE001 - never end silently
+            log.exception("sparktf: the monitor of %s failed", self.base_id)
+            self.abort(SparkTFError(f"sparktf's monitor failed: {type(exc).__name__}: {exc}"))
+
+    def _may_restart(self, failure: SparkTFError) -> bool:
+        return (isinstance(failure, (NodeError, SparkJobError)) and not self.aborted
+                and self.attempt < self._max_restarts
+                and self._launch.train_mode is not False)  # inference is not restarted
+
+    def _restart(self, old: _Attempt, failure: SparkTFError) -> None:
+        """Launch the whole cluster again; any error on the way is the job's failure."""
+        message = (f"restarting every node, attempt {old.number + 1} of {self._max_restarts} "
+                   f"restarts, after: {str(failure).splitlines()[0]}")
+        log.warning("sparktf: %s: %s", self.base_id, message)
+        self.print("sparktf", "stderr", message)
+        self._wait_job(old, JOB_END_TIMEOUT, cancel=True)
+        self._close_attempt(old)
+        try:
+            new = self._open(old.number + 1)
+        except BaseException as exc:  # noqa: BLE001 - the restart failed: the job fails
+            self.abort(SparkTFError(f"the restart after {failure.__class__.__name__} failed: "
+                                    f"{type(exc).__name__}: {exc}"))
+            return
+        with self._cond:
+            if not self.aborted:
+                self.failures.append(failure)
+                self._take(new)
+                return
+        self._close_attempt(new)  # aborted while it was being built: it never starts
+
+    def _set_failure(self, failure: SparkTFError) -> None:
+        """Record the job's final failure (lock held); the first one stays."""
+        if self.failure is None:
+            self.failure = failure
+            log.warning("sparktf: %s failed (%s); stopping every node", self.base_id,
+                        str(failure).splitlines()[0])
+        self.aborted = True
+        if self._current is not None:
+            self._current.state.fail(failure)
+        self._cond.notify_all()
+
+    # --------------------------------------------------------------------------- actions
+    def _perform(self, attempt: _Attempt, actions: list[Send]) -> None:
+        for action in actions:
+            for node in action.to:
+                chan = attempt.channels.get((node, action.channel))
+                if chan is not None:
+                    self._send_quietly(chan, action.message)
+
+    @staticmethod
+    def _send_quietly(chan, message: dict) -> None:
+        try:
+            chan.send(message)
+        except OSError:
+            chan.close()  # gone, or frozen with a full buffer: its connection's end tells the state
+
+    def _stop_nodes(self, attempt: _Attempt) -> None:
+        """Tell every supervisor of ``attempt`` to stop its tree, and cancel its Spark job."""
+        agents = [chan for (node, role), chan in list(attempt.channels.items())
+                  if role == messages.AGENT]
+        for chan in agents:
+            self._send_quietly(chan, messages.make("abort"))
+        self._cancel(attempt.job_id)
+
+    def _cancel(self, job_id: str) -> None:
+        try:
+            self.sc.cancelJobGroup(job_id)
+        except Exception as exc:  # noqa: BLE001 - e.g. the SparkContext was stopped
+            log.info("sparktf: could not cancel %s: %s", job_id, exc)
+
+    def _wait_supervisors(self, attempt: _Attempt, timeout: float) -> None:
+        """Wait until every supervisor of ``attempt`` has ended (its channel closed): a
+        cancelled Spark job ends before its tasks have stopped their processes."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while any(role == messages.AGENT for _, role in attempt.channels):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    log.warning("sparktf: supervisors of %s still running after %.0fs: %s",
+                                attempt.job_id, timeout, sorted(attempt.channels))
+                    return
+                self._cond.wait(min(0.1, remaining))
+
+    def _wait_job(self, attempt: _Attempt, timeout: float, cancel: bool) -> None:
+        """Wait for ``attempt``'s Spark job to end; cancel it again while it runs (a job
+        submitted just after a cancel would otherwise run on)."""
+        thread = attempt.thread
+        if thread is None:
+            return
+        deadline = time.monotonic() + timeout
+        while thread.is_alive() and time.monotonic() < deadline:
+            if cancel:
+                self._cancel(attempt.job_id)
+            thread.join(0.5)
+        if thread.is_alive():
+            log.warning("sparktf: the Spark job of %s did not end within %.0fs",
+                        attempt.job_id, timeout)
+            return
+        # A cancelled job ends before its tasks do; the tasks stop their nodes as they end.
+        while _active_tasks(self.sc, attempt.job_id) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+class _AttemptHandler:
+    """The control server's handler for one attempt: events carry the attempt's number, and
+    an exception in handling one (a bug) becomes the job's failure instead of a dropped
+    connection."""
+
+    def __init__(self, runner: Runner, number: int) -> None:
+        self._runner = runner
+        self._number = number
+
+    def _guard(self, call, *args) -> None:
+        try:
+            call(self._number, *args)
+        except Exception as exc:  # noqa: BLE001 - never lost on a connection thread
+            log.exception("sparktf: handling a control message failed")
+            self._runner.abort(SparkTFError(
+                f"sparktf's control handler failed: {type(exc).__name__}: {exc}"))
+
+    def on_connect(self, node: str, role: str, chan, hello: dict) -> None:
+        self._guard(self._runner.on_connect, node, role, chan, hello)
+
+    def on_message(self, node: str, role: str, message: dict) -> None:
+        self._guard(self._runner.on_message, node, role, message)
+
+    def on_disconnect(self, node: str, role: str) -> None:
+        self._guard(self._runner.on_disconnect, node, role)
+
+
+def _active_tasks(sc, job_group: str) -> int:
+    """Tasks of ``job_group``'s jobs still running (0 once the SparkContext is gone)."""
+    try:
+        tracker = sc.statusTracker()
+        active = 0
+        for job in tracker.getJobIdsForGroup(job_group):
+            info = tracker.getJobInfo(job)
+            for stage in (info.stageIds if info else ()):
+                stage_info = tracker.getStageInfo(stage)
+                active += stage_info.numActiveTasks if stage_info else 0
+        return active
+    except Exception:  # noqa: BLE001 - a stopped SparkContext has no tasks left
+        return 0
+
+
+def _spark_stopped(sc) -> bool:
+    jsc = getattr(sc, "_jsc", None)
+    if jsc is None:
+        return True
+    try:
+        return bool(jsc.sc().isStopped())
+    except Exception:  # noqa: BLE001 - the gateway is going away with it
+        return True
+
+
+def _abort_quietly(sc, job_id: str, server: ControlServer) -> None:
+    try:
+        sc.cancelJobGroup(job_id)
+    except Exception:  # noqa: BLE001 - interpreter exit: best effort
+        pass
+    server.close()
+
+
+def spark_error_text(exc: BaseException) -> str:
+    """The few lines of a Spark job failure worth reading (the nodes' own reports, which name
+    them, arrive over the control channel; this is for what only Spark knows)."""
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    keep = [ln for ln in lines if ln and not ln.startswith(("at ", "...", "File ", "^"))
+            and ("Exception" in ln or "Error" in ln or "sparktf" in ln)]
+    text = "\n  ".join(keep[:6] or lines[:6] or [type(exc).__name__])
+    if "BarrierJobUnsupportedRDDChainException" in str(exc):
+        text += ("\n  The data's lineage (union, coalesce, zip...) cannot feed a barrier stage "
+                 "directly: call train() without rebalance=False so sparktf reshuffles it.")
+    return text

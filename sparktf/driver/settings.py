@@ -1,0 +1,277 @@
+"""One table of settings: each key's name, default, type, check and doc line, in one place.
+
+A value is looked up as: the argument, else ``spark.sparktf.<conf>`` in the Spark conf, else the
+default; arguments and Spark conf values get the same check, and every error names the key
+(and the conf key) and what would be valid. :meth:`Settings.resolve` reports every problem at
+once. The README's settings list is :func:`markdown_table` (a test keeps them equal).
+
+Pure: imports neither pyspark nor tensorflow (``resolve`` only calls ``sc.getConf()``).
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib.util
+import math
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Mapping
+
+from sparktf.errors import ConfigError
+from sparktf.topology import MASTER_NODES
+
+
+class InputMode(enum.Enum):
+    """Where the nodes' data comes from."""
+
+    #: The nodes read their own data (files, HDFS, tf.data).
+    TENSORFLOW = "tensorflow"
+    #: Spark feeds RDD or DataFrame partitions to the chief and workers: ``cluster.train(data)``.
+    SPARK = "spark"
+
+
+class _Invalid(ValueError):
+    """A value failed its check; the message completes 'KEY must ...'."""
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise _Invalid("be a number")
+    return float(value)
+
+
+def seconds(value: Any) -> float:
+    """A positive number of seconds."""
+    try:
+        v = _number(value)
+    except _Invalid:
+        raise _Invalid("be a positive number of seconds") from None
+    if v <= 0:
+        raise _Invalid("be a positive number of seconds")
+    return v
+
+
+def seconds_or_off(value: Any) -> float | None:
+    """A number of seconds >= 0; 0 or None turns the check off (None)."""
+    if value is None:
+        return None
+    try:
+        v = _number(value)
+    except _Invalid:
+        raise _Invalid("be a number of seconds >= 0 (0: off) or None") from None
+    if v < 0:
+        raise _Invalid("be a number of seconds >= 0 (0: off) or None")
+    return v or None
+
+
+def seconds_or_zero(value: Any) -> float:
+    try:
+        v = _number(value)
+    except _Invalid:
+        raise _Invalid("be a number of seconds >= 0") from None
+    if v < 0:
+        raise _Invalid("be a number of seconds >= 0")
+    return v
+
+
+def flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid("be True or False")
+    return value
+
+
+def count(minimum: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise _Invalid(f"be an int >= {minimum}")
+        return value
+    check.__doc__ = f"an int >= {minimum}"
+    return check
+
+
+def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def optional_check(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return check(value)
+        except _Invalid as exc:
+            raise _Invalid(f"{exc} or None") from None
+    return optional_check
+
+
+def master_node(value: Any) -> str | None:
+    if value not in MASTER_NODES:
+        raise _Invalid("be one of 'chief', 'master' or None")
+    return value
+
+
+def input_mode(value: Any) -> InputMode:
+    if not isinstance(value, InputMode):
+        raise _Invalid("be sparktf.InputMode.TENSORFLOW or sparktf.InputMode.SPARK")
+    return value
+
+
+def environment(value: Any) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise _Invalid("map str to str, as a dict (e.g. {'TF_CPP_MIN_LOG_LEVEL': '2'})")
+    return tuple(sorted(value.items()))
+
+
+def path(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise _Invalid("be a non-empty path string or None")
+    return value
+
+
+def tensorboard(value: Any) -> bool:
+    flag(value)
+    if value and importlib.util.find_spec("tensorboard") is None:
+        raise _Invalid("be False without the tensorboard package (pip install tensorboard)")
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key: its ``run()`` argument (``arg``), Spark conf key, default, check and doc."""
+
+    name: str
+    conf: str | None
+    default: Any
+    check: Callable[[Any], Any]
+    doc: str
+    arg: bool = True  # a run() argument (else only the Spark conf sets it)
+
+    def parse_conf(self, text: str) -> Any:
+        """A Spark conf string as the type the check wants."""
+        text = text.strip()
+        if self.check in (flag, tensorboard):
+            if text.lower() in ("true", "false"):
+                return text.lower() == "true"
+            raise _Invalid(f"be true or false, got {text!r}")
+        if text.lower() in ("none", "off", ""):
+            return None
+        try:
+            number = float(text)
+        except ValueError:
+            return text
+        return int(number) if number.is_integer() and "." not in text else number
+
+
+TABLE: tuple[Setting, ...] = (
+    Setting("num_executors", None, None, optional(count(1)),
+            "nodes in the cluster, one per Spark task slot (default: every slot)"),
+    Setting("num_ps", None, 0, count(0), "parameter servers among them"),
+    Setting("master_node", None, "chief", master_node,
+            "job name of the coordinating node: 'chief', 'master', or None (workers only)"),
+    Setting("eval_node", None, False, flag, "make one node an evaluator"),
+    Setting("input_mode", None, InputMode.TENSORFLOW, input_mode,
+            "InputMode.TENSORFLOW (nodes read their own data) or InputMode.SPARK (train(data))"),
+    Setting("reservation_timeout", "reservationTimeout", 120.0, seconds,
+            "seconds for every node of an attempt to start (each restart too)"),
+    Setting("slot_wait_timeout", "slotWaitTimeout", 30.0, seconds,
+            "seconds to wait for executors to register their task slots", arg=False),
+    Setting("log_to_driver", "logToDriver", True, flag,
+            "print every node's output on the driver, tagged [worker:1]"),
+    Setting("tail_lines", "tailLines", 40, count(1),
+            "lines of a failed node's output kept in its error", arg=False),
+    Setting("stop_grace", "stopGrace", 3.0, seconds_or_zero,
+            "seconds between SIGTERM and SIGKILL when a node is stopped", arg=False),
+    Setting("heartbeat_timeout", "heartbeatTimeout", 30.0, seconds_or_off,
+            "a live node (any role) silent this long is declared dead; 0: off"),
+    Setting("progress_timeout", "progressTimeout", None, seconds_or_off,
+            "a running chief/worker/evaluator whose progress stops this long (from the start "
+            "of its main_fn) is declared hung; 0 or unset: off"),
+    Setting("max_restarts", "maxRestarts", 0, count(0),
+            "launch the whole cluster again after a node failure, up to this many times"),
+    Setting("env", None, None, environment, "extra environment variables for the TF processes"),
+    Setting("tensorboard", None, False, tensorboard, "the chief serves TensorBoard on log_dir"),
+    Setting("log_dir", None, None, path, "ctx.log_dir, TensorBoard's directory"),
+    Setting("spool_max_bytes", "spoolMaxBytes", None, optional(count(1)),
+            "cap on a node's spool of its share for later epochs (InputMode.SPARK)", arg=False),
+)
+BY_NAME = {s.name: s for s in TABLE}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting of one job, resolved and checked."""
+
+    num_executors: int | None
+    num_ps: int
+    master_node: str | None
+    eval_node: bool
+    input_mode: InputMode
+    reservation_timeout: float
+    slot_wait_timeout: float
+    log_to_driver: bool
+    tail_lines: int
+    stop_grace: float
+    heartbeat_timeout: float | None
+    progress_timeout: float | None
+    max_restarts: int
+    env: tuple[tuple[str, str], ...]
+    tensorboard: bool
+    log_dir: str | None
+    spool_max_bytes: int | None
+
+    @classmethod
+    def resolve(cls, conf: Mapping[str, str] | None = None, **args: Any) -> "Settings":
+        """Check every argument (unset: ``None``) and ``spark.sparktf.*`` value in ``conf``;
+        raise one :class:`ConfigError` listing every problem."""
+        unknown = set(args) - {s.name for s in TABLE if s.arg}
+        if unknown:
+            raise TypeError(f"unknown settings {sorted(unknown)}")
+        conf = conf or {}
+        values, problems = {}, []
+        for s in TABLE:
+            # None means "unset" for keys the Spark conf can set; for the others it is a value
+            # (master_node=None), and only a missing argument takes the default.
+            value = args.get(s.name) if s.conf else args.get(s.name, s.default)
+            source = "argument"
+            if value is None and s.conf and f"spark.sparktf.{s.conf}" in conf:
+                source = "conf"
+                try:
+                    value = s.parse_conf(conf[f"spark.sparktf.{s.conf}"])
+                except _Invalid as exc:
+                    problems.append(f"spark.sparktf.{s.conf} must {exc}")
+                    continue
+            if value is None and source == "argument" and s.conf:
+                value = s.default
+            try:
+                values[s.name] = s.check(value)
+            except _Invalid as exc:
+                if source == "conf":
+                    problems.append(f"spark.sparktf.{s.conf} must {exc}, got {value!r} "
+                                    f"(the Spark conf's value for {s.name})")
+                else:
+                    also = f" (or unset, to use spark.sparktf.{s.conf})" if s.conf else ""
+                    problems.append(f"{s.name} must {exc}, got {value!r}{also}")
+        if problems:
+            raise ConfigError.from_problems(problems)
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def markdown_table() -> str:
+    """The settings as the README's table."""
+    rows = ["| setting | Spark conf | default | what it does |", "|---|---|---|---|"]
+    for s in TABLE:
+        name = f"`{s.name}`" if s.arg else "-"
+        conf = f"`spark.sparktf.{s.conf}`" if s.conf else "-"
+        if s.name == "num_executors":
+            default = "every slot"
+        elif isinstance(s.default, InputMode):
+            default = f"InputMode.{s.default.name}"
+        elif s.default is None:
+            default = "off" if s.name.endswith(("_timeout", "_bytes")) else "none"
+        else:
+            default = repr(s.default)
+        rows.append(f"| {name} | {conf} | {default} | {s.doc} |")
+    return "\n".join(rows)

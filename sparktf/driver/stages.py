@@ -1,0 +1,149 @@
+"""The Spark barrier stages that hold the nodes: one task per node, one partition each.
+
+Each builder does its Spark planning once and returns a *stage factory*: given an attempt's
+:class:`~sparktf.spec.LaunchSpec` (its own secret and driver address), the function that runs
+that attempt's barrier stage. The tasks themselves are :func:`sparktf.executor.node_task`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from sparktf import partition
+from sparktf.errors import ConfigError
+from sparktf.executor import node_task
+from sparktf.spec import LaunchSpec
+from sparktf.topology import NodeRole
+
+Stage = Callable[[], Any]
+
+
+def _empty(sc, num_nodes: int, task) -> None:
+    """A barrier stage of one empty partition per node."""
+    sc.parallelize(range(num_nodes), num_nodes).barrier().mapPartitions(task).collect()
+
+
+def nodes_only(sc, roles: tuple[NodeRole, ...]) -> Callable[[LaunchSpec], Stage]:
+    """InputMode.TENSORFLOW: the nodes read their own data."""
+    return lambda launch: (lambda: _empty(sc, len(roles), node_task(launch)))
+
+
+def _is_rdd(data) -> bool:
+    from pyspark import RDD
+
+    return isinstance(data, RDD)
+
+
+def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
+             equalize: bool) -> Callable[[LaunchSpec], Stage]:
+    """InputMode.SPARK, ``cluster.train(data)``: each chief/worker gets its share."""
+    n = len(roles)
+    trainers = sum(r.trains for r in roles)
+    parts = data.getNumPartitions() if _is_rdd(data) else data.rdd.getNumPartitions()
+    if rebalance is None:
+        rebalance = (equalize and trainers > 1) or not (parts == n == trainers)
+    elif not rebalance and not parts == n == trainers:
+        raise ConfigError(f"rebalance=False needs one data partition per node and no ps or "
+                          f"evaluator; the data has {parts} partitions for {n} nodes "
+                          f"({trainers} training): leave rebalance unset")
+    if _is_rdd(data):
+        rdd = partition.rdd_for_nodes(data, n, trainers) if rebalance else data
+        raw = partition.raw_pickled_batches(rdd)
+        if raw is not None:
+            return lambda launch: (lambda: raw.barrier().mapPartitions(
+                node_task(launch, "pickled-batches")).collect())
+        return lambda launch: (lambda: rdd.barrier().mapPartitions(
+            node_task(launch, "pickle")).collect())
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    df = partition.dataframe_for_nodes(data, n, trainers) if rebalance else data
+    schema = to_arrow_schema(df.schema).serialize().to_pybytes()
+    if data.isEmpty():
+        # Spark plans an empty DataFrame as no partitions at all (no barrier tasks, no
+        # nodes): start the nodes over empty partitions; they get the schema and the end.
+        def empty(launch: LaunchSpec) -> Stage:
+            task = node_task(launch, "arrow", schema)
+            return lambda: _empty(sc, n, lambda _: task(iter(())))
+        return empty
+    return lambda launch: (lambda: df.mapInArrow(
+        node_task(launch, "arrow", schema), "node string", barrier=True).collect())
+
+
+def feed_problems(data, num_epochs, feed_timeout, shuffle, equalize, rebalance) -> list[str]:
+    """Every problem with the arguments of ``train()`` or ``inference()``."""
+    from pyspark import RDD
+    from pyspark.sql import DataFrame
+
+    problems = []
+    if not isinstance(data, (RDD, DataFrame)):
+        problems.append(f"data must be a pyspark RDD or DataFrame, got {type(data).__name__}")
+    if not isinstance(num_epochs, int) or isinstance(num_epochs, bool) or num_epochs < 1:
+        problems.append(f"num_epochs must be an int >= 1, got {num_epochs!r}")
+    if isinstance(feed_timeout, bool) or not isinstance(feed_timeout, (int, float)) \
+            or feed_timeout <= 0:
+        problems.append(f"feed_timeout must be a positive number of seconds, got {feed_timeout!r}")
+    for name, value in (("shuffle", shuffle), ("equalize", equalize)):
+        if not isinstance(value, bool):
+            problems.append(f"{name} must be True or False, got {value!r}")
+    if rebalance is not None and not isinstance(rebalance, bool):
+        problems.append(f"rebalance must be True, False or None, got {rebalance!r}")
+    return problems
+
+
+def parse_output_schema(output_schema: Any):
+    """The Spark type of an inference output DDL (``ConfigError`` naming it if invalid)."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    if not isinstance(output_schema, str) or not output_schema.strip():
+        raise ConfigError(f"output_schema must be a DDL string such as 'prediction double', "
+                          f"got {output_schema!r}")
+    try:
+        schema = _parse_datatype_string(output_schema)
+    except Exception as exc:  # noqa: BLE001 - Spark's parser raises several kinds
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"output_schema {output_schema!r} is not a valid DDL schema "
+                          f"({first}); write it like 'prediction double' or "
+                          "'label int, scores array<float>'") from None
+    if not isinstance(schema, StructType):
+        raise ConfigError(f"output_schema {output_schema!r} must name its columns, like "
+                          "'prediction double'")
+    return schema
+
+
+class Inference:
+    """InputMode.SPARK, ``cluster.inference(data)``: every node scores a contiguous range of
+    the rows, and ``output`` is the result in input order (persisted: it outlives the nodes).
+    Built for one attempt (inference is not restarted)."""
+
+    def __init__(self, sc, roles: tuple[NodeRole, ...], data, schema) -> None:
+        self.sc, self.n, self.data, self.schema = sc, len(roles), data, schema
+        self.output = None
+
+    def __call__(self, launch: LaunchSpec) -> Stage:
+        import dataclasses
+
+        from pyspark import StorageLevel
+
+        n, data = self.n, self.data
+        if _is_rdd(data):
+            ordered = data if data.getNumPartitions() == n else partition.rdd_in_order(data, n)
+            raw = partition.raw_pickled_batches(ordered)
+            out = (raw or ordered).barrier().mapPartitions(
+                node_task(launch, "pickled-batches" if raw is not None else "pickle"))
+        else:
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            launch = dataclasses.replace(
+                launch, output_schema=to_arrow_schema(self.schema).serialize().to_pybytes())
+            if data.isEmpty():
+                task = node_task(launch, "arrow",
+                                 to_arrow_schema(data.schema).serialize().to_pybytes())
+                self.output = data.sparkSession.createDataFrame([], self.schema)
+                return lambda: _empty(self.sc, n, lambda _: task(iter(())))
+            df = data if data.rdd.getNumPartitions() == n else \
+                partition.dataframe_in_order(data, n)
+            task = node_task(launch, "arrow", to_arrow_schema(df.schema).serialize().to_pybytes())
+            out = df.mapInArrow(task, self.schema, barrier=True)
+        out.persist(StorageLevel.MEMORY_AND_DISK)
+        self.output = out
+        return out.count

@@ -1,0 +1,400 @@
+"""The pure state of one attempt of a job: no sockets, no threads, no Spark.
+
+Every liveness and failure rule lives here, as plain functions of the messages received and
+the time, and is table-tested without a SparkContext (``tests/unit/test_job_state.py``):
+
+* :meth:`JobState.apply` takes one control message (or a channel's opening or closing) and
+  returns the messages to send in reply;
+* :meth:`JobState.step` advances time-driven rules (liveness, training done, stop, finish) and
+  returns the messages to send;
+* :meth:`JobState.failure` says which failure, if any, ends the attempt now.
+
+The runner (:mod:`sparktf.driver.runner`) owns the lock and carries out the actions.
+
+A node's states::
+
+    PENDING -> RUNNING -> DONE ----------> EXITED     (main_fn returned; waits for 'stop')
+                  \\-----> SERVING -------/            (ps, or a worker in ctx.serve())
+
+and the attempt's: LAUNCHING -> RUNNING -> STOPPING -> FINISHED, or FAILED from any of them.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparktf import messages
+from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError, SparkTFError
+from sparktf.procs import describe_exit
+from sparktf.topology import NodeRole
+
+#: After a node reports an error, how long to wait for its exit (and last output lines) before
+#: failing the job with what is known; the same wait lets the nodes' own reports of a failed
+#: Spark job arrive before Spark's less precise text is used.
+ERROR_SETTLE_SECS = 3.0
+
+
+class Status(str, enum.Enum):
+    """The job's state, as :attr:`sparktf.Cluster.status` reports it."""
+
+    CREATED = "created"  # InputMode.SPARK: the nodes start with train() or inference()
+    LAUNCHING = "launching"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+class NodeState(str, enum.Enum):
+    PENDING = "pending"  # its TF process has not said hello yet
+    RUNNING = "running"  # its main_fn runs
+    SERVING = "serving"  # it only serves its TF server until 'stop' (ps, ctx.serve())
+    DONE = "done"  # main_fn returned; the process (and any TF server in it) waits for 'stop'
+    EXITED = "exited"  # the supervisor reported the process's exit
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a node is: the step it reported (``ctx.report_progress``) and rows fed."""
+
+    step: int | None = None
+    rows: int | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    reservation_timeout: float = 120.0
+    heartbeat_timeout: float | None = 30.0
+    progress_timeout: float | None = None
+    error_settle: float = ERROR_SETTLE_SECS
+
+
+@dataclass(frozen=True)
+class Send:
+    """Send ``message`` on the ``channel`` ("node" or "agent") of each node in ``to``."""
+
+    to: tuple[str, ...]
+    channel: str
+    message: dict
+
+
+@dataclass
+class NodeRecord:
+    """The driver's record of one node (not the node itself)."""
+
+    role: NodeRole
+    state: NodeState = NodeState.PENDING
+    host: str | None = None
+    result: Any = None
+    has_result: bool = False
+    error: dict | None = None
+    error_at: float | None = None
+    exit: dict | None = None
+    exit_at: float | None = None
+    connected: bool = False  # its TF process's channel opened
+    closed: bool = False  # ... and has ended: everything it sent has been applied
+    lost: bool = False  # its supervisor's channel ended without an exit report
+    started_at: float | None = None  # its hello: main_fn (or the server) starts
+    last_beat: float | None = None
+    progress: Progress = Progress()
+    progress_at: float | None = None
+    hung: str | None = None
+    failed_at: float | None = None
+    tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=40))
+
+    @property
+    def name(self) -> str:
+        return self.role.name
+
+    @property
+    def alive(self) -> bool:
+        """Its process runs (has said hello, not exited, channel open)."""
+        return self.connected and not self.closed and self.exit is None
+
+    def mark_failed(self, now: float) -> None:
+        self.failed_at = self.failed_at if self.failed_at is not None else now
+
+
+class JobState:
+    """One attempt: its nodes, the feed bound, and the rules that end it."""
+
+    def __init__(self, roles: tuple[NodeRole, ...], limits: Limits, now: float, *,
+                 tail_lines: int = 40) -> None:
+        self.roles = roles
+        self.limits = limits
+        self.launched_at = now
+        self.nodes = {r.name: NodeRecord(r, tail=collections.deque(maxlen=tail_lines))
+                      for r in roles}
+        self.status = Status.LAUNCHING
+        self.grace = 0.0
+        self.training_done_at: float | None = None
+        self.stop_sent = False
+        self.job_ended_at: float | None = None
+        self.job_error: str | None = None
+        self.outcome: SparkTFError | None = None
+        self.rows_held_back = 0
+        self.tensorboard: dict | None = None
+        self._feed_progress: dict[str, tuple[int, bool]] = {}
+        self._bound_sent: tuple[int, bool] | None = None
+
+    # ---------------------------------------------------------------------------- queries
+    @property
+    def trainers(self) -> list[NodeRecord]:
+        return [n for n in self.nodes.values() if n.role.trains]
+
+    @property
+    def registered(self) -> bool:
+        """Every node's process has started (or already ended)."""
+        return all(n.state is not NodeState.PENDING for n in self.nodes.values())
+
+    @property
+    def results(self) -> dict[str, Any]:
+        return {name: n.result for name, n in self.nodes.items() if n.has_result}
+
+    @property
+    def over(self) -> bool:
+        return self.status in (Status.FINISHED, Status.FAILED)
+
+    # ----------------------------------------------------------------------------- events
+    def apply(self, node: str, role: str, message: dict, now: float) -> list[Send]:
+        """One event from a node's connection: ``message`` is a catalogue message, or
+        ``{"type": "closed"}`` when that connection ends. Returns the replies to send."""
+        n = self.nodes.get(node)
+        if n is None:
+            return []
+        kind = message.get("type")
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is None:
+            return []
+        return handler(n, role, message, now) or []
+
+    def _on_hello(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+        n.host = msg.get("host") or n.host
+        if role != messages.NODE:
+            return []
+        n.connected, n.started_at, n.last_beat = True, now, now
+        if n.state is NodeState.PENDING:
+            n.state = NodeState.RUNNING
+        if self.registered and self.status is Status.LAUNCHING:
+            self.status = Status.RUNNING
+        out = []
+        if self._bound_sent is not None and n.role.trains:
+            # A bound broadcast before this node connected (a share that ended at once,
+            # e.g. empty data) would otherwise never reach it: nothing changes it again.
+            out.append(self._bound_message((n.name,)))
+        if self.training_done_at is not None:
+            out.append(Send((n.name,), messages.NODE, messages.make("training_done")))
+        return out
+
+    def _on_log(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+        n.tail.append(msg["line"])
+
+    def _on_heartbeat(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+        n.last_beat = now
+        progress = Progress(msg.get("step"), msg.get("rows"))
+        if progress != n.progress:
+            n.progress, n.progress_at = progress, now
+
+    def _on_state(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+        if msg.get("state") == "serving" and n.state is NodeState.RUNNING:
+            n.state = NodeState.SERVING
+            if self.stop_sent:
+                return [Send((n.name,), messages.NODE, messages.make("stop"))]
+        return []
+
+    def _on_done(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+        n.result, n.has_result = msg.get("value"), True
+        out = []
+        if n.state in (NodeState.RUNNING, NodeState.SERVING):
+            n.state = NodeState.DONE
+            if self.stop_sent:
+                out.append(Send((n.name,), messages.NODE, messages.make("stop")))
+        if n.name in self._feed_progress:  # a finished node's share has ended too
+            self._feed_progress[n.name] = (self._feed_progress[n.name][0], True)
+            out += self._broadcast_bound()
+        return out
+
+    def _on_error(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+        if n.error is None:
+            n.error, n.error_at = msg, now
+        n.mark_failed(now)
+
+    def _on_exit(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+        n.exit, n.exit_at, n.state = msg, now, NodeState.EXITED
+        if msg["code"] != 0:
+            n.mark_failed(now)
+
+    def _on_closed(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+        if role == messages.NODE:
+            n.closed = True
+        elif role == messages.AGENT and n.exit is None:
+            n.lost = True
+            n.mark_failed(now)
+
+    def _on_feed_progress(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+        self._feed_progress[n.name] = (msg["received"], msg["ended"])
+        return self._broadcast_bound()
+
+    def _on_feed_done(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+        self.rows_held_back += msg.get("held_back", 0)
+
+    def _on_tensorboard(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+        self.tensorboard = msg
+
+    def job_ended(self, error: str | None, now: float) -> None:
+        """The Spark job holding the nodes ended (``error``: what Spark said, if it failed)."""
+        self.job_ended_at, self.job_error = now, error
+
+    # ------------------------------------------------------------------------- feed bound
+    def _bound_message(self, to: tuple[str, ...]) -> Send:
+        bound, final = self._bound_sent
+        return Send(to, messages.NODE, messages.make("feed_bound", bound=bound, final=final))
+
+    def _broadcast_bound(self) -> list[Send]:
+        """How many rows every training node may hand out (see :mod:`sparktf.feed`)."""
+        progress = [self._feed_progress.get(n.name, (0, False)) for n in self.trainers]
+        ended = [rows for rows, done in progress if done]
+        bound = (min(p[0] for p in progress), False)
+        # Final as soon as every unfinished share already has as many rows as the smallest
+        # finished one: it can only grow, so that smallest count is the epoch's length.
+        if ended and all(done or rows >= min(ended) for rows, done in progress):
+            bound = (min(ended), True)
+        if bound == self._bound_sent:
+            return []
+        self._bound_sent = bound
+        return [self._bound_message(tuple(n.name for n in self.trainers))]
+
+    # ------------------------------------------------------------------------------- time
+    def step(self, now: float) -> list[Send]:
+        """Apply the rules that depend on time; returns the messages to send."""
+        if self.over:
+            return []
+        self._check_liveness(now)
+        failure = self.failure(now)
+        if failure is not None:
+            self.fail(failure)
+            return []
+        out: list[Send] = []
+        if self.training_done_at is None and self.registered and all(
+                n.state in (NodeState.DONE, NodeState.SERVING)
+                or (n.state is NodeState.EXITED and n.has_result) for n in self.trainers):
+            self.training_done_at = now
+            self.status = Status.STOPPING
+            out.append(Send(self._names(lambda n: n.alive), messages.NODE,
+                            messages.make("training_done")))
+        if (self.training_done_at is not None and not self.stop_sent
+                and now >= self.training_done_at + self.grace):
+            self.stop_sent = True
+            out.append(Send(self._names(lambda n: n.state in (NodeState.SERVING,
+                                                                NodeState.DONE)),
+                            messages.NODE, messages.make("stop")))
+        if self._finished(now):
+            self.status = Status.FINISHED
+        return [s for s in out if s.to]
+
+    def _names(self, predicate) -> tuple[str, ...]:
+        return tuple(n.name for n in self.nodes.values() if predicate(n))
+
+    def _finished(self, now: float) -> bool:
+        """Every node exited cleanly and every message it sent was applied (its result
+        cannot race its process's exit), and the Spark job ended without error."""
+        settle = self.limits.error_settle
+        return (self.job_ended_at is not None and self.job_error is None
+                and all(n.exit is not None and n.exit["code"] == 0 and n.has_result
+                        and (n.closed or now - n.exit_at >= settle)
+                        for n in self.nodes.values()))
+
+    def _check_liveness(self, now: float) -> None:
+        """Declare hung the live nodes that went silent, or stopped making progress."""
+        hb, pt = self.limits.heartbeat_timeout, self.limits.progress_timeout
+        for n in self.nodes.values():
+            if not n.alive or n.hung:
+                continue
+            if hb and now - n.last_beat > hb:
+                n.hung = (f"sent no heartbeat for {now - n.last_beat:.1f}s (heartbeat_timeout="
+                          f"{hb:g}s) while {n.state.value}: its process is stopped, frozen or "
+                          "starved")
+            elif pt and n.state is NodeState.RUNNING and n.role.job != "ps":
+                since = n.progress_at if n.progress_at is not None else n.started_at
+                if now - since > pt:
+                    where = (f"still at step {n.progress.step}, {n.progress.rows} rows fed"
+                             if n.progress_at is not None else
+                             "no progress reported since its main_fn started")
+                    n.hung = (f"made no progress for {now - since:.1f}s (progress_timeout="
+                              f"{pt:g}s; {where}): it is alive but hung")
+            if n.hung:
+                n.mark_failed(now)
+
+    # ---------------------------------------------------------------------------- failure
+    def failure(self, now: float) -> SparkTFError | None:
+        """The failure that ends this attempt now, if any (the first node to fail is blamed,
+        the others are listed)."""
+        if self.outcome is not None:
+            return self.outcome
+        failed = [n for n in self.nodes.values() if self._node_failed(n, now)]
+        if failed:
+            failed.sort(key=lambda n: n.failed_at if n.failed_at is not None else now)
+            return node_error(failed[0], [n.name for n in failed[1:]])
+        settled = self.job_ended_at is not None and now - self.job_ended_at >= \
+            self.limits.error_settle
+        if settled and self.job_error is not None:
+            return SparkJobError("the Spark job holding the TensorFlow nodes failed:\n  "
+                                 + self.job_error)
+        if settled and not self._finished(now):
+            missing = self._names(lambda n: n.exit is None)
+            if missing:
+                return SparkJobError(f"the Spark job ended but nodes {list(missing)} never "
+                                     "reported their exit; see the executor logs")
+        pending = self._names(lambda n: n.state is NodeState.PENDING)
+        if pending and now - self.launched_at > self.limits.reservation_timeout:
+            return ClusterTimeoutError(
+                f"nodes {list(pending)} did not start within reservation_timeout="
+                f"{self.limits.reservation_timeout:g}s; check the executor logs, or raise "
+                "spark.sparktf.reservationTimeout")
+        return None
+
+    def _node_failed(self, n: NodeRecord, now: float) -> bool:
+        if n.lost or n.hung or (n.exit is not None and n.exit["code"] != 0):
+            return True
+        if n.error is not None:
+            return n.exit is not None or now - n.error_at >= self.limits.error_settle
+        if n.exit is not None and not n.has_result:
+            # Exited cleanly: its last messages may still be in flight on its own channel.
+            if n.closed or now - n.exit_at >= self.limits.error_settle:
+                n.mark_failed(now)
+                return True
+        return False
+
+    def fail(self, failure: SparkTFError) -> None:
+        """End this attempt with ``failure`` (the first one stays)."""
+        if self.outcome is None:
+            self.outcome = failure
+        self.status = Status.FAILED
+
+
+def node_error(n: NodeRecord, others: list[str]) -> NodeError:
+    """The typed error for a failed node, with its reason and the tail of its output."""
+    tail = list(n.exit["tail"]) if n.exit and n.exit.get("tail") else list(n.tail)
+    if n.error is not None:
+        where = {"result": "its return value", "feed": "its data feed",
+                 "task": "its Spark barrier task failed"}.get(n.error.get("where"),
+                                                               "main_fn raised")
+        return NodeError(n.name, n.host, where, exc_type=n.error["exc_type"],
+                         exc_message=n.error["message"], traceback_text=n.error["traceback"],
+                         output_tail=tail, others=others)
+    if n.hung:
+        reason = n.hung
+    elif n.lost:
+        reason = ("lost contact with the node: its executor, Spark task or supervisor died "
+                  "(see that executor's logs)")
+    elif n.exit["code"] != 0:
+        reason = f"its TensorFlow process {describe_exit(n.exit['code'])}"
+    elif not n.connected:
+        reason = "its TensorFlow process exited before it connected to the driver"
+    else:
+        reason = ("its TensorFlow process exited without reporting main_fn's result (did "
+                  "main_fn call os._exit or sys.exit?)")
+    return NodeError(n.name, n.host, reason, output_tail=tail, others=others)

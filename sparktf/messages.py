@@ -1,0 +1,92 @@
+"""The control channel's messages, in one catalogue used by all three sides.
+
+Every message on the control channel (:mod:`sparktf.protocol`) is a dict whose ``"type"`` is
+one of the names below. Three kinds of peer connect to the driver, each named by the ``role``
+of its ``hello``:
+
+* ``node``: the TensorFlow process (:mod:`sparktf.node`);
+* ``agent``: its supervisor (:mod:`sparktf.supervisor`);
+* ``task``: the Spark barrier task (:mod:`sparktf.executor`), only to say why it fails.
+
+:func:`make` builds a message and checks its fields against the catalogue, so a sender cannot
+drift from what the receiver reads. Imports nothing but the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The ``role`` of each kind of peer, in its hello.
+NODE, AGENT, TASK = "node", "agent", "task"
+ROLES = (NODE, AGENT, TASK)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One kind of control message: who sends it, to whom, with which fields."""
+
+    type: str
+    sender: str
+    receiver: str
+    fields: tuple[str, ...]
+    doc: str
+
+
+_ALL = [
+    Message("hello", "node|agent|task", "driver", ("role", "node", "host"),
+            "first message of every connection; agents and nodes add pid and port"),
+    Message("log", "agent", "driver", ("stream", "line"),
+            "one line the TF process wrote to stdout or stderr"),
+    Message("exit", "agent", "driver", ("code", "aborted", "tail"),
+            "the TF process exited with code (negative: killed by that signal); last lines"),
+    Message("heartbeat", "node", "driver", ("step", "rows"),
+            "alive, every heartbeat_interval; ctx.report_progress step and rows fed"),
+    Message("state", "node", "driver", ("state",),
+            "the node now only serves (ps, or a worker in ctx.serve()): 'serving'"),
+    Message("done", "node", "driver", ("value",),
+            "main_fn returned value; the process stays up until 'stop'"),
+    Message("error", "node|task", "driver", ("where", "exc_type", "message", "traceback"),
+            "main_fn raised (where='main_fn'), its result or feed failed ('result', 'feed'), "
+            "or the barrier task failed ('task')"),
+    Message("feed_progress", "node", "driver", ("received", "ended"),
+            "InputMode.SPARK with equalize: rows this node's partition has delivered so far"),
+    Message("feed_done", "node", "driver", ("held_back", "results"),
+            "the node's feed closed: rows equalization held back, inference results sent"),
+    Message("tensorboard", "node", "driver", ("url", "log_dir", "error"),
+            "the chief's TensorBoard answers at url (None and an error if it failed)"),
+    Message("training_done", "driver", "node", (),
+            "every chief/worker main_fn has returned (ctx.training_done())"),
+    Message("stop", "driver", "node", (),
+            "end ctx.serve() and let a finished node exit: the job is over"),
+    Message("feed_bound", "driver", "node", ("bound", "final"),
+            "equalize: rows every training node may hand out this epoch; final once known"),
+    Message("abort", "driver", "agent", (),
+            "stop the TF process and everything below it now"),
+]
+
+CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
+#: Fields a message may carry beyond the catalogue's (for the hello: its pid and port).
+_OPTIONAL = {"hello": ("pid", "port")}
+
+
+def make(type_: str, **fields) -> dict:
+    """A message of ``type_`` with exactly the catalogue's fields (``ValueError`` otherwise)."""
+    spec = CATALOGUE.get(type_)
+    if spec is None:
+        raise ValueError(f"unknown control message {type_!r}; known: {sorted(CATALOGUE)}")
+    extra = set(fields) - set(spec.fields) - set(_OPTIONAL.get(type_, ()))
+    missing = set(spec.fields) - set(fields)
+    if extra or missing:
+        raise ValueError(f"control message {type_!r} takes fields {spec.fields}; "
+                         f"missing {sorted(missing)}, unexpected {sorted(extra)}")
+    return {"type": type_, **fields}
+
+
+def hello(role: str, node: str, host: str | None, **extra) -> dict:
+    return make("hello", role=role, node=node, host=host, **extra)
+
+
+def error(where: str, exc: BaseException, traceback_text: str = "") -> dict:
+    """An ``error`` message for ``exc``, raised at ``where``."""
+    return make("error", where=where, exc_type=type(exc).__name__, message=str(exc),
+                traceback=traceback_text)

@@ -1,0 +1,243 @@
+"""The job's rules, table-tested on the pure JobState: no Spark, no sockets, no processes.
+
+Each test feeds the messages a real job would see, at chosen times, and checks what the state
+decides. The clock is a number: nothing sleeps.
+"""
+
+import pytest
+
+from sparktf import messages
+from sparktf.driver.state import JobState, Limits, Status
+from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError
+from sparktf.topology import assign_roles
+
+NODE, AGENT = messages.NODE, messages.AGENT
+
+
+def job(num=3, num_ps=0, eval_node=False, **limits):
+    roles = assign_roles(num, num_ps, "chief", eval_node)
+    return JobState(roles, Limits(**limits), now=0.0)
+
+
+def start(state, now=1.0, names=None):
+    for name in names or state.nodes:
+        state.apply(name, AGENT, messages.hello(AGENT, name, "h"), now)
+        state.apply(name, NODE, messages.hello(NODE, name, "h"), now)
+
+
+def beat(state, now, names=None, step=None):
+    for name in names or state.nodes:
+        state.apply(name, NODE, messages.make("heartbeat", step=step, rows=None), now)
+
+
+def finish(state, name, now, value="v", code=0):
+    """A node returns value, is stopped, and exits (its channel closes)."""
+    state.apply(name, NODE, messages.make("done", value=value), now)
+    state.apply(name, AGENT, messages.make("exit", code=code, aborted=False, tail=[]), now)
+    state.apply(name, NODE, {"type": "closed"}, now)
+
+
+def sent(actions, type_):
+    return {name for a in actions if a.message["type"] == type_ for name in a.to}
+
+
+def test_nodes_register_and_the_attempt_runs():
+    s = job()
+    assert s.status is Status.LAUNCHING and not s.registered
+    start(s, names=["chief:0", "worker:0"])
+    assert s.status is Status.LAUNCHING
+    start(s, names=["worker:1"])
+    assert s.registered and s.status is Status.RUNNING
+
+
+def test_training_done_then_stop_after_the_grace_then_finished():
+    s = job(num_ps=1)
+    start(s)
+    s.apply("ps:0", NODE, messages.make("state", state="serving"), 1.0)
+    s.grace = 2.0
+    for name in ("chief:0", "worker:0"):
+        s.apply(name, NODE, messages.make("done", value=name), 2.0)
+    actions = s.step(2.0)
+    assert s.status is Status.STOPPING
+    assert sent(actions, "training_done") == {"chief:0", "worker:0", "ps:0"}
+    assert sent(actions, "stop") == set()  # the grace runs
+    actions = s.step(4.1)
+    # finished nodes wait for 'stop' too: their TF servers may still be used by a late peer
+    assert sent(actions, "stop") == {"chief:0", "worker:0", "ps:0"}
+    s.job_ended(None, 5.0)
+    for name in s.nodes:
+        s.apply(name, NODE, messages.make("done", value=None), 5.0) if name == "ps:0" else None
+        s.apply(name, AGENT, messages.make("exit", code=0, aborted=False, tail=[]), 5.0)
+        s.apply(name, NODE, {"type": "closed"}, 5.0)
+    s.step(5.0)
+    assert s.status is Status.FINISHED
+    assert s.results == {"chief:0": "chief:0", "worker:0": "worker:0", "ps:0": None}
+
+
+def test_the_last_result_is_never_lost_to_its_processes_exit():
+    """The supervisor's exit report may overtake the node's own 'done' on its channel."""
+    s = job(num=2)
+    start(s)
+    s.job_ended(None, 1.0)
+    finish(s, "chief:0", 1.0)
+    s.apply("worker:0", AGENT, messages.make("exit", code=0, aborted=False, tail=[]), 1.0)
+    s.step(1.5)
+    assert s.status is not Status.FINISHED  # worker:0's value is still on its way
+    s.apply("worker:0", NODE, messages.make("done", value=[1] * 1000), 1.6)
+    s.apply("worker:0", NODE, {"type": "closed"}, 1.6)
+    s.step(1.7)
+    assert s.status is Status.FINISHED and s.results["worker:0"] == [1] * 1000
+
+
+def test_a_clean_exit_without_a_result_is_a_failure_not_a_silent_none():
+    s = job(num=2)
+    start(s)
+    s.apply("worker:0", AGENT, messages.make("exit", code=0, aborted=False, tail=["bye"]), 2.0)
+    s.apply("worker:0", NODE, {"type": "closed"}, 2.0)
+    s.step(2.0)
+    assert s.status is Status.FAILED
+    assert isinstance(s.outcome, NodeError) and s.outcome.node == "worker:0"
+    assert "without reporting main_fn's result" in str(s.outcome)
+
+
+def test_an_evaluator_evaluating_after_training_ended_is_alive_and_finishes():
+    s = job(num=3, eval_node=True, heartbeat_timeout=3.0)
+    start(s)
+    for name in ("chief:0", "worker:0"):
+        s.apply(name, NODE, messages.make("done", value=name), 2.0)
+    actions = s.step(2.0) + s.step(2.1)
+    assert "evaluator:0" in sent(actions, "training_done")
+    assert "evaluator:0" not in sent(actions, "stop")  # it still evaluates
+    for t in range(3, 20):  # evaluates for a long time, heartbeating as it does
+        beat(s, t, ["evaluator:0", "chief:0", "worker:0"])
+        s.step(t + 0.5)
+    assert s.status is Status.STOPPING and s.outcome is None
+    actions = s.apply("evaluator:0", NODE, messages.make("done", value={"acc": 0.9}), 20.0)
+    assert sent(actions, "stop") == {"evaluator:0"}  # the job is over: it may exit
+    s.job_ended(None, 21.0)
+    for name in s.nodes:
+        s.apply(name, AGENT, messages.make("exit", code=0, aborted=False, tail=[]), 21.0)
+        s.apply(name, NODE, {"type": "closed"}, 21.0)
+    s.step(21.0)
+    assert s.status is Status.FINISHED and s.results["evaluator:0"] == {"acc": 0.9}
+
+
+@pytest.mark.parametrize("state_msg", [None, "serving"], ids=["running", "serving"])
+def test_a_frozen_node_is_found_by_its_heartbeat_timeout_whatever_it_does(state_msg):
+    s = job(num=3, num_ps=1, heartbeat_timeout=3.0)
+    start(s)
+    if state_msg:
+        s.apply("ps:0", NODE, messages.make("state", state=state_msg), 1.0)
+    for t in (2.0, 3.0):
+        beat(s, t)
+        s.step(t)
+    beat(s, 4.0, ["chief:0", "worker:0"])  # ps:0 froze after t=3
+    s.step(5.9)
+    assert s.outcome is None
+    beat(s, 6.0, ["chief:0", "worker:0"])
+    s.step(6.1)
+    assert isinstance(s.outcome, NodeError) and s.outcome.node == "ps:0"
+    assert "sent no heartbeat for 3.1s" in str(s.outcome)
+
+
+def test_a_finished_node_waiting_for_stop_is_watched_too():
+    s = job(num=2, heartbeat_timeout=3.0)
+    start(s)
+    s.apply("chief:0", NODE, messages.make("done", value=1), 1.5)
+    beat(s, 2.0, ["worker:0"])
+    s.step(4.5)
+    assert isinstance(s.outcome, NodeError) and s.outcome.node == "chief:0"
+
+
+def test_progress_timeout_counts_from_the_start_of_main_fn():
+    s = job(num=2, progress_timeout=5.0, heartbeat_timeout=None)
+    # still starting (no hello yet): the reservation timeout's business, not progress
+    s.step(30.0)
+    assert s.outcome is None
+    start(s, now=30.0)
+    s.apply("chief:0", NODE, messages.make("heartbeat", step=1, rows=None), 31.0)
+    s.step(34.9)
+    assert s.outcome is None
+    s.apply("chief:0", NODE, messages.make("heartbeat", step=2, rows=None), 35.0)
+    s.step(35.2)
+    # worker:0 hangs before its first report: it is caught 5 s after its main_fn started
+    assert isinstance(s.outcome, NodeError) and s.outcome.node == "worker:0"
+    assert "no progress reported since its main_fn started" in str(s.outcome)
+
+
+def test_progress_timeout_spares_parameter_servers_and_serving_nodes():
+    s = job(num=3, num_ps=1, progress_timeout=2.0, heartbeat_timeout=None)
+    start(s)
+    s.apply("ps:0", NODE, messages.make("state", state="serving"), 1.0)
+    s.apply("worker:0", NODE, messages.make("state", state="serving"), 1.0)
+    for t in range(2, 10):
+        s.apply("chief:0", NODE, messages.make("heartbeat", step=t, rows=None), t)
+        s.step(t + 0.1)
+    assert s.outcome is None
+
+
+def test_every_attempt_has_a_reservation_timeout():
+    s = job(num=2, reservation_timeout=10.0)
+    s.launched_at = 100.0  # a restarted attempt, launched later
+    start(s, now=101.0, names=["chief:0"])
+    s.step(109.0)
+    assert s.outcome is None
+    s.step(110.5)
+    assert isinstance(s.outcome, ClusterTimeoutError)
+    assert "['worker:0'] did not start within reservation_timeout=10s" in str(s.outcome)
+
+
+def test_an_error_waits_for_its_exit_or_the_settle_time_then_fails():
+    s = job(num=2)
+    start(s)
+    err = messages.make("error", where="main_fn", exc_type="ValueError", message="bad",
+                        traceback="")
+    s.apply("worker:0", NODE, err, 2.0)
+    s.step(2.5)
+    assert s.outcome is None  # its last output lines are on their way
+    s.step(5.1)
+    assert isinstance(s.outcome, NodeError)
+    assert s.outcome.exc_type == "ValueError" and s.outcome.exc_message == "bad"
+
+
+def test_a_barrier_task_failure_is_typed_and_names_the_node():
+    s = job(num=2)
+    s.apply("worker:0", messages.TASK, messages.hello(messages.TASK, "worker:0", "h7"), 0.5)
+    s.apply("worker:0", messages.TASK, messages.error("task", OSError("no port")), 0.5)
+    s.step(3.6)
+    assert isinstance(s.outcome, NodeError) and s.outcome.node == "worker:0"
+    assert s.outcome.host == "h7" and "Spark barrier task failed" in str(s.outcome)
+    assert s.outcome.exc_type == "OSError"
+
+
+def test_the_first_node_to_fail_is_blamed_and_the_others_listed():
+    s = job(num=3)
+    start(s)
+    s.apply("worker:1", AGENT, messages.make("exit", code=-9, aborted=False, tail=[]), 2.0)
+    s.apply("chief:0", AGENT, {"type": "closed"}, 2.5)
+    s.step(2.6)
+    assert s.outcome.node == "worker:1" and "SIGKILL" in str(s.outcome)
+    assert s.outcome.others == ["chief:0"]
+
+
+def test_a_failed_spark_job_waits_for_the_nodes_own_reports():
+    s = job(num=2)
+    start(s)
+    s.job_ended("org.apache.spark.SparkException: Job aborted", 2.0)
+    s.step(2.5)
+    assert s.outcome is None
+    s.step(5.1)
+    assert isinstance(s.outcome, SparkJobError) and "Job aborted" in str(s.outcome)
+
+
+def test_feed_bound_is_the_fewest_rows_and_final_once_known():
+    s = job(num=2)
+    start(s)
+    a = s.apply("chief:0", NODE, messages.make("feed_progress", received=10, ended=False), 1.0)
+    # worker:0 has reported nothing yet: nobody may hand out a row
+    assert [x.message for x in a] == [messages.make("feed_bound", bound=0, final=False)]
+    b = s.apply("worker:0", NODE, messages.make("feed_progress", received=6, ended=False), 1.0)
+    assert [x.message for x in b] == [messages.make("feed_bound", bound=6, final=False)]
+    c = s.apply("worker:0", NODE, messages.make("feed_progress", received=8, ended=True), 1.0)
+    assert [x.message for x in c] == [messages.make("feed_bound", bound=8, final=True)]
+    assert set(c[0].to) == {"chief:0", "worker:0"}

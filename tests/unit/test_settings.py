@@ -1,0 +1,103 @@
+"""The settings table: every key checked the same way from an argument or the Spark conf,
+every error naming the key; the README lists exactly the table. No Spark needed."""
+
+import pathlib
+import re
+
+import pytest
+
+from sparktf import messages
+from sparktf.driver.settings import TABLE, InputMode, Settings, markdown_table
+from sparktf.errors import ConfigError
+
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_defaults_leave_the_topology_to_the_slot_count():
+    s = Settings.resolve({})
+    assert s.num_executors is None and s.num_ps == 0 and s.master_node == "chief"
+    assert s.input_mode is InputMode.TENSORFLOW
+    assert (s.reservation_timeout, s.heartbeat_timeout, s.progress_timeout) == (120.0, 30.0, None)
+    assert s.max_restarts == 0 and s.env == () and s.log_to_driver is True
+
+
+def test_none_is_a_value_for_master_node_and_unset_for_conf_keys():
+    s = Settings.resolve({"spark.sparktf.heartbeatTimeout": "7"}, master_node=None,
+                         heartbeat_timeout=None)
+    assert s.master_node is None and s.heartbeat_timeout == 7.0
+
+
+@pytest.mark.parametrize("args, fragment", [
+    ({"reservation_timeout": "60"}, "reservation_timeout must be a positive number of seconds"),
+    ({"num_executors": "4"}, "num_executors must be an int >= 1 or None, got '4'"),
+    ({"num_executors": 0}, "num_executors must be an int >= 1"),
+    ({"num_ps": 1.0}, "num_ps must be an int >= 0"),
+    ({"env": [("A", "1")]}, "env must map str to str"),
+    ({"env": {"A": 1}}, "env must map str to str"),
+    ({"master_node": "boss"}, "master_node must be one of 'chief', 'master' or None"),
+    ({"eval_node": "yes"}, "eval_node must be True or False"),
+    ({"input_mode": "spark"}, "input_mode must be sparktf.InputMode"),
+    ({"heartbeat_timeout": -1}, "heartbeat_timeout must be a number of seconds >= 0"),
+    ({"progress_timeout": True}, "progress_timeout must be a number of seconds >= 0"),
+    ({"max_restarts": 1.5}, "max_restarts must be an int >= 0"),
+    ({"log_dir": ""}, "log_dir must be a non-empty path"),
+    ({"log_to_driver": 1}, "log_to_driver must be True or False"),
+])
+def test_a_bad_argument_names_its_key_and_what_is_valid(args, fragment):
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        Settings.resolve({}, **args)
+
+
+@pytest.mark.parametrize("conf, fragment", [
+    ({"spark.sparktf.reservationTimeout": "soon"}, "spark.sparktf.reservationTimeout must be"),
+    ({"spark.sparktf.heartbeatTimeout": "-3"}, "spark.sparktf.heartbeatTimeout must be"),
+    ({"spark.sparktf.logToDriver": "maybe"}, "spark.sparktf.logToDriver must be true or false"),
+    ({"spark.sparktf.tailLines": "0"}, "spark.sparktf.tailLines must be an int >= 1"),
+    ({"spark.sparktf.maxRestarts": "2.5"}, "spark.sparktf.maxRestarts must be an int >= 0"),
+])
+def test_a_bad_spark_conf_value_gets_the_same_check_and_names_the_conf_key(conf, fragment):
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        Settings.resolve(conf)
+
+
+def test_conf_values_are_typed_and_zero_turns_a_timeout_off():
+    s = Settings.resolve({"spark.sparktf.reservationTimeout": "45",
+                          "spark.sparktf.heartbeatTimeout": "0",
+                          "spark.sparktf.progressTimeout": "12.5",
+                          "spark.sparktf.logToDriver": "FALSE",
+                          "spark.sparktf.maxRestarts": "2",
+                          "spark.sparktf.spoolMaxBytes": "1000000"})
+    assert s.reservation_timeout == 45.0 and s.heartbeat_timeout is None
+    assert s.progress_timeout == 12.5 and s.log_to_driver is False
+    assert s.max_restarts == 2 and s.spool_max_bytes == 1000000
+
+
+def test_an_argument_beats_the_conf():
+    s = Settings.resolve({"spark.sparktf.reservationTimeout": "45"}, reservation_timeout=5)
+    assert s.reservation_timeout == 5.0
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(ConfigError) as err:
+        Settings.resolve({"spark.sparktf.tailLines": "x"}, num_ps=-1, env=[],
+                         reservation_timeout="60")
+    assert len(err.value.problems) == 4
+
+
+def test_the_readme_lists_exactly_the_settings_table():
+    text = README.read_text()
+    assert markdown_table() in text, "regenerate the README's settings table from " \
+        "sparktf.driver.settings.markdown_table()"
+    for s in TABLE:
+        if s.conf:
+            assert f"spark.sparktf.{s.conf}" in text
+
+
+def test_every_control_message_is_in_the_catalogue_with_its_fields():
+    assert messages.make("stop") == {"type": "stop"}
+    with pytest.raises(ValueError, match="unknown control message"):
+        messages.make("halt")
+    with pytest.raises(ValueError, match="missing \\['final'\\]"):
+        messages.make("feed_bound", bound=3)
+    with pytest.raises(ValueError, match="unexpected \\['extra'\\]"):
+        messages.make("heartbeat", step=1, rows=2, extra=3)
