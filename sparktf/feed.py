@@ -3,8 +3,9 @@
 ``ctx.get_data_feed()`` returns a :class:`DataFeed`. Its first epoch streams from the node's
 barrier task over a local socket (:mod:`sparktf.feedwire`) through a bounded read-ahead queue,
 so a slow consumer slows the Spark side down; with ``num_epochs > 1`` the frames are also
-spooled, as received, to a file in the node's private directory, and later epochs read that
-file back (memory-mapped; Arrow batches zero-copy) instead of recomputing the Spark lineage.
+spooled, as received, to a file in the node's private directory, and later epochs stream that
+file back frame by frame (memory holds the read-ahead, not the share) instead of recomputing
+the Spark lineage.
 
 Synchronous training needs every worker to take the same number of steps. With ``equalize``,
 every feed reports the rows it has received to the driver, which sends back the bound: the

@@ -137,6 +137,6 @@ def no_leaks(spark_pool):
     assert wait_until(lambda: not sparktf_threads(), timeout=10), \
         f"leaked driver threads: {sparktf_threads()}"
     sc = spark_pool.sc
-    if sc is not None:
+    if sc is not None and sc._jsc is not None:  # (a test may have stopped it)
         assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout=10), \
             "a Spark job of the test is still running"

@@ -273,9 +273,9 @@ def test_later_epochs_stream_from_the_spool_in_bounded_memory(sc_local, kind):
 
 # --------------------------------------- 11. a killed TF process whose child holds the pipes
 def test_a_killed_node_whose_child_holds_its_pipes_is_reported_at_once(sc_local, tmp_path):
-    cluster = sparktf.run(sc_local, jobs.die_with_a_child_holding_the_pipes,
-                          {"dir": str(tmp_path)}, num_executors=2)
-    with pytest.raises(sparktf.NodeError) as err:
+    with pytest.raises(sparktf.NodeError) as err:  # from run() or shutdown(): it dies early
+        cluster = sparktf.run(sc_local, jobs.die_with_a_child_holding_the_pipes,
+                              {"dir": str(tmp_path)}, num_executors=2)
         cluster.shutdown(timeout=60)
     raised_at = time.time()
     info = json.loads((tmp_path / "child.json").read_text())
