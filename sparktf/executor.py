@@ -31,6 +31,7 @@ import traceback
 from typing import Callable, Iterable, Iterator
 
 from sparktf import feedwire, messages, protocol, topology
+from sparktf.errors import FeedError, SparkJobError, SparkTFError
 from sparktf.ports import PortReservation
 from sparktf.procs import describe_exit
 from sparktf.spec import LaunchSpec, NodeSpec
@@ -46,7 +47,8 @@ def gather_addresses(published: Iterable[str], num_nodes: int) -> list[str]:
         info = json.loads(text)
         by_rank[info["rank"]] = topology.format_address(info["host"], info["port"])
     if sorted(by_rank) != list(range(num_nodes)):
-        raise RuntimeError(f"sparktf: expected ranks 0..{num_nodes - 1}, got {sorted(by_rank)}")
+        raise SparkJobError(f"expected ranks 0..{num_nodes - 1} from allGather, got "
+                            f"{sorted(by_rank)}")
     return [by_rank[r] for r in range(num_nodes)]
 
 
@@ -86,11 +88,11 @@ def stop_supervisor(proc: subprocess.Popen, grace: float) -> None:
             proc.wait()
 
 
-class NodeFailed(RuntimeError):
+class NodeFailed(SparkTFError, RuntimeError):
     """The node's own process failed: it reported why to the driver itself."""
 
 
-class TaskFeedError(RuntimeError):
+class TaskFeedError(FeedError):
     """Feeding the partition to the TF process, or taking its outputs back, failed."""
 
 

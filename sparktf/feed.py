@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from sparktf import feedwire, messages
-from sparktf.errors import FeedError
+from sparktf.errors import ConfigError, FeedError
 
 _EOF = object()
 PROGRESS_INTERVAL = 0.01  # seconds between progress reports while rows stream in
@@ -345,7 +345,7 @@ class DataFeed:
     def next_batch(self, batch_size: int):
         """At most ``batch_size`` items of the current epoch (empty once ``should_stop()``)."""
         if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
         if batch_size > self._batch_hint:
             with self._buffer_cond:
                 self._batch_hint = batch_size

@@ -19,6 +19,7 @@ import traceback
 
 from sparktf import messages, procs, protocol
 from sparktf.context import NodeContext
+from sparktf.errors import ConfigError
 from sparktf.feed import Bound
 from sparktf.spec import NodeSpec
 
@@ -81,7 +82,7 @@ def _call_main(spec: NodeSpec, ctx: NodeContext):
     try:
         main_fn, args, n_params = pickle.loads(spec.launch.payload)
     except Exception as exc:
-        raise RuntimeError(
+        raise ConfigError(
             f"main_fn could not be loaded in the node process ({type(exc).__name__}: {exc}); "
             "define it in the driver script or ship its module with --py-files") from exc
     return main_fn(ctx) if n_params == 1 else main_fn(args, ctx)

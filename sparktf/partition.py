@@ -10,6 +10,8 @@ every trainer the same rows every time.
 
 from __future__ import annotations
 
+from sparktf.errors import SparkJobError
+
 KEY = "__sparktf_node"
 
 
@@ -38,7 +40,7 @@ def partition_keys(spark, num_nodes: int, num_trainers: int) -> list[int]:
         first.setdefault(row["p"], row["id"])
     missing = [t for t in range(num_trainers) if t not in first]
     if missing:
-        raise RuntimeError(f"no key hashes to partitions {missing} of {num_nodes}")
+        raise SparkJobError(f"no key hashes to partitions {missing} of {num_nodes}")
     return [first[t] for t in range(num_trainers)]
 
 

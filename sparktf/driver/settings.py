@@ -33,44 +33,28 @@ class _Invalid(ValueError):
     """A value failed its check; the message completes 'KEY must ...'."""
 
 
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise _Invalid("be a number")
+def _seconds(value: Any, positive: bool, what: str) -> float:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value)
+            or value < 0 or (positive and value == 0)):
+        raise _Invalid(f"be {what}")
     return float(value)
 
 
 def seconds(value: Any) -> float:
     """A positive number of seconds."""
-    try:
-        v = _number(value)
-    except _Invalid:
-        raise _Invalid("be a positive number of seconds") from None
-    if v <= 0:
-        raise _Invalid("be a positive number of seconds")
-    return v
+    return _seconds(value, True, "a positive number of seconds")
+
+
+def seconds_or_zero(value: Any) -> float:
+    """A number of seconds >= 0."""
+    return _seconds(value, False, "a number of seconds >= 0")
 
 
 def seconds_or_off(value: Any) -> float | None:
     """A number of seconds >= 0; 0 or None turns the check off (None)."""
     if value is None:
         return None
-    try:
-        v = _number(value)
-    except _Invalid:
-        raise _Invalid("be a number of seconds >= 0 (0: off) or None") from None
-    if v < 0:
-        raise _Invalid("be a number of seconds >= 0 (0: off) or None")
-    return v or None
-
-
-def seconds_or_zero(value: Any) -> float:
-    try:
-        v = _number(value)
-    except _Invalid:
-        raise _Invalid("be a number of seconds >= 0") from None
-    if v < 0:
-        raise _Invalid("be a number of seconds >= 0")
-    return v
+    return _seconds(value, False, "a number of seconds >= 0 (0: off) or None") or None
 
 
 def flag(value: Any) -> bool:
