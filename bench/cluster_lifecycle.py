@@ -79,7 +79,7 @@ def crash_latency(sc, how):
 def fresh_context(master):
     from pyspark import SparkConf, SparkContext
 
-    import sparktf.preflight as pf
+    import sparktf.driver.preflight as pf
 
     t0 = time.perf_counter()
     sc = SparkContext(conf=SparkConf().setMaster(master).setAppName("sparktf-bench")

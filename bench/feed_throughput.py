@@ -167,7 +167,7 @@ def main():
              .getOrCreate())
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")
-    import sparktf.preflight as pf
+    import sparktf.driver.preflight as pf
 
     pf.wait_for_slots(sc, 2, 60)
     df = (spark.range(0, a.rows, numPartitions=2)

@@ -18,23 +18,23 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "run": "sparktf.driver.cluster", "Cluster": "sparktf.driver.cluster",
     "InputMode": "sparktf.driver.settings", "Status": "sparktf.driver.state",
-    "NodeContext": "sparktf.context",
+    "NodeContext": "sparktf.node.context",
     "SparkTFError": "sparktf.errors", "ConfigError": "sparktf.errors",
     "NodeError": "sparktf.errors", "SparkJobError": "sparktf.errors",
     "ClusterTimeoutError": "sparktf.errors", "ClusterStateError": "sparktf.errors",
-    "predict": "sparktf.predictor", "DataFeed": "sparktf.feed", "FeedError": "sparktf.errors",
+    "predict": "sparktf.predictor", "DataFeed": "sparktf.node.feed", "FeedError": "sparktf.errors",
 }
 
 __all__ = [*_EXPORTS, "__version__"]
 
 if TYPE_CHECKING:
-    from sparktf.context import NodeContext
+    from sparktf.node.context import NodeContext
     from sparktf.driver.cluster import Cluster, run
     from sparktf.driver.settings import InputMode
     from sparktf.driver.state import Status
     from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, FeedError,
                                 NodeError, SparkJobError, SparkTFError)
-    from sparktf.feed import DataFeed
+    from sparktf.node.feed import DataFeed
     from sparktf.predictor import predict
 
 

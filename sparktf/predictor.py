@@ -34,7 +34,7 @@ def _predict_batches(batches, model_path: str, input_cols: Sequence[str], output
                      signature: str, output_key: str | None, batch_size: int):
     import pyarrow as pa
 
-    from sparktf.feed import column_to_numpy
+    from sparktf.node.feed import column_to_numpy
 
     fn = _serving_fn(model_path, signature)
     specs = fn.structured_input_signature[1]

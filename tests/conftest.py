@@ -85,7 +85,7 @@ def sparktf_processes():
     found = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if "sparktf.supervisor" in cmd or "sparktf.node" in cmd:
+        if "sparktf.task.supervisor" in cmd or "sparktf.node" in cmd:
             found.append(proc)
             continue
         try:

@@ -7,6 +7,9 @@ checks ``sys.modules``). The package is split by job:
 * :mod:`~sparktf.driver.state`: the pure job state (no sockets, no Spark): every liveness and
   failure rule, table-tested on its own;
 * :mod:`~sparktf.driver.runner`: the threads and sockets that carry out the state's actions;
-* :mod:`~sparktf.driver.stages`: the Spark barrier stages that hold the nodes;
+* :mod:`~sparktf.driver.stages`: the Spark barrier stages that hold the nodes, over the data
+  that :mod:`~sparktf.driver.partition` gives one partition per node;
+* :mod:`~sparktf.driver.control`: the control server the nodes report to;
+* :mod:`~sparktf.driver.preflight`: the checks made before any stage starts;
 * :mod:`~sparktf.driver.cluster`: the public API, ``run()`` and ``Cluster``.
 """

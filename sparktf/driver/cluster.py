@@ -15,15 +15,16 @@ import time
 import uuid
 from typing import Any, Callable, Iterator
 
-from sparktf import preflight, topology
+from sparktf.common import topology
+
+from sparktf.driver import preflight
 from sparktf.driver import stages
 from sparktf.driver.runner import Runner
 from sparktf.driver.settings import InputMode, Settings
 from sparktf.driver.state import Limits, NodeState, Status
 from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, SparkTFError)
-from sparktf.feed import FeedConfig
-from sparktf.spec import LaunchSpec
-from sparktf.topology import NodeRole
+from sparktf.common.spec import FeedConfig, LaunchSpec
+from sparktf.common.topology import NodeRole
 
 log = logging.getLogger(__name__)
 

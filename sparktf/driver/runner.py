@@ -21,12 +21,12 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sparktf import messages, protocol
-from sparktf.control import ControlServer
+from sparktf.common import messages, protocol
+from sparktf.driver.control import ControlServer
 from sparktf.driver.state import JobState, Limits, Send, Status
 from sparktf.errors import ClusterStateError, NodeError, SparkJobError, SparkTFError
-from sparktf.spec import LaunchSpec
-from sparktf.topology import NodeRole
+from sparktf.common.spec import LaunchSpec
+from sparktf.common.topology import NodeRole
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping
 
 from sparktf.errors import ConfigError
-from sparktf.topology import MASTER_NODES
+from sparktf.common.topology import MASTER_NODES
 
 
 class InputMode(enum.Enum):

@@ -1,19 +1,19 @@
 """The Spark barrier stages that hold the nodes: one task per node, one partition each.
 
 Each builder does its Spark planning once and returns a *stage factory*: given an attempt's
-:class:`~sparktf.spec.LaunchSpec` (its own secret and driver address), the function that runs
-that attempt's barrier stage. The tasks themselves are :func:`sparktf.executor.node_task`.
+:class:`~sparktf.common.spec.LaunchSpec` (its own secret and driver address), the function that runs
+that attempt's barrier stage. The tasks themselves are :func:`sparktf.task.barrier.barrier_task`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from sparktf import partition
+from sparktf.driver import partition
 from sparktf.errors import ConfigError
-from sparktf.executor import node_task
-from sparktf.spec import LaunchSpec
-from sparktf.topology import NodeRole
+from sparktf.task.barrier import barrier_task
+from sparktf.common.spec import LaunchSpec
+from sparktf.common.topology import NodeRole
 
 Stage = Callable[[], Any]
 
@@ -25,7 +25,7 @@ def _empty(sc, num_nodes: int, task) -> None:
 
 def nodes_only(sc, roles: tuple[NodeRole, ...]) -> Callable[[LaunchSpec], Stage]:
     """InputMode.TENSORFLOW: the nodes read their own data."""
-    return lambda launch: (lambda: _empty(sc, len(roles), node_task(launch)))
+    return lambda launch: (lambda: _empty(sc, len(roles), barrier_task(launch)))
 
 
 def _is_rdd(data) -> bool:
@@ -51,9 +51,9 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
         raw = partition.raw_pickled_batches(rdd)
         if raw is not None:
             return lambda launch: (lambda: raw.barrier().mapPartitions(
-                node_task(launch, "pickled-batches")).collect())
+                barrier_task(launch, "pickled-batches")).collect())
         return lambda launch: (lambda: rdd.barrier().mapPartitions(
-            node_task(launch, "pickle")).collect())
+            barrier_task(launch, "pickle")).collect())
     from pyspark.sql.pandas.types import to_arrow_schema
 
     df = partition.dataframe_for_nodes(data, n, trainers) if rebalance else data
@@ -62,11 +62,11 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
         # Spark plans an empty DataFrame as no partitions at all (no barrier tasks, no
         # nodes): start the nodes over empty partitions; they get the schema and the end.
         def empty(launch: LaunchSpec) -> Stage:
-            task = node_task(launch, "arrow", schema)
+            task = barrier_task(launch, "arrow", schema)
             return lambda: _empty(sc, n, lambda _: task(iter(())))
         return empty
     return lambda launch: (lambda: df.mapInArrow(
-        node_task(launch, "arrow", schema), "node string", barrier=True).collect())
+        barrier_task(launch, "arrow", schema), "node string", barrier=True).collect())
 
 
 def feed_problems(data, num_epochs, feed_timeout, shuffle, equalize, rebalance) -> list[str]:
@@ -129,20 +129,20 @@ class Inference:
             ordered = data if data.getNumPartitions() == n else partition.rdd_in_order(data, n)
             raw = partition.raw_pickled_batches(ordered)
             out = (raw or ordered).barrier().mapPartitions(
-                node_task(launch, "pickled-batches" if raw is not None else "pickle"))
+                barrier_task(launch, "pickled-batches" if raw is not None else "pickle"))
         else:
             from pyspark.sql.pandas.types import to_arrow_schema
 
             launch = dataclasses.replace(
                 launch, output_schema=to_arrow_schema(self.schema).serialize().to_pybytes())
             if data.isEmpty():
-                task = node_task(launch, "arrow",
+                task = barrier_task(launch, "arrow",
                                  to_arrow_schema(data.schema).serialize().to_pybytes())
                 self.output = data.sparkSession.createDataFrame([], self.schema)
                 return lambda: _empty(self.sc, n, lambda _: task(iter(())))
             df = data if data.rdd.getNumPartitions() == n else \
                 partition.dataframe_in_order(data, n)
-            task = node_task(launch, "arrow", to_arrow_schema(df.schema).serialize().to_pybytes())
+            task = barrier_task(launch, "arrow", to_arrow_schema(df.schema).serialize().to_pybytes())
             out = df.mapInArrow(task, self.schema, barrier=True)
         out.persist(StorageLevel.MEMORY_AND_DISK)
         self.output = out

@@ -26,10 +26,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparktf import messages
+from sparktf.common import messages
 from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError, SparkTFError
-from sparktf.procs import describe_exit
-from sparktf.topology import NodeRole
+from sparktf.common.procs import describe_exit
+from sparktf.common.topology import NodeRole
 
 #: After a node reports an error, how long to wait for its exit (and last output lines) before
 #: failing the job with what is known; the same wait lets the nodes' own reports of a failed
@@ -254,7 +254,7 @@ class JobState:
         return Send(to, messages.NODE, messages.make("feed_bound", bound=bound, final=final))
 
     def _broadcast_bound(self) -> list[Send]:
-        """How many rows every training node may hand out (see :mod:`sparktf.feed`)."""
+        """How many rows every training node may hand out (see :mod:`sparktf.node.feed`)."""
         progress = [self._feed_progress.get(n.name, (0, False)) for n in self.trainers]
         ended = [rows for rows, done in progress if done]
         bound = (min(p[0] for p in progress), False)

@@ -6,10 +6,10 @@ decides. The clock is a number: nothing sleeps.
 
 import pytest
 
-from sparktf import messages
+from sparktf.common import messages
 from sparktf.driver.state import JobState, Limits, Status
 from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError
-from sparktf.topology import assign_roles
+from sparktf.common.topology import assign_roles
 
 NODE, AGENT = messages.NODE, messages.AGENT
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from sparktf import messages
+from sparktf.common import messages
 from sparktf.driver.settings import TABLE, InputMode, Settings, markdown_table
 from sparktf.errors import ConfigError
 

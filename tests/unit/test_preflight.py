@@ -7,9 +7,11 @@ import threading
 
 import pytest
 
-from sparktf import preflight, topology
-from sparktf.executor import build_node_spec, gather_addresses, node_task
-from sparktf.spec import LaunchSpec
+from sparktf.common import topology
+
+from sparktf.driver import preflight
+from sparktf.task.barrier import build_node_spec, gather_addresses, barrier_task
+from sparktf.common.spec import LaunchSpec
 
 
 def two(args, ctx): ...
@@ -85,7 +87,7 @@ def test_the_shipped_closure_is_plain_data():
     assert pickle.loads(pickle.dumps(launch)) == launch  # standard pickle, no driver objects
     import cloudpickle
 
-    fn = cloudpickle.loads(cloudpickle.dumps(node_task(launch)))
+    fn = cloudpickle.loads(cloudpickle.dumps(barrier_task(launch)))
     assert callable(fn)
 
 
@@ -105,17 +107,24 @@ def test_node_spec_from_gathered_addresses():
         gather_addresses(published[:2], 3)
 
 
-@pytest.mark.parametrize("module, forbidden", [
-    ("sparktf", "tensorflow"),          # the driver side never imports TF
-    ("sparktf.node", "pyspark"),        # the TF side never imports Spark
-    ("sparktf.supervisor", "pyspark"),
-    ("sparktf.supervisor", "tensorflow"),
-    ("sparktf.context", "pyspark"),
-    ("sparktf.driver.cluster", "tensorflow"),
-    ("sparktf.driver.state", "pyspark"),     # the job's rules are pure
-    ("sparktf.driver.settings", "pyspark"),
-    ("sparktf.messages", "pyspark"),
-])
+def _modules(package):
+    import pkgutil
+
+    import sparktf
+
+    pkg = __import__(f"sparktf.{package}", fromlist=["_"])
+    del sparktf
+    return [f"sparktf.{package}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)
+            if m.name != "__main__"]
+
+
+#: Each side and what it may never import (the package docstrings say the same).
+LAYERS = ([(m, "tensorflow") for m in ["sparktf"] + _modules("driver") + _modules("task")]
+          + [(m, "pyspark") for m in _modules("node") + _modules("common")]
+          + [(m, "tensorflow") for m in _modules("common")])
+
+
+@pytest.mark.parametrize("module, forbidden", LAYERS)
 def test_layering(module, forbidden):
     code = f"import sys, {module}; print({forbidden!r} in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,4 +1,4 @@
-"""A node's supervisor: ``python -m sparktf.supervisor PARENT_PID``.
+"""A node's supervisor: ``python -m sparktf.task.supervisor PARENT_PID``.
 
 The barrier task starts it (in a session of its own) with the node's spec pickled on stdin.
 The supervisor is small and imports neither pyspark nor tensorflow, so it can always react:
@@ -25,8 +25,8 @@ import threading
 import time
 from typing import IO
 
-from sparktf import messages, procs, protocol
-from sparktf.spec import NodeSpec
+from sparktf.common import messages, procs, protocol
+from sparktf.common.spec import NodeSpec
 
 EXIT_ABORTED = 70
 #: After the TF process exits: how long its output pipes may take to drain before whatever

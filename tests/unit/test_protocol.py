@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from sparktf import protocol
-from sparktf.control import ControlServer
+from sparktf.common import protocol
+from sparktf.driver.control import ControlServer
 
 
 class Recorder:
@@ -223,8 +223,8 @@ def test_a_fresh_flood_turns_new_peers_away_and_real_clients_get_in_later():
 EMFILE_SCRIPT = r"""
 import resource, socket, sys, threading, time
 sys.path.insert(0, sys.argv[1])
-from sparktf import protocol
-from sparktf.control import ControlServer
+from sparktf.common import protocol
+from sparktf.driver.control import ControlServer
 
 class H:
     def __init__(self): self.connected = threading.Event()
@@ -261,7 +261,7 @@ def test_the_acceptor_survives_running_out_of_file_descriptors(tmp_path):
     import subprocess
     import sys
 
-    root = str(pathlib.Path(__file__).resolve().parents[1])
+    root = str(pathlib.Path(__file__).resolve().parents[2])
     out = subprocess.run([sys.executable, "-c", EMFILE_SCRIPT, root], capture_output=True,
                          text=True, timeout=60)
     assert "ACCEPTOR ALIVE" in out.stdout, out.stdout + out.stderr

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from sparktf.ports import PortReservation
+from sparktf.common.ports import PortReservation
 
 
 def plain_bind(family, host, port):

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from sparktf import topology
-from sparktf.topology import NodeRole
+from sparktf.common import topology
+from sparktf.common.topology import NodeRole
 
 
 def names(roles):

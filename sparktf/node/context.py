@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from sparktf.topology import NodeRole, chief_role, num_training_nodes
+from sparktf.common.topology import NodeRole, chief_role, num_training_nodes
 
 
 @dataclass
@@ -138,9 +138,9 @@ class NodeContext:
 
         Returns
         -------
-        sparktf.feed.DataFeed
+        sparktf.node.feed.DataFeed
         """
-        from sparktf.feed import DataFeed, FeedError
+        from sparktf.node.feed import DataFeed, FeedError
 
         if self._feed is not None:
             return self._feed

@@ -1,12 +1,12 @@
 """The control channel's messages, in one catalogue used by all three sides.
 
-Every message on the control channel (:mod:`sparktf.protocol`) is a dict whose ``"type"`` is
+Every message on the control channel (:mod:`sparktf.common.protocol`) is a dict whose ``"type"`` is
 one of the names below. Three kinds of peer connect to the driver, each named by the ``role``
 of its ``hello``:
 
 * ``node``: the TensorFlow process (:mod:`sparktf.node`);
-* ``agent``: its supervisor (:mod:`sparktf.supervisor`);
-* ``task``: the Spark barrier task (:mod:`sparktf.executor`), only to say why it fails.
+* ``agent``: its supervisor (:mod:`sparktf.task.supervisor`);
+* ``task``: the Spark barrier task (:mod:`sparktf.task.barrier`), only to say why it fails.
 
 :func:`make` builds a message and checks its fields against the catalogue, so a sender cannot
 drift from what the receiver reads. Imports nothing but the standard library.

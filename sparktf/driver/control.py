@@ -1,16 +1,16 @@
 """The driver's control and log server: one per attempt, one connection per node process.
 
 Runs on the driver. Each accepted connection is authenticated in its own thread before
-anything is read from it (see :mod:`sparktf.protocol`), and the handshake plus the ``hello``
+anything is read from it (see :mod:`sparktf.common.protocol`), and the handshake plus the ``hello``
 must complete within ``handshake_timeout`` in total, however slowly the peer dribbles its bytes.
 At most ``max_pending`` connections may be unauthenticated at once: when that many are open, the
 ones older than a second are dropped to make room, or, if none is, the new one is turned away
-before the greeting (real clients try again; see :func:`sparktf.protocol.connect`). A peer that
+before the greeting (real clients try again; see :func:`sparktf.common.protocol.connect`). A peer that
 fails is counted and dropped, and the job goes on. The acceptor survives running out of file
 descriptors or threads; :meth:`ControlServer.close` never raises.
 
 Authenticated connections start with a ``hello`` naming the node and its role (see
-:mod:`sparktf.messages`); every later message goes to the handler, from the connection's thread.
+:mod:`sparktf.common.messages`); every later message goes to the handler, from the connection's thread.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Protocol
 
-from sparktf import messages, protocol
+from sparktf.common import messages, protocol
 
 log = logging.getLogger(__name__)
 

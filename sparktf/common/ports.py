@@ -1,6 +1,6 @@
 """Reserve a TCP port for a TensorFlow server with no window for another process to take it.
 
-The mechanism (Linux; tested in ``tests/test_ports.py``): the barrier task binds a socket to
+The mechanism (Linux; tested in ``tests/spark/test_ports.py``): the barrier task binds a socket to
 ``0.0.0.0:0`` with ``SO_REUSEADDR`` and never calls ``listen()``; it publishes that port and
 keeps the socket open until the node ends. While that placeholder exists:
 

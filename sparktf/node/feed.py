@@ -1,7 +1,7 @@
 """InputMode.SPARK, inside the TF process: the data feed over this node's partition.
 
 ``ctx.get_data_feed()`` returns a :class:`DataFeed`. Its first epoch streams from the node's
-barrier task over a local socket (:mod:`sparktf.feedwire`) through a bounded read-ahead queue,
+barrier task over a local socket (:mod:`sparktf.common.feedwire`) through a bounded read-ahead queue,
 so a slow consumer slows the Spark side down; with ``num_epochs > 1`` the frames are also
 spooled, as received, to a file in the node's private directory, and later epochs stream that
 file back frame by frame (memory holds the read-ahead, not the share) instead of recomputing
@@ -28,29 +28,14 @@ import pickle
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from sparktf import feedwire, messages
+from sparktf.common import feedwire, messages
+from sparktf.common.spec import FeedConfig  # noqa: F401 - the node's side of the feed's config
 from sparktf.errors import ConfigError, FeedError
 
 _EOF = object()
 PROGRESS_INTERVAL = 0.01  # seconds between progress reports while rows stream in
-
-
-@dataclass
-class FeedConfig:
-    """How this node's feed behaves; built by the driver for each train/inference call."""
-
-    num_epochs: int = 1
-    feed_timeout: float = 600.0
-    shuffle: bool = False
-    equalize: bool = False
-    read_ahead: int = 4  # frames buffered ahead of the consumer (and always >= 2 batches)
-    read_ahead_bytes: int = 64 << 20  # ... and at most this many bytes (ditto)
-    chunk_rows: int = 256  # RDD elements per pickled frame
-    spool_max_bytes: int | None = None  # cap on a node's spool (spark.sparktf.spoolMaxBytes)
-    seed: int = 0
 
 
 class Bound:

@@ -1,7 +1,7 @@
 """TensorBoard on the chief: ``run(..., tensorboard=True)``.
 
 The chief's node process starts ``python -m tensorboard.main`` on the cluster's log directory,
-on a port held by a :class:`~sparktf.ports.PortReservation` until TensorBoard has bound it
+on a port held by a :class:`~sparktf.common.ports.PortReservation` until TensorBoard has bound it
 (werkzeug sets ``SO_REUSEADDR``, as TensorFlow's gRPC server does), waits until it answers,
 and tells the driver its URL. TensorBoard is a child of the node process, in the node's
 session: the supervisor stops it with the rest of the node's process tree.
@@ -16,15 +16,15 @@ import sys
 import time
 from collections.abc import Callable
 
-from sparktf import messages
-from sparktf.ports import PortReservation
+from sparktf.common import messages
+from sparktf.common.ports import PortReservation
 
 START_TIMEOUT = 60.0  # seconds for TensorBoard to import and answer
 
 # Dies with the node process (SIGTERM), then runs TensorBoard's command line.
 _LAUNCHER = (
     "import runpy, signal, sys\n"
-    "from sparktf import procs\n"
+    "from sparktf.common import procs\n"
     "procs.die_with_parent(signal.SIGTERM, int(sys.argv.pop(1)))\n"
     "sys.argv[0] = 'tensorboard'\n"
     "runpy.run_module('tensorboard.main', run_name='__main__')\n")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from sparktf.protocol import recv_exact_into
+from sparktf.common.protocol import recv_exact_into
 
 HEADER = struct.Struct("!cQ")
 PART = struct.Struct("!I")

@@ -18,7 +18,7 @@ from conftest import wait_until
 
 pytestmark = pytest.mark.slow
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MNIST = os.path.join(ROOT, "examples", "mnist.py")
 SETUP = os.path.join(ROOT, "examples", "mnist_data_setup.py")
 

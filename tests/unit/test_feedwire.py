@@ -5,7 +5,7 @@ import pickle
 import socket
 import threading
 
-from sparktf import feedwire
+from sparktf.common import feedwire
 
 
 def test_frames_round_trip():

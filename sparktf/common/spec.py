@@ -8,8 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sparktf.feed import FeedConfig
-from sparktf.topology import NodeRole
+from sparktf.common.topology import NodeRole
+
+
+@dataclass
+class FeedConfig:
+    """How this node's feed behaves; built by the driver for each train/inference call."""
+
+    num_epochs: int = 1
+    feed_timeout: float = 600.0
+    shuffle: bool = False
+    equalize: bool = False
+    read_ahead: int = 4  # frames buffered ahead of the consumer (and always >= 2 batches)
+    read_ahead_bytes: int = 64 << 20  # ... and at most this many bytes (ditto)
+    chunk_rows: int = 256  # RDD elements per pickled frame
+    spool_max_bytes: int | None = None  # cap on a node's spool (spark.sparktf.spoolMaxBytes)
+    seed: int = 0
 
 
 @dataclass(frozen=True)

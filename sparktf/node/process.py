@@ -1,6 +1,6 @@
 """The TensorFlow node process: ``python -m sparktf.node PARENT_PID``.
 
-Started by the node's supervisor with the :class:`~sparktf.spec.NodeSpec` pickled on stdin
+Started by the node's supervisor with the :class:`~sparktf.common.spec.NodeSpec` pickled on stdin
 (a pipe from its parent, so trusted). It sets TF_CONFIG and the thread-pool variables, connects
 to the driver, then either serves (parameter servers) or runs ``main_fn``, reports the result
 or the error, and exits. It never imports pyspark.
@@ -17,11 +17,11 @@ import threading
 import time
 import traceback
 
-from sparktf import messages, procs, protocol
-from sparktf.context import NodeContext
+from sparktf.common import messages, procs, protocol
+from sparktf.node.context import NodeContext
 from sparktf.errors import ConfigError
-from sparktf.feed import Bound
-from sparktf.spec import NodeSpec
+from sparktf.node.feed import Bound
+from sparktf.common.spec import NodeSpec
 
 EXIT_DRIVER_LOST = 75
 
@@ -104,7 +104,7 @@ def _log_dir(spec: NodeSpec) -> str | None:
 
 def _start_tensorboard(spec: NodeSpec, ctx: NodeContext, chan: protocol.Channel) -> None:
     """TensorBoard on ``ctx.log_dir``, a child of this process; its URL goes to the driver."""
-    from sparktf import tensorboard
+    from sparktf.node import tensorboard
 
     output = os.path.join(spec.work_dir or ".", "tensorboard.out")
     try:

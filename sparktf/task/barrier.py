@@ -1,0 +1,181 @@
+"""The barrier task: what runs in each Spark barrier task to hold one TensorFlow node.
+
+``barrier_task(launch)`` returns the function given to ``rdd.barrier().mapPartitions`` (or a
+barrier ``mapInArrow``). Its steps (:func:`_steps`):
+
+1. reserve a port for the node's TF server (:mod:`sparktf.common.ports`) and publish
+   ``host:port`` with ``BarrierTaskContext.allGather``; the host is the executor address Spark
+   reports in ``getTaskInfos()``;
+2. build the cluster spec and TF_CONFIG (:mod:`sparktf.common.topology`);
+3. start the node's supervisor (:mod:`sparktf.task.supervisor`) in a session of its own, which
+   starts the TF process;
+4. feed it the partition, InputMode.SPARK (:mod:`sparktf.task.feeder`), and wait for it; the
+   port stays reserved until the node ends;
+5. whatever happens: tell the driver why the task failed (typed, over the control channel),
+   stop the supervisor, remove the node's directories.
+
+The closure captures only the :class:`~sparktf.common.spec.LaunchSpec` (plain data).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+from typing import Callable, Iterable, Iterator
+
+from sparktf.common import messages, protocol, topology
+from sparktf.errors import SparkJobError, SparkTFError
+from sparktf.common.ports import PortReservation
+from sparktf.common.procs import describe_exit
+from sparktf.common.spec import LaunchSpec, NodeSpec
+from sparktf.task import feeder
+
+def gather_addresses(published: Iterable[str], num_nodes: int) -> list[str]:
+    """Order the ``allGather`` messages by rank into ``host:port`` addresses."""
+    by_rank = {}
+    for text in published:
+        info = json.loads(text)
+        by_rank[info["rank"]] = topology.format_address(info["host"], info["port"])
+    if sorted(by_rank) != list(range(num_nodes)):
+        raise SparkJobError(f"expected ranks 0..{num_nodes - 1} from allGather, got "
+                            f"{sorted(by_rank)}")
+    return [by_rank[r] for r in range(num_nodes)]
+
+
+def build_node_spec(launch: LaunchSpec, rank: int, addresses: list[str], num_cpus: int,
+                    python_path: Iterable[str] = (), work_dir: str | None = None,
+                    feed_path: str | None = None) -> NodeSpec:
+    """The node's spec once every node's address is known."""
+    spec = topology.cluster_spec(launch.roles, addresses)
+    host, port = topology.split_address(addresses[rank])
+    return NodeSpec(
+        launch=launch, rank=rank, host=host, port=port, cluster_spec=spec,
+        tf_config=topology.tf_config(spec, launch.roles[rank]), num_cpus=max(1, num_cpus),
+        python_path=tuple(p for p in python_path if p and os.path.exists(p)),
+        work_dir=work_dir, feed_path=feed_path)
+
+
+def start_supervisor(spec: NodeSpec) -> subprocess.Popen:
+    """Start the node's supervisor (its own session) with ``spec`` on its stdin."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sparktf.task.supervisor", str(os.getpid())],
+        stdin=subprocess.PIPE, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(spec.python_path)})
+    assert proc.stdin is not None
+    proc.stdin.write(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
+    proc.stdin.close()
+    return proc
+
+
+def stop_supervisor(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM (the supervisor then stops its whole tree), SIGKILL if it does not go."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace + 2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class NodeFailed(SparkTFError, RuntimeError):
+    """The node's own process failed: it reported why to the driver itself."""
+
+
+def barrier_task(launch: LaunchSpec, data_kind: str | None = None,
+              arrow_schema: bytes | None = None) -> Callable[[Iterator], Iterator]:
+    """The barrier-stage function for ``launch``.
+
+    ``data_kind`` is None (InputMode.TENSORFLOW: the partition is ignored), ``"pickle"`` (an
+    RDD's elements), ``"pickled-batches"`` (Spark's own pickled lists of an RDD's elements,
+    forwarded unopened) or ``"arrow"`` (a DataFrame's record batches, with ``arrow_schema``).
+    Any failure of the task itself reaches the driver typed, over the control channel.
+    """
+
+    def run_barrier_task(partition: Iterator) -> Iterator:
+        from pyspark import BarrierTaskContext
+
+        ctx = BarrierTaskContext.get()
+        rank = ctx.partitionId()
+        host, _ = topology.split_address(ctx.getTaskInfos()[rank].address)
+        yield from _steps(ctx, rank, host, partition, launch, data_kind, arrow_schema)
+
+    return run_barrier_task
+
+
+def _steps(ctx, rank: int, host: str, partition: Iterator, launch: LaunchSpec,
+              data_kind: str | None, arrow_schema: bytes | None) -> Iterator:
+    """The steps of one node's barrier task: reserve its port, gather every address, start
+    its supervisor, feed it, wait for it; whatever happens, stop it and remove its files."""
+    role = launch.roles[rank]
+    work_dir = tempfile.mkdtemp(prefix=f"sparktf-{launch.job_id}-{rank}-", dir=local_dir())
+    # The socket gets a short private directory of its own: Spark's local dirs can be
+    # longer than the 107 bytes an AF_UNIX path may have.
+    sock_dir = tempfile.mkdtemp(prefix="sparktf-") if data_kind and role.trains else None
+    feed_path = os.path.join(sock_dir, "feed.sock") if sock_dir else None
+    listener = feeder.listen_unix(feed_path) if feed_path else None
+    proc = None
+    try:
+        with PortReservation() as reservation:
+            published = ctx.allGather(
+                json.dumps({"rank": rank, "host": host, "port": reservation.port}))
+            addresses = gather_addresses(published, launch.num_nodes)
+            spec = build_node_spec(launch, rank, addresses, ctx.cpus(), sys.path,
+                                   work_dir=work_dir, feed_path=feed_path)
+            proc = start_supervisor(spec)
+            if listener is not None:
+                yield from feeder.feed(listener, proc, partition, launch, data_kind,
+                                       arrow_schema)
+            code = proc.wait()
+    except (NodeFailed, GeneratorExit):
+        raise
+    except BaseException as exc:
+        # Before the node is stopped below: the driver must hear the cause before it sees
+        # the node's supervisor go.
+        report_task_error(launch, role.name, host, exc,
+                          "feed" if isinstance(exc, feeder.TaskFeedError) else "task")
+        raise
+    finally:
+        if proc is not None:
+            stop_supervisor(proc, launch.stop_grace)  # generator closed or task failing
+        if listener is not None:
+            listener.close()
+        for path in (work_dir, sock_dir):
+            if path:
+                shutil.rmtree(path, ignore_errors=True)
+    if code != 0:
+        raise NodeFailed(f"sparktf node {role.name} on {host} {describe_exit(code)}; "
+                         "the driver's error has the node's own message and output")
+    if data_kind is None:
+        yield json.dumps({"rank": rank, "node": role.name, "host": host})
+
+
+def local_dir() -> str | None:
+    """Spark's scratch directory on this executor (spark.local.dir), if it has one."""
+    for path in os.environ.get("SPARK_LOCAL_DIRS", "").split(","):
+        if path and os.path.isdir(path):
+            return path
+    return None
+
+
+def report_task_error(launch: LaunchSpec, node: str, host: str, exc: BaseException,
+                      where: str = "task") -> None:
+    """Tell the driver why this node's barrier task is failing, typed, before Spark does."""
+    try:
+        chan = protocol.connect(launch.driver_address, launch.secret, timeout=5)
+    except (OSError, protocol.AuthenticationError):
+        return  # Spark's own error still carries the message
+    try:
+        chan.send(messages.hello(messages.TASK, node, host))
+        chan.send(messages.error(where, exc, "".join(
+            traceback.format_exception(type(exc), exc, exc.__traceback__))))
+    except OSError:
+        pass
+    finally:
+        chan.close()
