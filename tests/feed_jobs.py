@@ -19,7 +19,7 @@ def sum_ids(args, ctx):
         batches += 1
         per_epoch.append(len(ids))
     return {"sum": total, "rows": rows, "batches": batches, "held_back": feed.rows_held_back,
-            "spool_dir": ctx._work_dir}
+            "spool_dir": ctx.work_dir}
 
 
 def describe_batch(args, ctx):
@@ -100,7 +100,7 @@ def read_then_record_pids(args, ctx):
         task_worker = int(f.read().rsplit(")", 1)[1].split()[1])
     path = os.path.join(args["dir"], ctx.name.replace(":", "_") + ".json")
     with open(path + ".tmp", "w") as f:
-        json.dump({"task_worker": task_worker, "work_dir": ctx._work_dir}, f)
+        json.dump({"task_worker": task_worker, "work_dir": ctx.work_dir}, f)
     os.replace(path + ".tmp", path)
     time.sleep(300)
 
@@ -129,7 +129,7 @@ def answer_with_an_unreadable_type(args, ctx):
     import sys
     import tempfile
 
-    folder = tempfile.mkdtemp(dir=ctx._work_dir)
+    folder = tempfile.mkdtemp(dir=ctx.work_dir)
     with open(os.path.join(folder, "private_outputs.py"), "w") as f:
         f.write("class Score:\n    def __init__(self, v):\n        self.v = v\n")
     sys.path.insert(0, folder)

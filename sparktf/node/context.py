@@ -1,5 +1,7 @@
 """The ``ctx`` handed to ``main_fn``: who this node is and what it can do.
 
+A small public facade: plain facts about the node, and methods that act through the node's
+:class:`~sparktf.node.runtime.NodeRuntime` (its channel to the driver, events, feed, server).
 Runs inside the TensorFlow node process. It never imports pyspark; tensorflow is imported
 only by the methods that need it.
 """
@@ -7,9 +9,8 @@ only by the methods that need it.
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from sparktf.common.topology import NodeRole, chief_role, num_training_nodes
 
@@ -52,17 +53,9 @@ class NodeContext:
     #: Where to write TensorBoard summaries: ``run(log_dir=...)``, or with ``tensorboard=True``
     #: and no log_dir, a directory on the chief's machine (None otherwise).
     log_dir: str | None = None
-    _feed_path: str | None = field(default=None, repr=False)
-    _feed_config: Any = field(default=None, repr=False)
-    _work_dir: str | None = field(default=None, repr=False)
-    _report: Callable[[dict], None] = field(default=lambda msg: None, repr=False)
-    _bound: Any = field(default=None, repr=False)
-    _feed: Any = field(default=None, repr=False)
-    _stop_event: threading.Event = field(default_factory=threading.Event, repr=False)
-    _training_done_event: threading.Event = field(default_factory=threading.Event, repr=False)
-    _report_state: Callable[[str], None] = field(default=lambda state: None, repr=False)
-    _server: Any = field(default=None, repr=False)
-    _step: int | None = field(default=None, repr=False)
+    #: This node's private scratch directory (0700), removed when the node ends.
+    work_dir: str | None = None
+    _runtime: Any = field(default=None, repr=False)  # NodeRuntime
 
     @property
     def role(self) -> NodeRole:
@@ -103,14 +96,14 @@ class NodeContext:
         The same object as ``tf.compat.v1.train.Server``; use its ``target`` for a
         ``MonitoredTrainingSession`` in between-graph training.
         """
-        if self._server is None:
+        if self._runtime.server is None:
             import tensorflow as tf
 
-            self._server = tf.distribute.Server(
+            self._runtime.server = tf.distribute.Server(
                 tf.train.ClusterSpec(self.cluster_spec), job_name=self.job_name,
                 task_index=self.task_index, protocol="grpc", config=self.server_config(),
                 start=True)
-        return self._server
+        return self._runtime.server
 
     def serve(self) -> None:
         """Run this node's TensorFlow server until the job's training is over.
@@ -121,8 +114,8 @@ class NodeContext:
         """
         os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
         self.start_server()
-        self._report_state("serving")
-        self._stop_event.wait()
+        self._runtime.report_state("serving")
+        self._runtime.stop.wait()
 
     def get_data_feed(self, train_mode: bool = True, input_mapping: dict | None = None):
         """This node's share of the data given to ``cluster.train`` or ``cluster.inference``.
@@ -142,9 +135,10 @@ class NodeContext:
         """
         from sparktf.node.feed import DataFeed, FeedError
 
-        if self._feed is not None:
-            return self._feed
-        if self._feed_path is None:
+        runtime = self._runtime
+        if runtime.feed is not None:
+            return runtime.feed
+        if runtime.spec.feed_path is None:
             if self.train_mode is None:
                 raise FeedError("get_data_feed() needs InputMode.SPARK: start the cluster with "
                                 "sparktf.run(..., input_mode=sparktf.InputMode.SPARK) and give "
@@ -154,21 +148,22 @@ class NodeContext:
             called = "cluster.train" if self.train_mode else "cluster.inference"
             raise FeedError(f"get_data_feed(train_mode={train_mode}) but the data came from "
                             f"{called}(); use train_mode={self.train_mode}")
-        self._feed = DataFeed(self._feed_path, train_mode=self.train_mode,
-                              input_mapping=input_mapping, config=self._feed_config,
-                              spool_dir=self._work_dir, report=self._report, bound=self._bound)
-        return self._feed
+        runtime.feed = DataFeed(runtime.spec.feed_path, train_mode=self.train_mode,
+                                input_mapping=input_mapping, config=runtime.spec.launch.feed,
+                                spool_dir=self.work_dir, report=runtime.send,
+                                bound=runtime.bound)
+        return runtime.feed
 
     def report_progress(self, step: int) -> None:
         """Tell the driver how far training is (e.g. the global step); sent with the next
         heartbeat. With ``run(..., progress_timeout=T)``, a node whose step (and fed rows) stop
         changing for ``T`` seconds is declared hung. Cheap: call it every step."""
-        self._step = int(step)
+        self._runtime.step = int(step)
 
     def training_done(self) -> bool:
         """True once every chief/worker ``main_fn`` has returned (e.g. for an evaluator loop)."""
-        return self._training_done_event.is_set()
+        return self._runtime.training_done.is_set()
 
     def wait_for_training_done(self, timeout: float | None = None) -> bool:
         """Block until :meth:`training_done`, or ``timeout`` seconds; returns whether it is."""
-        return self._training_done_event.wait(timeout)
+        return self._runtime.training_done.wait(timeout)

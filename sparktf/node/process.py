@@ -14,16 +14,14 @@ import pickle
 import signal
 import sys
 import threading
-import time
 import traceback
 
 from sparktf.common import messages, procs, protocol
 from sparktf.node.context import NodeContext
 from sparktf.errors import ConfigError
-from sparktf.node.feed import Bound
+from sparktf.node.runtime import NodeRuntime
 from sparktf.common.spec import NodeSpec
 
-EXIT_DRIVER_LOST = 75
 
 
 def node_environment(spec: NodeSpec) -> dict[str, str]:
@@ -41,41 +39,6 @@ def node_environment(spec: NodeSpec) -> dict[str, str]:
         env["GRPC_FAIL_FAST"] = "use_caller"
     env.update(dict(spec.launch.env))
     return env
-
-
-def _listen(chan: protocol.Channel, ctx: NodeContext) -> None:
-    """Apply the driver's messages; exit the process if the driver goes away."""
-    try:
-        while True:
-            msg = chan.recv()
-            kind = msg.get("type")
-            if kind == "training_done":
-                ctx._training_done_event.set()
-            elif kind == "stop":
-                ctx._training_done_event.set()
-                ctx._stop_event.set()
-            elif kind == "feed_bound":
-                ctx._bound.update(msg["bound"], msg["final"])
-    except (OSError, EOFError, pickle.UnpicklingError):
-        pass
-    if not ctx._stop_event.is_set():
-        print(f"sparktf: {ctx.name} lost its connection to the driver; exiting",
-              file=sys.stderr, flush=True)
-        os._exit(EXIT_DRIVER_LOST)
-
-
-def _heartbeats(chan: protocol.Channel, ctx: NodeContext, interval: float) -> None:
-    """Every ``interval`` seconds until the process exits, whatever the node is doing
-    (running, serving, finished and waiting, evaluating after training ended): alive, and how
-    far (``ctx.report_progress``, rows fed)."""
-    while True:
-        time.sleep(interval)
-        feed = ctx._feed
-        try:
-            chan.send(messages.make("heartbeat", step=ctx._step,
-                                    rows=feed.rows_fed if feed is not None else None))
-        except OSError:
-            return
 
 
 def _call_main(spec: NodeSpec, ctx: NodeContext):
@@ -123,18 +86,13 @@ def run(spec: NodeSpec) -> int:
                             spec.launch.connect_timeout)
     chan.send(messages.hello(messages.NODE, spec.name, spec.host, pid=os.getpid(),
                              port=spec.port))
+    runtime = NodeRuntime(spec, chan)
     ctx = NodeContext(
         job_name=spec.role.job, task_index=spec.role.index, cluster_spec=spec.cluster_spec,
         tf_config=spec.tf_config, rank=spec.rank, host=spec.host, port=spec.port,
         num_cpus=spec.num_cpus, attempt=spec.launch.attempt, train_mode=spec.launch.train_mode,
-        _feed_path=spec.feed_path, _feed_config=spec.launch.feed, _work_dir=spec.work_dir,
-        _report=chan.send, _bound=Bound(),
-        _report_state=lambda state: chan.send(messages.make("state", state=state)),
-        log_dir=_log_dir(spec))
-    threading.Thread(target=_listen, args=(chan, ctx), name="sparktf-control",
-                     daemon=True).start()
-    threading.Thread(target=_heartbeats, args=(chan, ctx, spec.launch.heartbeat_interval),
-                     name="sparktf-heartbeat", daemon=True).start()
+        log_dir=_log_dir(spec), work_dir=spec.work_dir, _runtime=runtime)
+    runtime.start()
     if spec.launch.tensorboard and ctx.is_chief:
         _start_tensorboard(spec, ctx, chan)
     where = "main_fn"
@@ -144,11 +102,11 @@ def run(spec: NodeSpec) -> int:
             ctx.serve()
         else:
             value = _call_main(spec, ctx)
-        if ctx._feed is not None:
+        if runtime.feed is not None:
             where = "feed"
-            ctx._feed.close()
-            chan.send(messages.make("feed_done", held_back=ctx._feed.rows_held_back,
-                                    results=ctx._feed.results_sent))
+            runtime.feed.close()
+            chan.send(messages.make("feed_done", held_back=runtime.feed.rows_held_back,
+                                    results=runtime.feed.results_sent))
     except BaseException as exc:  # noqa: BLE001 - everything is reported, then we exit
         _report_error(chan, exc, where)
         return 1
@@ -162,7 +120,7 @@ def run(spec: NodeSpec) -> int:
     # Stay up (with any TF server main_fn started in this process) until the driver says the
     # job is over: a peer that starts late may still need this node's server, as in classic
     # between-graph training without device filters, where every session reaches every task.
-    ctx._stop_event.wait()
+    runtime.stop.wait()
     return 0
 
 

@@ -1,0 +1,82 @@
+"""What a node's process owns besides ``main_fn``: its channel to the driver, the events the
+driver's messages set, the feed bound, the heartbeat and listener threads, the data feed and
+the TF server. ``ctx`` (:mod:`sparktf.node.context`) is the small public facade over it.
+
+Runs in the TF process; never imports pyspark.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+import time
+from typing import Any
+
+from sparktf.common import messages, protocol
+from sparktf.common.spec import NodeSpec
+from sparktf.node.feed import Bound
+
+#: The TF process's exit code when it loses the driver.
+EXIT_DRIVER_LOST = 75
+
+
+class NodeRuntime:
+    """One node process's connection to the job, and the threads that keep it."""
+
+    def __init__(self, spec: NodeSpec, chan: protocol.Channel) -> None:
+        self.spec = spec
+        self.chan = chan
+        self.stop = threading.Event()  # the job is over: serve() returns, the process exits
+        self.training_done = threading.Event()  # every chief/worker main_fn has returned
+        self.bound = Bound()  # the driver's word on the rows every trainer may hand out
+        self.feed: Any = None  # the DataFeed, once main_fn asked for it
+        self.server: Any = None  # the TF server, once started
+        self.step: int | None = None  # ctx.report_progress
+
+    def start(self) -> None:
+        """Listen to the driver and send heartbeats, on threads of their own."""
+        threading.Thread(target=self._listen, name="sparktf-control", daemon=True).start()
+        threading.Thread(target=self._heartbeats, name="sparktf-heartbeat",
+                         daemon=True).start()
+
+    def send(self, message: dict) -> None:
+        self.chan.send(message)
+
+    def report_state(self, state: str) -> None:
+        self.chan.send(messages.make("state", state=state))
+
+    def _listen(self) -> None:
+        """Apply the driver's messages; exit the process if the driver goes away."""
+        try:
+            while True:
+                msg = self.chan.recv()
+                kind = msg.get("type")
+                if kind == "training_done":
+                    self.training_done.set()
+                elif kind == "stop":
+                    self.training_done.set()
+                    self.stop.set()
+                elif kind == "feed_bound":
+                    self.bound.update(msg["bound"], msg["final"])
+        except (OSError, EOFError, pickle.UnpicklingError):
+            pass
+        if not self.stop.is_set():
+            print(f"sparktf: {self.spec.name} lost its connection to the driver; exiting",
+                  file=sys.stderr, flush=True)
+            os._exit(EXIT_DRIVER_LOST)
+
+    def _heartbeats(self) -> None:
+        """Every heartbeat interval until the process exits, whatever the node is doing
+        (running, serving, finished and waiting, evaluating after training ended): alive, and
+        how far (``ctx.report_progress``, rows fed)."""
+        while True:
+            time.sleep(self.spec.launch.heartbeat_interval)
+            feed = self.feed
+            try:
+                self.chan.send(messages.make(
+                    "heartbeat", step=self.step,
+                    rows=feed.rows_fed if feed is not None else None))
+            except OSError:
+                return
