@@ -50,16 +50,19 @@ def test_the_secret_is_not_in_tf_config_the_environment_or_the_logs(sc_local, ca
 
 
 class _Attack:
-    """Against a control server as soon as it exists: a flood of silent connections (more
-    than the server lets wait) and one peer dribbling a byte every 0.7 s; bounded in count
-    and time, on loopback only."""
+    """Against a control server as soon as it exists: one peer dribbling a byte every 0.7 s
+    (greeted first, so it is one of the connections the server holds), then a flood of silent
+    connections, more than the server lets wait; bounded in count and time, loopback only."""
 
     def __init__(self, address, flood=100, seconds=20.0):
         self.address, self.flood, self.seconds = address, flood, seconds
         self.dribbler_dropped_after = None
         self.sockets = []
-        self.threads = [threading.Thread(target=self._flood, daemon=True),
-                        threading.Thread(target=self._dribble, daemon=True)]
+        self.start = time.monotonic()
+        self.dribbler = socket.create_connection(address, timeout=5)
+        self.dribbler.recv(64)  # the server's greeting: its handshake clock runs
+        self.threads = [threading.Thread(target=self._dribble, daemon=True),
+                        threading.Thread(target=self._flood, daemon=True)]
         for t in self.threads:
             t.start()
 
@@ -71,17 +74,13 @@ class _Attack:
                 pass
 
     def _dribble(self):
-        start = time.monotonic()
-        try:
-            s = socket.create_connection(self.address, timeout=2)
-        except OSError:
-            return
-        while time.monotonic() - start < self.seconds:
+        s = self.dribbler
+        s.settimeout(0.7)
+        while time.monotonic() - self.start < self.seconds:
             try:
                 s.sendall(b"\x01")
-                s.settimeout(0.7)
-                if s.recv(4096) == b"" and time.monotonic() - start > 0.5:
-                    break  # (the first recv may return the server's greeting)
+                if s.recv(4096) == b"":
+                    break
             except socket.timeout:
                 continue
             except OSError:
@@ -89,7 +88,7 @@ class _Attack:
         else:
             s.close()
             return
-        self.dribbler_dropped_after = time.monotonic() - start
+        self.dribbler_dropped_after = time.monotonic() - self.start
         s.close()
 
     def stop(self):
@@ -119,6 +118,7 @@ def test_a_flood_and_a_dribbler_while_a_real_job_starts_and_finishes(sc_local, m
     done.touch()
     assert cluster.shutdown(timeout=60) == {"log_dir": None}
     attack.stop()
-    # dropped by the handshake's one deadline (10 s), however it dribbled
-    assert 9 <= attack.dribbler_dropped_after < 13
+    # dropped by the handshake's one deadline (10 s) however it dribbled, or sooner, to make
+    # room when the flood filled the unauthenticated slots (the oldest go first)
+    assert attack.dribbler_dropped_after < 13
     assert server.rejected + server.turned_away >= 1
