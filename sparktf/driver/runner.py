@@ -179,8 +179,8 @@ class Runner:
             if current and role != messages.TASK:
                 attempt.channels[(node, role)] = chan
             replies = attempt.state.apply(node, role, hello, time.monotonic()) if current else []
-            stop_it = self.aborted or self.failure is not None or (
-                current and attempt.state.over and attempt.state.status is Status.FAILED)
+            # aborted (a final failure sets it too), or this attempt failed: a restart is coming
+            stop_it = self.aborted or (current and attempt.state.status is Status.FAILED)
         if not current or (stop_it and role == messages.NODE):
             chan.close()  # an earlier attempt's, or one that must not run: it exits
             return

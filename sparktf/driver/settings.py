@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import importlib.util
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from sparktf.errors import ConfigError
@@ -238,9 +238,6 @@ class Settings:
         if problems:
             raise ConfigError.from_problems(problems)
         return cls(**values)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def markdown_table() -> str:

@@ -31,7 +31,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from sparktf.common import feedwire, messages
-from sparktf.common.spec import FeedConfig  # noqa: F401 - the node's side of the feed's config
+from sparktf.common.spec import FeedConfig
 from sparktf.errors import ConfigError, FeedError
 
 _EOF = object()
