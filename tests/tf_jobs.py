@@ -8,6 +8,8 @@ which every topology learns to a small loss in a few dozen steps.
 import os
 import time
 
+from sparktf.node import tf1
+
 TRUE_W = [1.0, 2.0, 3.0, 4.0]
 TRUE_B = 0.5
 
@@ -93,7 +95,7 @@ def async_between_graph(args, ctx):
     if ctx.is_chief:
         creator = v1.train.ChiefSessionCreator(master=server.target, config=config)
     else:
-        creator = _FastWorkerSessionCreator(master=server.target, config=config)
+        creator = tf1.worker_session_creator(master=server.target, config=config)
     with v1.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
         while not sess.should_stop():
             i = (my_steps * 32) % 480
@@ -102,26 +104,6 @@ def async_between_graph(args, ctx):
             my_steps += 1
     return {"global_step": int(step), "my_steps": my_steps, "loss": float(value),
             "w_device": w.device}
-
-
-def _FastWorkerSessionCreator(**kwargs):
-    """A WorkerSessionCreator that checks every second (not 30 s) whether the chief is ready."""
-    import tensorflow as tf
-
-    v1 = tf.compat.v1
-
-    class Creator(v1.train.WorkerSessionCreator):
-        def _get_session_manager(self):
-            if self._session_manager is None:
-                self._session_manager = v1.train.SessionManager(
-                    local_init_op=self._scaffold.local_init_op,
-                    local_init_feed_dict=self._scaffold.local_init_feed_dict,
-                    ready_op=self._scaffold.ready_op,
-                    ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
-                    graph=tf.compat.v1.get_default_graph(), recovery_wait_secs=1)
-            return self._session_manager
-
-    return Creator(**kwargs)
 
 
 def seed_style_tf1_late_worker(args, ctx):

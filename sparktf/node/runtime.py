@@ -16,7 +16,7 @@ from typing import Any
 
 from sparktf.common import messages, protocol
 from sparktf.common.spec import NodeSpec
-from sparktf.node.feed import Bound
+from sparktf.node.feed.equalize import Bound
 
 #: The TF process's exit code when it loses the driver.
 EXIT_DRIVER_LOST = 75

@@ -114,8 +114,8 @@ def _modules(package):
 
     pkg = __import__(f"sparktf.{package}", fromlist=["_"])
     del sparktf
-    return [f"sparktf.{package}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)
-            if m.name != "__main__"]
+    return [m.name for m in pkgutil.walk_packages(pkg.__path__, f"sparktf.{package}.")
+            if not m.name.endswith("__main__")]
 
 
 #: Each side and what it may never import (the package docstrings say the same).

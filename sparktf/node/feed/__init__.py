@@ -1,0 +1,37 @@
+"""InputMode.SPARK, inside the TF process: the data feed over this node's partition.
+
+``ctx.get_data_feed()`` returns a :class:`DataFeed`. Its first epoch streams from the node's
+barrier task over a local socket (:mod:`sparktf.common.feedwire`) through a bounded read-ahead
+queue, so a slow consumer slows the Spark side down; with ``num_epochs > 1`` the frames are
+also spooled, as received, to a file in the node's private directory, and later epochs stream
+that file back frame by frame (memory holds the read-ahead, not the share) instead of
+recomputing the Spark lineage.
+
+Synchronous training needs every worker to take the same number of steps. With ``equalize``,
+every feed reports the rows it has received to the driver, which sends back the bound: the
+fewest rows any training node is known to have. A feed never hands out a row beyond that
+bound, so no worker can get ahead of data another worker will never have, and none waits on a
+peer that waits on it. Once every partition has ended, the bound is final: each epoch delivers
+exactly that many rows, and the rows beyond it are held back (``rows_held_back``). The driver
+balances partitions before feeding, so that is a few rows at most.
+
+The parts, each a module:
+
+- :mod:`~sparktf.node.feed.stream`: epoch 1, frames from the barrier task, the read-ahead
+  queue, and the progress reports that equalization needs;
+- :mod:`~sparktf.node.feed.spool`: the frames kept on local disk, replayed for later epochs;
+- :mod:`~sparktf.node.feed.equalize`: the driver's bound and the wait for it (pure threading);
+- :mod:`~sparktf.node.feed.batches`: chunks (Arrow record batches or lists of RDD elements)
+  sliced and assembled into the batches ``next_batch`` returns, and ``tf.data`` signatures;
+- :mod:`~sparktf.node.feed.datafeed`: :class:`DataFeed`, the consumer's API over the four.
+
+This package never imports pyspark; pyarrow and numpy are imported when a feed is created, and
+tensorflow only by :meth:`DataFeed.to_dataset`.
+"""
+
+from sparktf.node.feed.batches import column_to_numpy
+from sparktf.node.feed.datafeed import DataFeed
+from sparktf.node.feed.equalize import Bound
+from sparktf.errors import FeedError
+
+__all__ = ["DataFeed", "Bound", "FeedError", "column_to_numpy"]

@@ -1,0 +1,132 @@
+"""Chunks and batches: what the feed holds (a ``pyarrow.RecordBatch`` for a DataFrame, a list
+of elements for an RDD) and what ``next_batch`` and ``to_dataset`` hand out.
+
+numpy and pyarrow are imported by the functions that need them; tensorflow is never imported
+here (``signature`` is given the module).
+"""
+
+from __future__ import annotations
+
+import pickle
+
+from sparktf.common import feedwire
+from sparktf.errors import FeedError
+
+
+def decode(kind: bytes, payload, schema):
+    """One data frame of the feed wire as a chunk."""
+    if kind == feedwire.ARROW:
+        import pyarrow as pa
+
+        return pa.ipc.read_record_batch(pa.py_buffer(payload), schema)
+    if kind == feedwire.PICKLED:
+        return pickle.loads(payload)
+    if kind == feedwire.MULTI:
+        items = []
+        for part in feedwire.unpack_parts(payload):
+            items.extend(pickle.loads(part))
+        return items
+    raise FeedError(f"unexpected frame {kind!r} on the data feed")
+
+
+def rows(chunk) -> int:
+    return chunk.num_rows if hasattr(chunk, "num_rows") else len(chunk)
+
+
+def cut(chunk, start: int, n: int):
+    """``n`` rows of a chunk from ``start`` (zero-copy for Arrow)."""
+    return chunk.slice(start, n) if hasattr(chunk, "num_rows") else chunk[start:start + n]
+
+
+def shuffled(chunk, rng):
+    """The chunk's rows in an order drawn from ``rng`` (a numpy RandomState)."""
+    order = rng.permutation(rows(chunk))
+    if hasattr(chunk, "num_rows"):
+        import pyarrow as pa
+
+        return chunk.take(pa.array(order))
+    return [chunk[j] for j in order]
+
+
+def count(batch) -> int:
+    """Rows in a batch as ``next_batch`` returns it."""
+    if isinstance(batch, dict):
+        return len(next(iter(batch.values()))) if batch else 0
+    return len(batch)
+
+
+def assemble(parts: list, schema, input_mapping: dict | None):
+    """The batch ``next_batch`` returns from the chunk slices it took: a list of RDD elements,
+    or a dict of column (or ``input_mapping`` name) to numpy array for a DataFrame."""
+    if schema is None:  # an RDD: lists of elements
+        return [item for part in parts for item in part]
+    import pyarrow as pa
+
+    table = pa.Table.from_batches(parts, schema=schema) if parts else schema.empty_table()
+    names = input_mapping or {n: n for n in schema.names}
+    return {out: column_to_numpy(col, table.column(col).combine_chunks())
+            for col, out in names.items()}
+
+
+def column_to_numpy(name: str, arr):
+    """An Arrow array as numpy: lists of equal length become one more dimension."""
+    import numpy as np
+    import pyarrow as pa
+
+    t = arr.type
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        if arr.null_count:
+            raise FeedError(f"column {name!r} has null arrays; drop or fill them before feeding")
+        if pa.types.is_fixed_size_list(t):
+            width = t.list_size
+        else:
+            lengths = np.diff(arr.offsets.to_numpy())
+            if len(lengths) and (lengths != lengths[0]).any():
+                raise FeedError(
+                    f"column {name!r} holds arrays of different lengths ({lengths.min()} to "
+                    f"{lengths.max()}) in one batch; make every row's array the same length")
+            width = int(lengths[0]) if len(lengths) else 0
+        values = column_to_numpy(name, arr.flatten())
+        return values.reshape((len(arr), width) + values.shape[1:])
+    if pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t) \
+            or pa.types.is_large_string(t):
+        return arr.to_numpy(zero_copy_only=False)
+    if arr.null_count and not pa.types.is_floating(t):
+        raise FeedError(f"column {name!r} ({t}) has nulls; fill or drop them before feeding")
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def structure(batch):
+    """RDD elements (tuples of arrays/scalars) stacked into a tuple of arrays; a DataFrame's
+    dict as it is."""
+    import numpy as np
+
+    if isinstance(batch, dict):
+        return batch
+    try:
+        if batch and isinstance(batch[0], (tuple, list)):
+            return tuple(np.stack([np.asarray(e[i]) for e in batch])
+                         for i in range(len(batch[0])))
+        return np.stack([np.asarray(e) for e in batch])
+    except (ValueError, IndexError) as exc:
+        shapes = sorted({str(np.shape(e[0] if isinstance(e, (tuple, list)) else e))
+                         for e in batch})
+        raise FeedError(f"to_dataset() needs RDD elements of one structure and shape; this "
+                        f"batch has elements of different shapes ({', '.join(shapes[:4])}): "
+                        f"{exc}. Make every element the same shape, or use next_batch() and "
+                        "handle them yourself") from None
+
+
+def signature(tf, batch):
+    """The ``tf.data`` output signature of a batch (first dimension unknown)."""
+    data = structure(batch)
+
+    def spec(a):
+        return tf.TensorSpec(shape=(None,) + a.shape[1:], dtype=tf.as_dtype(a.dtype)
+                             if a.dtype != object else tf.string)
+
+    if isinstance(data, dict):
+        return {k: spec(v) for k, v in data.items()}
+    if isinstance(data, tuple):
+        return tuple(spec(a) for a in data)
+    return spec(data)

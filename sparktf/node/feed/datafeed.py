@@ -1,0 +1,241 @@
+"""The consumer's API over this node's share: ``next_batch`` / ``should_stop`` / ``terminate``
+/ ``batch_results`` / ``to_dataset``. How the share arrives, is kept and is equalized:
+:mod:`sparktf.node.feed`."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from typing import Any, Callable, Iterator
+
+from sparktf.common import feedwire, messages
+from sparktf.common.spec import FeedConfig
+from sparktf.errors import ConfigError, FeedError
+from sparktf.node.feed import batches
+from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.spool import Spool
+from sparktf.node.feed.stream import EOF, Stream
+
+
+class DataFeed:
+    """This node's share of the data; ``next_batch`` / ``should_stop`` / ``terminate``.
+
+    Semantics follow TensorFlowOnSpark's ``DataFeed``: ``next_batch(n)`` returns at most ``n``
+    items, never crossing an epoch boundary; for an RDD a list of its elements as they are, for
+    a DataFrame a dict of column name (or ``input_mapping`` name) to a numpy array whose first
+    dimension is the batch.
+    """
+
+    def __init__(self, sock_path: str, *, train_mode: bool, input_mapping: dict | None,
+                 config: FeedConfig, spool_dir: str, report: Callable[[dict], None],
+                 bound: Bound) -> None:
+        import numpy  # noqa: F401 - fail early if missing
+
+        self.train_mode = train_mode
+        self.input_mapping = dict(input_mapping) if input_mapping else None
+        self.config = config
+        self._report = report
+        self._equalizing = bool(config.equalize and train_mode)
+        self._bound = bound
+        self._spool = (Spool(os.path.join(spool_dir, "epoch1.spool"), config.spool_max_bytes,
+                             config.num_epochs) if config.num_epochs > 1 else None)
+        self._stream = Stream(sock_path, config, self._spool,
+                              report if self._equalizing else None)
+        self._stream_done = False  # the consumer has taken the end of the stream
+        self._epoch0_delivered: int | None = None
+        self._replay_held_back = 0
+        self._epoch = 0
+        self._delivered = 0  # rows handed out in the current epoch
+        self._chunk: Any = None  # current chunk (RecordBatch or list) and our place in it
+        self._chunk_pos = 0
+        self._replay: Iterator | None = None
+        self._terminated = False
+        self._stopped = False
+        self.results_sent = 0
+        #: Rows handed to the consumer so far, every epoch together (sent with heartbeats).
+        self.rows_fed = 0
+
+    # --------------------------------------------------------------------------- chunks
+    def _replay_chunks(self) -> Iterator:
+        """The spooled share, frame by frame (shuffled if asked)."""
+        import numpy as np
+
+        stream = self._stream
+        if not stream.ended.wait(self.config.feed_timeout) or stream.rows is None:
+            raise FeedError("the first pass over the data did not complete; cannot replay it")
+        order = list(range(len(self._spool.frames)))
+        rng = np.random.RandomState(self.config.seed + self._epoch)
+        if self.config.shuffle:
+            rng.shuffle(order)
+        for kind, payload, _ in self._spool.replay(order):
+            chunk = batches.decode(kind, payload, stream.schema)
+            yield batches.shuffled(chunk, rng) if self.config.shuffle else chunk
+
+    def _next_chunk(self):
+        if self._epoch == 0:
+            if self._stream_done:
+                return EOF
+            item = self._stream.take()
+            if isinstance(item, BaseException):
+                raise item
+            self._stream_done = item is EOF
+            return item
+        if self._replay is None:
+            self._replay = self._replay_chunks()
+        return next(self._replay, EOF)
+
+    def _end_epoch(self, leftover: int) -> None:
+        if self._epoch == 0:
+            self._epoch0_delivered = self._delivered  # its leftover is known at the stream's end
+            self._stream.leave()
+        else:
+            self._replay_held_back += leftover
+        self._epoch += 1
+        self._delivered = 0
+        self._chunk, self._chunk_pos, self._replay = None, 0, None
+        if self._epoch >= self.config.num_epochs:
+            self._stopped = True
+
+    # ------------------------------------------------------------------------ consumer API
+    def next_batch(self, batch_size: int):
+        """At most ``batch_size`` items of the current epoch (empty once ``should_stop()``)."""
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
+        self._stream.hint(batch_size)
+        bound = self._bound if self._equalizing else None
+        parts, got = [], 0
+        while got < batch_size and not self._stopped:
+            if bound is not None and self._delivered >= bound.value:
+                if bound.final:  # this epoch is complete for every node
+                    self._end_epoch(self._stream.total - self._delivered)
+                    break
+                # Wait even with a part of the batch in hand: batch boundaries must not depend
+                # on timing, or equal rows would still make unequal steps.
+                bound.wait_beyond(self._delivered, self.config.feed_timeout)
+                continue
+            if self._chunk is None:
+                chunk = self._next_chunk()
+                if chunk is EOF:
+                    if bound is not None and not bound.final:
+                        bound.wait_beyond(self._delivered, self.config.feed_timeout)
+                        continue
+                    self._end_epoch(0)
+                    break
+                self._chunk, self._chunk_pos = chunk, 0
+            left = batches.rows(self._chunk) - self._chunk_pos
+            take = min(batch_size - got, left)
+            if bound is not None:
+                take = bound.allows(self._delivered, take)
+            parts.append(batches.cut(self._chunk, self._chunk_pos, take))
+            self._chunk_pos += take
+            self._delivered += take
+            self.rows_fed += take
+            got += take
+            if self._chunk_pos >= batches.rows(self._chunk):
+                self._chunk = None
+        return batches.assemble(parts, self._stream.schema, self.input_mapping)
+
+    @property
+    def rows_held_back(self) -> int:
+        """Rows of this node's share not delivered, over every epoch so far (equalization)."""
+        held = self._replay_held_back
+        if self._epoch0_delivered is not None:
+            held += self._stream.total - self._epoch0_delivered
+        return held
+
+    @property
+    def epoch(self) -> int:
+        """The epoch ``next_batch`` hands out rows from (0 first)."""
+        return self._epoch
+
+    def should_stop(self) -> bool:
+        """True once every epoch has been delivered, or after :meth:`terminate`."""
+        return self._stopped
+
+    def terminate(self) -> None:
+        """Stop the feed now: the Spark side stops reading the partition."""
+        if self._terminated:
+            return
+        self._terminated = self._stopped = True
+        self._stream.terminate()
+        if self.config.equalize:
+            self._report(messages.make("feed_progress", received=self._delivered, ended=True))
+
+    def batch_results(self, results) -> None:
+        """Send one output per row of the batch just taken (inference)."""
+        if self.train_mode:
+            raise FeedError("batch_results() is for inference: get the feed with "
+                            "ctx.get_data_feed(train_mode=False)")
+        results = list(results)
+        self._stream.send(feedwire.RESULT,
+                          pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))
+        self.results_sent += len(results)
+
+    def close(self) -> None:
+        """End of this node's use of the feed (called by sparktf when main_fn returns).
+
+        Inference must answer every row of the share: a main_fn that returns (or terminates
+        the feed) before it has read and answered all of them fails with :class:`FeedError`
+        instead of leaving the output short.
+        """
+        try:
+            if not self.train_mode:
+                self._check_answered()
+        finally:
+            self._release()
+
+    def _check_answered(self) -> None:
+        stream = self._stream
+        if not self._stream_done:
+            raise FeedError(
+                f"main_fn returned (or called terminate()) after reading {self.rows_fed} of "
+                f"this node's {stream.rows if stream.rows is not None else 'more'} "
+                "input rows; inference needs one output per row: read until "
+                "feed.should_stop() and call feed.batch_results() for every batch")
+        if self.results_sent != stream.received:
+            raise FeedError(f"main_fn sent {self.results_sent} outputs for {stream.received} "
+                            "input rows; call feed.batch_results() with one output per row")
+        stream.send(feedwire.RESULTS_END, json.dumps(
+            {"rows": stream.received, "results": self.results_sent}).encode())
+
+    def _release(self) -> None:
+        if self._equalizing and self._stopped and not self._terminated:
+            # Count exactly what equalization held back: the reader drains what is left.
+            self._stream.ended.wait(self.config.feed_timeout)
+        self._terminated = True
+        self._stream.close()
+        if self._spool is not None:
+            self._spool.close()
+
+    def to_dataset(self, batch_size: int, output_signature=None):
+        """A ``tf.data.Dataset`` of this node's batches for one epoch per iteration.
+
+        Iterate it once per epoch (``model.fit(ds, epochs=num_epochs)``). Elements are dicts of
+        column -> tensor for a DataFrame; for an RDD of tuples/arrays give ``output_signature``
+        or let it be read from the first element. Auto-sharding is off: the data already is
+        this node's share.
+        """
+        import tensorflow as tf
+
+        first = self.next_batch(batch_size)
+        if output_signature is None:
+            output_signature = batches.signature(tf, first)
+        pending = [first]
+
+        def generate():
+            while pending:
+                yield batches.structure(pending.pop())
+            while not self.should_stop():
+                batch = self.next_batch(batch_size)
+                if batches.count(batch) == 0:
+                    return  # end of this epoch
+                yield batches.structure(batch)
+                if self._delivered == 0:  # that batch closed the epoch
+                    return
+
+        ds = tf.data.Dataset.from_generator(generate, output_signature=output_signature)
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = \
+            tf.data.experimental.AutoShardPolicy.OFF
+        return ds.with_options(options)

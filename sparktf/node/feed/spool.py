@@ -1,0 +1,62 @@
+"""A node's share kept on local disk for epochs after the first.
+
+Frames are appended exactly as they arrived (Arrow IPC or pickled bytes) and read back one at
+a time, each into a buffer of its own, so replaying holds one frame in memory, not the share.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from sparktf.errors import FeedError
+
+
+class Spool:
+    """An append-only file of frames and the index to read them back: (offset, size, rows,
+    kind) of each."""
+
+    def __init__(self, path: str, max_bytes: int | None, num_epochs: int) -> None:
+        self.path = path
+        self._max_bytes = max_bytes
+        self._num_epochs = num_epochs
+        self._file = open(path, "wb")
+        self.frames: list[tuple[int, int, int, bytes]] = []
+
+    def append(self, kind: bytes, payload, rows: int) -> None:
+        offset = self._file.tell()
+        if self._max_bytes is not None and offset + len(payload) > self._max_bytes:
+            raise FeedError(
+                f"this node's share of the data is over spark.sparktf.spoolMaxBytes="
+                f"{self._max_bytes} bytes, which num_epochs={self._num_epochs} keeps on local "
+                "disk: raise the limit, or add nodes")
+        self._file.write(payload)
+        self.frames.append((offset, len(payload), rows, kind))
+
+    def flush(self) -> None:
+        """Make what was appended readable (before anyone may replay it)."""
+        self._file.flush()
+
+    def replay(self, order: list[int]) -> Iterator[tuple[bytes, bytearray, int]]:
+        """``(kind, payload, rows)`` of the frames in ``order``, read one at a time."""
+        with open(self.path, "rb", buffering=0) as f:
+            for i in order:
+                offset, size, rows, kind = self.frames[i]
+                payload = bytearray(size)
+                view, got = memoryview(payload), 0
+                f.seek(offset)
+                while got < size:
+                    n = f.readinto(view[got:])
+                    if not n:
+                        raise FeedError(f"the spool file {self.path} is shorter than what was "
+                                        "written to it")
+                    got += n
+                yield kind, payload, rows
+
+    def close(self) -> None:
+        """Close and delete the file."""
+        self._file.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass

@@ -1,0 +1,36 @@
+"""Helpers for classic TF1 between-graph code (``tf.compat.v1``) on sparktf nodes.
+
+Runs in the TF process; imports tensorflow when called.
+"""
+
+from __future__ import annotations
+
+
+def worker_session_creator(master: str = "", config=None, scaffold=None,
+                           recovery_wait_secs: float = 1.0):
+    """A ``tf.compat.v1.train.WorkerSessionCreator`` that checks every ``recovery_wait_secs``
+    (TensorFlow's default: 30 s) whether the chief has initialized the variables.
+
+    A non-chief ``MonitoredTrainingSession`` waits for the chief in steps of 30 s, so a worker
+    that comes up a moment before the chief idles for half a minute. Use this creator instead::
+
+        creator = sparktf.node.tf1.worker_session_creator(master=server.target, config=config)
+        with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
+            ...
+    """
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+
+    class _Creator(v1.train.WorkerSessionCreator):
+        def _get_session_manager(self):
+            if self._session_manager is None:
+                self._session_manager = v1.train.SessionManager(
+                    local_init_op=self._scaffold.local_init_op,
+                    local_init_feed_dict=self._scaffold.local_init_feed_dict,
+                    ready_op=self._scaffold.ready_op,
+                    ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+                    graph=v1.get_default_graph(), recovery_wait_secs=recovery_wait_secs)
+            return self._session_manager
+
+    return _Creator(scaffold=scaffold, master=master, config=config)

@@ -1,0 +1,113 @@
+"""The node's feed in parts, without Spark or TensorFlow: the equalization bound, the spool,
+and chunks into batches."""
+
+import pickle
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from sparktf.common import feedwire
+from sparktf.errors import FeedError
+from sparktf.node.feed import batches
+from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.spool import Spool
+
+
+def test_the_bound_only_grows_and_final_sticks():
+    b = Bound()
+    b.update(10, False)
+    b.update(4, False)  # a late, smaller word changes nothing
+    assert (b.value, b.final) == (10, False)
+    b.update(12, True)
+    b.update(12, False)
+    assert (b.value, b.final) == (12, True)
+
+
+@pytest.mark.parametrize("value,delivered,want,allowed", [
+    (0, 0, 5, 0), (10, 0, 5, 5), (10, 8, 5, 2), (10, 10, 5, 0), (10, 12, 5, 0)])
+def test_the_bound_allows_no_row_beyond_it(value, delivered, want, allowed):
+    b = Bound()
+    b.update(value, False)
+    assert b.allows(delivered, want) == allowed
+
+
+def test_a_wait_for_the_bound_ends_when_it_grows_or_turns_final():
+    b = Bound()
+    b.update(5, False)
+    threading.Timer(0.1, b.update, (8, False)).start()
+    t = time.monotonic()
+    b.wait_beyond(5, timeout=5)
+    assert b.value == 8 and time.monotonic() - t < 2
+    threading.Timer(0.1, b.update, (8, True)).start()
+    b.wait_beyond(8, timeout=5)  # final: nothing more will come, and the wait ends
+    assert b.final
+
+
+def test_a_bound_that_never_moves_is_a_feed_error_naming_the_timeout():
+    b = Bound()
+    with pytest.raises(FeedError, match="feed_timeout=0.3s"):
+        b.wait_beyond(0, timeout=0.3)
+
+
+def test_the_spool_replays_frames_in_any_order_and_deletes_its_file(tmp_path):
+    s = Spool(str(tmp_path / "s"), max_bytes=None, num_epochs=2)
+    frames = [pickle.dumps(list(range(i, i + 3))) for i in (0, 3, 6)]
+    for f in frames:
+        s.append(feedwire.PICKLED, f, 3)
+    s.flush()
+    got = [pickle.loads(bytes(p)) for _, p, _ in s.replay([2, 0, 1])]
+    assert got == [[6, 7, 8], [0, 1, 2], [3, 4, 5]]
+    s.close()
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_spool_over_its_limit_names_the_setting(tmp_path):
+    s = Spool(str(tmp_path / "s"), max_bytes=10, num_epochs=3)
+    s.append(feedwire.PICKLED, b"x" * 8, 1)
+    with pytest.raises(FeedError, match="spoolMaxBytes=10.*num_epochs=3"):
+        s.append(feedwire.PICKLED, b"x" * 8, 1)
+    s.close()
+
+
+def test_arrow_chunks_become_numpy_batches_with_list_columns_as_a_dimension():
+    schema = pa.schema([("x", pa.list_(pa.float32())), ("y", pa.int64())])
+    rb = pa.record_batch([pa.array([[1, 2], [3, 4], [5, 6]], pa.list_(pa.float32())),
+                          pa.array([7, 8, 9])], schema=schema)
+    batch = batches.assemble([batches.cut(rb, 1, 2)], schema, {"x": "image", "y": "label"})
+    assert batch["image"].shape == (2, 2) and batch["image"].dtype == np.float32
+    assert batch["label"].tolist() == [8, 9]
+    assert batches.count(batch) == 2
+    empty = batches.assemble([], schema, None)
+    assert batches.count(empty) == 0
+
+
+def test_ragged_or_null_columns_are_feed_errors_naming_the_column():
+    with pytest.raises(FeedError, match="'x' holds arrays of different lengths"):
+        batches.column_to_numpy("x", pa.array([[1], [2, 3]]))
+    with pytest.raises(FeedError, match="'y'.*has nulls"):
+        batches.column_to_numpy("y", pa.array([1, None]))
+
+
+def test_rdd_elements_stack_into_arrays_or_say_why_not():
+    x, y = batches.structure([(np.zeros(3), 1), (np.ones(3), 0)])
+    assert x.shape == (2, 3) and y.tolist() == [1, 0]
+    with pytest.raises(FeedError, match="different shapes"):
+        batches.structure([np.zeros(3), np.zeros(4)])
+
+
+def test_a_shuffled_chunk_has_the_same_rows():
+    rng = np.random.RandomState(0)
+    rb = pa.record_batch([pa.array(range(50))], names=["a"])
+    out = batches.shuffled(rb, rng)
+    assert sorted(out.column(0).to_pylist()) == list(range(50))
+    assert out.column(0).to_pylist() != list(range(50))
+    assert sorted(batches.shuffled(list(range(20)), rng)) == list(range(20))
+
+
+def test_decode_reads_each_data_frame_kind():
+    assert batches.decode(feedwire.PICKLED, pickle.dumps([1, 2]), None) == [1, 2]
+    with pytest.raises(FeedError, match="unexpected frame"):
+        batches.decode(b"?", b"", None)
