@@ -25,7 +25,7 @@ _EXPORTS = {
     "predict": "sparktf.predictor", "DataFeed": "sparktf.node.feed", "FeedError": "sparktf.errors",
 }
 
-__all__ = [*_EXPORTS, "__version__"]
+__all__ = [*_EXPORTS, "fs", "__version__"]
 
 if TYPE_CHECKING:
     from sparktf.node.context import NodeContext
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str):
+    if name == "fs":  # sparktf.fs: Hadoop paths (a module)
+        return importlib.import_module("sparktf.fs")
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value

@@ -22,7 +22,15 @@ def _serving_fn(model_path: str, signature: str):
     if key not in _MODELS:
         import tensorflow as tf
 
-        loaded = tf.saved_model.load(model_path)
+        from sparktf import fs
+
+        local = model_path
+        if fs.is_hadoop(model_path):  # TF has no hdfs://: a local copy per Python worker
+            import tempfile
+
+            local = tempfile.mkdtemp(prefix="sparktf-model-")
+            fs.download(model_path, local)
+        loaded = tf.saved_model.load(local)
         if signature not in loaded.signatures:
             raise ConfigError(f"{model_path} has no signature {signature!r}; it has "
                               f"{sorted(loaded.signatures)}")
@@ -34,7 +42,7 @@ def _predict_batches(batches, model_path: str, input_cols: Sequence[str], output
                      signature: str, output_key: str | None, batch_size: int):
     import pyarrow as pa
 
-    from sparktf.node.feed import column_to_numpy
+    from sparktf.node.feed.batches import column_to_numpy
 
     fn = _serving_fn(model_path, signature)
     specs = fn.structured_input_signature[1]
@@ -62,8 +70,9 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
     ----------
     df : pyspark.sql.DataFrame
     model_path : str
-        A SavedModel directory every executor can read (a local path on every host, or a
-        path shipped with ``--files``/``spark.archives``).
+        A SavedModel directory every executor can read: a Hadoop path (``hdfs://...``, copied
+        once to each Python worker through :mod:`sparktf.fs`), a local path on every host, or a
+        path shipped with ``--files``/``spark.archives``.
     input_cols : list of str
         Columns fed to the signature's inputs, in the order of the inputs' sorted names.
     output_col : str
@@ -89,13 +98,27 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
         problems.append(f"output_type must be 'double' or 'array<double>', got {output_type!r}")
     if problems:
         raise ConfigError.from_problems(problems)
+    from sparktf import fs
+
+    if fs.is_hadoop(model_path) and not fs.exists(model_path.rstrip("/") + "/saved_model.pb"):
+        raise ConfigError(f"model_path {model_path} holds no saved_model.pb: give the directory "
+                          "a SavedModel was exported to")
     probe = output_type == "array<double>"
     out_type = ArrayType(DoubleType()) if probe else DoubleType()
     schema = StructType(df.schema.fields + [StructField(output_col, out_type)])
     cols = list(input_cols)
+    from sparktf.driver.cluster import hadoop_env
+
+    defaults = hadoop_env(df.sparkSession.sparkContext) if fs.is_hadoop(model_path) else ()
 
     def run(batches):
+        import os
+
         import pyarrow as pa
+
+        for key, value in defaults:  # how to reach HDFS, as the driver knows it
+            if not os.environ.get(key):
+                os.environ[key] = value
 
         for batch in _predict_batches(batches, model_path, cols, output_col, signature,
                                       output_key, batch_size):

@@ -22,11 +22,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import jobs  # noqa: E402
 import tf_jobs  # noqa: E402
 import feed_jobs  # noqa: E402
+import hdfs_jobs  # noqa: E402
 
 # The executors cannot import the tests' modules: ship their functions by value.
 cloudpickle.register_pickle_by_value(jobs)
 cloudpickle.register_pickle_by_value(tf_jobs)
 cloudpickle.register_pickle_by_value(feed_jobs)
+cloudpickle.register_pickle_by_value(hdfs_jobs)
 
 #: Quiet TensorFlow's C++ start-up messages in the nodes.
 TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
@@ -140,3 +142,75 @@ def no_leaks(spark_pool):
     if sc is not None and sc._jsc is not None:  # (a test may have stopped it)
         assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout=10), \
             "a Spark job of the test is still running"
+
+
+# ------------------------------------------------------------------------------- HDFS
+class TestHDFS:
+    """The running test HDFS: ``url`` (hdfs://127.0.0.1:PORT), ``webhdfs`` (http://...),
+    ``env`` (what ``bin/hdfs-test-cluster.sh start`` exported: CLASSPATH, ARROW_LIBHDFS_DIR,
+    HADOOP_CONF_DIR, ...), ``pids`` (NameNode, DataNode)."""
+
+    __test__ = False
+
+    def __init__(self, env, pids):
+        self.env = env
+        self.url = env["SPARKTF_TEST_HDFS"]
+        self.webhdfs = env["SPARKTF_WEBHDFS_URL"]
+        self.pids = pids
+
+    def path(self, *parts):
+        return "/".join([self.url] + [str(p).strip("/") for p in parts])
+
+    @property
+    def libhdfs_env(self):
+        """What a process needs to use the libhdfs backend (as on a YARN node)."""
+        return {k: self.env[k] for k in ("CLASSPATH", "ARROW_LIBHDFS_DIR", "JAVA_HOME")}
+
+
+@pytest.fixture(scope="session")
+def hdfs_cluster(tmp_path_factory):
+    """A real HDFS for the session: Apache Hadoop 2.7.3's NameNode and DataNode on loopback,
+    started by bin/hdfs-test-cluster.sh (fetched once from registry packages and cached), with
+    WebHDFS on and permissions checked. It is old Hadoop driven by pyspark's Hadoop 3.5 client
+    and by the hdfs package / libhdfs; YARN itself cannot run here. Stopped by PID at the end."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = os.path.join(root, "bin", "hdfs-test-cluster.sh")
+    env = dict(os.environ, SPARKTF_HDFS_DIR=str(tmp_path_factory.mktemp("hdfs") / "state"))
+    for _ in range(2):  # (once more if the first start fails: it says why, and stops itself)
+        out = subprocess.run([script, "start"], env=env, capture_output=True, text=True,
+                             timeout=900)
+        if out.returncode == 0:
+            break
+        print(f"the test HDFS did not start:\n{out.stderr[-3000:]}", file=sys.stderr)
+    if out.returncode != 0:
+        pytest.fail(f"the test HDFS did not start:\n{out.stdout}\n{out.stderr[-3000:]}")
+    exported = dict(line[len("export "):].split("=", 1) for line in out.stdout.splitlines()
+                    if line.startswith("export "))
+    state = env["SPARKTF_HDFS_DIR"]
+    pids = [int(open(os.path.join(state, f"{n}.pid")).read()) for n in ("namenode", "datanode")]
+    yield TestHDFS(exported, pids)
+    subprocess.run([script, "stop"], env=env, capture_output=True, timeout=120)
+    assert wait_until(lambda: not any(pid_alive(p) for p in pids), timeout=20), \
+        "the test HDFS's daemons outlived bin/hdfs-test-cluster.sh stop"
+
+
+@pytest.fixture(scope="module")
+def hdfs(hdfs_cluster):
+    """The test HDFS, with this process set up to reach it through WebHDFS as the default
+    file system (SPARKTF_DEFAULT_FS, SPARKTF_WEBHDFS_URL; forwarded by the driver to nodes and
+    executors), restored after the module."""
+    from sparktf import fs
+
+    saved = {k: os.environ.get(k) for k in ("SPARKTF_DEFAULT_FS", "SPARKTF_WEBHDFS_URL")}
+    os.environ["SPARKTF_DEFAULT_FS"] = hdfs_cluster.url
+    os.environ["SPARKTF_WEBHDFS_URL"] = hdfs_cluster.webhdfs
+    fs._BACKENDS.clear()
+    yield hdfs_cluster
+    fs._BACKENDS.clear()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

@@ -46,8 +46,8 @@ _ALL = [
     Message("done", "node", "driver", ("value",),
             "main_fn returned value; the process stays up until 'stop'"),
     Message("error", "node|task", "driver", ("where", "exc_type", "message", "traceback"),
-            "main_fn raised (where='main_fn'), its result or feed failed ('result', 'feed'), "
-            "or the barrier task failed ('task')"),
+            "main_fn raised (where='main_fn'), its result, feed or Hadoop log_dir failed "
+            "('result', 'feed', 'log_dir'), or the barrier task failed ('task')"),
     Message("feed_progress", "node", "driver", ("received", "ended"),
             "InputMode.SPARK with equalize: rows this node's partition has delivered so far"),
     Message("feed_done", "node", "driver", ("held_back", "results"),

@@ -47,6 +47,9 @@ class LaunchSpec:
     heartbeat_interval: float = 1.0  # seconds between a node's heartbeats to the driver
     tensorboard: bool = False  # the chief serves TensorBoard on log_dir
     log_dir: str | None = None  # TensorBoard's directory (default: under the chief's work dir)
+    #: The driver's Hadoop defaults for sparktf.fs on the nodes (fs.defaultFS, the NameNode's
+    #: HTTP address, the Spark user) as environment defaults; the node's own env wins.
+    hadoop_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def num_nodes(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import time
 import uuid
 from typing import Any, Callable, Iterator
@@ -29,6 +30,27 @@ from sparktf.common.topology import NodeRole
 log = logging.getLogger(__name__)
 
 __all__ = ["Cluster", "InputMode", "Status", "run"]
+
+
+def hadoop_env(sc) -> tuple[tuple[str, str], ...]:
+    """What the driver knows of Hadoop, for sparktf.fs on the nodes and executors: its own
+    ``SPARKTF_*`` HDFS settings, else its Hadoop configuration's fs.defaultFS (for
+    ``ctx.absolute_path`` and ``hdfs:///...``) and the NameNode's WebHDFS address; and the
+    Spark user as the HDFS user. A node's own environment wins over these."""
+    out = {k: os.environ[k] for k in ("SPARKTF_DEFAULT_FS", "SPARKTF_WEBHDFS_URL",
+                                      "SPARKTF_HDFS_BACKEND", "HADOOP_USER_NAME")
+           if os.environ.get(k)}
+    try:
+        conf = sc._jsc.hadoopConfiguration()
+        for key, var in (("fs.defaultFS", "SPARKTF_DEFAULT_FS"),
+                         ("dfs.namenode.http-address", "SPARKTF_NAMENODE_HTTP")):
+            value = conf.get(key)
+            if value and var not in out:
+                out[var] = str(value)
+        out.setdefault("HADOOP_USER_NAME", str(sc.sparkUser()))
+    except Exception:  # noqa: BLE001 - a Connect or stopped context: only the environment
+        pass
+    return tuple(sorted(out.items()))
 
 
 class Cluster:
@@ -57,7 +79,8 @@ class Cluster:
             secret=b"", payload=payload, tail_lines=settings.tail_lines,
             stop_grace=settings.stop_grace, env=settings.env,
             tensorboard=settings.tensorboard, log_dir=settings.log_dir,
-            heartbeat_interval=min(1.0, (settings.heartbeat_timeout or 3.0) / 3))
+            heartbeat_interval=min(1.0, (settings.heartbeat_timeout or 3.0) / 3),
+            hadoop_env=hadoop_env(sc))
         limits = Limits(reservation_timeout=settings.reservation_timeout,
                         heartbeat_timeout=settings.heartbeat_timeout,
                         progress_timeout=settings.progress_timeout)

@@ -380,6 +380,7 @@ def node_error(n: NodeRecord, others: list[str]) -> NodeError:
     tail = list(n.exit["tail"]) if n.exit and n.exit.get("tail") else list(n.tail)
     if n.error is not None:
         where = {"result": "its return value", "feed": "its data feed",
+                 "log_dir": "copying its log_dir to HDFS",
                  "task": "its Spark barrier task failed"}.get(n.error.get("where"),
                                                                "main_fn raised")
         return NodeError(n.name, n.host, where, exc_type=n.error["exc_type"],

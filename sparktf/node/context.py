@@ -154,6 +154,16 @@ class NodeContext:
                                 bound=runtime.bound)
         return runtime.feed
 
+    def absolute_path(self, path: str) -> str:
+        """``path`` as a full URI, as TensorFlowOnSpark's ``ctx.absolute_path``: a URI stays as
+        it is; an absolute path goes on the driver's ``fs.defaultFS``; a relative one under the
+        user's home there (``hdfs://nn:8020/user/<name>/path``). Where the default file system
+        is local, a local absolute ``file://`` path. Read and write such paths with
+        :mod:`sparktf.fs` (TensorFlow has no ``hdfs://``)."""
+        from sparktf import fs
+
+        return fs.absolute_path(path)
+
     def report_progress(self, step: int) -> None:
         """Tell the driver how far training is (e.g. the global step); sent with the next
         heartbeat. With ``run(..., progress_timeout=T)``, a node whose step (and fed rows) stop

@@ -37,6 +37,9 @@ def node_environment(spec: NodeSpec) -> dict[str, str]:
     if spec.role.job in ("ps", "worker"):
         # ParameterServerStrategy asks workers and ps to fail fast on unreachable peers.
         env["GRPC_FAIL_FAST"] = "use_caller"
+    for key, value in spec.launch.hadoop_env:  # sparktf.fs defaults from the driver
+        if not os.environ.get(key):
+            env[key] = value
     env.update(dict(spec.launch.env))
     return env
 
@@ -63,6 +66,22 @@ def _log_dir(spec: NodeSpec) -> str | None:
     if spec.launch.tensorboard and spec.work_dir:
         return os.path.join(spec.work_dir, "tensorboard")
     return None
+
+
+#: Seconds between copies of a Hadoop log_dir's local mirror to HDFS while main_fn runs.
+LOG_SYNC_SECS = 5.0
+
+
+def _mirror_log_dir(ctx: NodeContext):
+    """A Hadoop ``log_dir``: TensorFlow writes summaries to a local mirror (``ctx.log_dir``)
+    that is copied there every LOG_SYNC_SECS and when main_fn returns (None otherwise)."""
+    from sparktf import fs
+
+    if not fs.is_hadoop(ctx.log_dir):
+        return None
+    mirror = fs.SyncedDir(ctx.log_dir, interval=LOG_SYNC_SECS, download_first=False)
+    ctx.log_dir = mirror.__enter__()
+    return mirror
 
 
 def _start_tensorboard(spec: NodeSpec, ctx: NodeContext, chan: protocol.Channel) -> None:
@@ -93,6 +112,12 @@ def run(spec: NodeSpec) -> int:
         num_cpus=spec.num_cpus, attempt=spec.launch.attempt, train_mode=spec.launch.train_mode,
         log_dir=_log_dir(spec), work_dir=spec.work_dir, _runtime=runtime)
     runtime.start()
+    where = "log_dir"
+    try:
+        log_mirror = _mirror_log_dir(ctx)
+    except BaseException as exc:  # noqa: BLE001
+        _report_error(chan, exc, where)
+        return 1
     if spec.launch.tensorboard and ctx.is_chief:
         _start_tensorboard(spec, ctx, chan)
     where = "main_fn"
@@ -107,6 +132,9 @@ def run(spec: NodeSpec) -> int:
             runtime.feed.close()
             chan.send(messages.make("feed_done", held_back=runtime.feed.rows_held_back,
                                     results=runtime.feed.results_sent))
+        if log_mirror is not None:
+            where = "log_dir"
+            log_mirror.__exit__(None, None, None)
     except BaseException as exc:  # noqa: BLE001 - everything is reported, then we exit
         _report_error(chan, exc, where)
         return 1

@@ -121,7 +121,8 @@ def _modules(package):
 #: Each side and what it may never import (the package docstrings say the same).
 LAYERS = ([(m, "tensorflow") for m in ["sparktf"] + _modules("driver") + _modules("task")]
           + [(m, "pyspark") for m in _modules("node") + _modules("common")]
-          + [(m, "tensorflow") for m in _modules("common")])
+          + [(m, "tensorflow") for m in _modules("common")]
+          + [("sparktf.fs", "tensorflow"), ("sparktf.fs", "pyspark")])
 
 
 @pytest.mark.parametrize("module, forbidden", LAYERS)

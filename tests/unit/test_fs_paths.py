@@ -1,0 +1,75 @@
+"""sparktf.fs's path rules, without HDFS: which paths are Hadoop paths, and absolute_path as
+TensorFlowOnSpark's ctx.absolute_path resolves them."""
+
+import os
+
+import pytest
+
+from sparktf import fs
+
+
+@pytest.mark.parametrize("path,hadoop", [
+    ("hdfs://nn:8020/x", True), ("hdfs:///x", True), ("viewfs://c/x", True),
+    ("webhdfs://nn:9870/x", True), ("/tmp/x", False), ("x", False), ("file:///x", False),
+    ("s3a://b/x", False), (None, False)])
+def test_which_paths_are_hadoop_paths(path, hadoop):
+    assert fs.is_hadoop(path) is hadoop
+
+
+@pytest.mark.parametrize("path,default,expected", [
+    ("hdfs://other:1/data", "hdfs://nn:8020", "hdfs://other:1/data"),
+    ("/data/mnist", "hdfs://nn:8020", "hdfs://nn:8020/data/mnist"),
+    ("mnist/model", "hdfs://nn:8020/", "hdfs://nn:8020/user/alice/mnist/model"),
+    ("file:///tmp/x", "hdfs://nn:8020", "file:///tmp/x"),
+])
+def test_absolute_path_resolves_against_the_default_fs_and_home(path, default, expected):
+    assert fs.absolute_path(path, default=default, user="alice") == expected
+
+
+def test_with_a_local_default_fs_paths_stay_local(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for default in ("file:///", ""):
+        assert fs.absolute_path("model", default=default) == f"file://{tmp_path}/model"
+        assert fs.absolute_path("/abs/m", default=default) == "file:///abs/m"
+
+
+def test_the_default_fs_comes_from_the_driver_or_hadoop_conf(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARKTF_DEFAULT_FS", raising=False)
+    (tmp_path / "core-site.xml").write_text(
+        "<configuration><property><name>fs.defaultFS</name><value>hdfs://conf:9000</value>"
+        "</property></configuration>")
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    assert fs.default_fs() == "hdfs://conf:9000"
+    assert fs.absolute_path("/d", user="u") == "hdfs://conf:9000/d"
+    monkeypatch.setenv("SPARKTF_DEFAULT_FS", "hdfs://driver:8020")
+    assert fs.absolute_path("d", user="u") == "hdfs://driver:8020/user/u/d"
+
+
+def test_a_hostless_path_without_a_default_fs_says_what_to_set(monkeypatch):
+    monkeypatch.delenv("SPARKTF_DEFAULT_FS", raising=False)
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("HADOOP_HOME", raising=False)
+    with pytest.raises(fs.HadoopFSError, match="no NameNode in the path.*HADOOP_CONF_DIR"):
+        fs.exists("hdfs:///data")
+
+
+def test_bad_arguments_are_clear(tmp_path):
+    with pytest.raises(fs.HadoopFSError, match="non-empty str"):
+        fs.absolute_path(3)
+    with pytest.raises(ValueError, match="'rb' and 'wb'"):
+        with fs.open(str(tmp_path / "x"), "r"):
+            pass
+    with pytest.raises(ValueError, match="direction"):
+        fs.SyncedDir("/tmp/x", direction="sideways")
+
+
+def test_local_paths_work_the_same_way(tmp_path):
+    target = str(tmp_path / "d" / "f.bin")
+    fs.write_bytes(target, b"abc")
+    assert fs.read_bytes(target) == b"abc" and fs.listdir(str(tmp_path / "d")) == ["f.bin"]
+    with fs.export_dir(str(tmp_path / "model")) as local:
+        open(os.path.join(local, "saved_model.pb"), "w").write("m")
+    assert fs.list_files(str(tmp_path)) == [str(tmp_path / "d" / "f.bin"),
+                                            str(tmp_path / "model" / "saved_model.pb")]
+    with fs.SyncedDir(str(tmp_path / "ck")) as local:
+        assert local == str(tmp_path / "ck")
