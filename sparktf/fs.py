@@ -512,14 +512,14 @@ def _sibling_tmp(path: str) -> str:
     return path.rstrip("/") + _TMP_MARK + uuid.uuid4().hex[:12]
 
 
-def _put_file(path: str, f) -> None:
-    """Write ``f`` to a temporary name beside ``path``, then rename it into place."""
+def _put_atomically(path: str, write) -> None:
+    """``write(backend, tmp)`` under a temporary name beside ``path``, then rename that into
+    place, replacing what was there; the temporary is removed if anything fails."""
     b, p = backend(path), _split(path)[3]
     tmp = _sibling_tmp(p)
-    parent = os.path.dirname(p.rstrip("/")) or "/"
-    _call(path, "mkdir", b.makedirs, parent)
+    _call(path, "mkdir", b.makedirs, os.path.dirname(p.rstrip("/")) or "/")
     try:
-        _call(path, "write", b.write_from, tmp, f)
+        write(b, tmp)
         if b.info(p)[0] is not None:
             _call(path, "replace", b.delete, p, True)
         _call(path, "rename", b.rename, tmp, p)
@@ -527,6 +527,11 @@ def _put_file(path: str, f) -> None:
         with contextlib.suppress(Exception):
             b.delete(tmp, True)
         raise
+
+
+def _put_file(path: str, f) -> None:
+    """Write the readable file ``f`` to ``path``, atomically."""
+    _put_atomically(path, lambda b, tmp: _call(path, "write", b.write_from, tmp, f))
 
 
 def read_bytes(path: str) -> bytes:
@@ -557,17 +562,7 @@ def upload(local: str, remote: str) -> None:
         with io.open(local, "rb") as f:
             _put_file(remote, f)
         return
-    b, p = backend(remote), _split(remote)[3]
-    tmp = _sibling_tmp(p)
-    try:
-        _upload_tree(b, remote, local, tmp)
-        if b.info(p)[0] is not None:
-            _call(remote, "replace", b.delete, p, True)
-        _call(remote, "rename", b.rename, tmp, p)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            b.delete(tmp, True)
-        raise
+    _put_atomically(remote, lambda b, tmp: _upload_tree(b, remote, local, tmp))
 
 
 def _upload_tree(b: _Backend, remote: str, local: str, target: str) -> None:
