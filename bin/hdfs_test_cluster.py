@@ -266,11 +266,13 @@ def start(state: str) -> int:
         return 1
     with open(os.path.join(state, "urls"), "w") as f:
         f.write(f"{info['url']} {info['webhdfs']}\n")
+    daemons = []
     for name, cls in (("namenode", "org.apache.hadoop.hdfs.server.namenode.NameNode"),
                       ("datanode", "org.apache.hadoop.hdfs.server.datanode.DataNode")):
         with open(os.path.join(state, name + ".log"), "w") as out:
             proc = subprocess.Popen(_java(conf, cls), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        daemons.append(proc)
         with open(os.path.join(state, name + ".pid"), "w") as f:
             f.write(str(proc.pid))
     deadline = time.monotonic() + READY_TIMEOUT
@@ -279,19 +281,35 @@ def start(state: str) -> int:
         with open(dn_log, errors="replace") as f:
             if "Successfully sent block report" in f.read():
                 break
-        if len(running(state)) < 2:
+        if any(d.poll() is not None for d in daemons):  # (our children: no PID reuse)
             tail = open(dn_log, errors="replace").read()[-2000:]
-            stop(state)
+            _stop_children(daemons, state)
             log(f"a daemon exited during start-up; the DataNode's last output:\n{tail}")
             return 1
         time.sleep(0.2)
     else:
-        stop(state)
-        log(f"not ready after {READY_TIMEOUT:.0f}s (see the logs in {state})")
+        logs = {n: open(os.path.join(state, n + ".log"), errors="replace").read()[-1500:]
+                for n in ("namenode", "datanode")}
+        _stop_children(daemons, state)
+        log(f"not ready after {READY_TIMEOUT:.0f}s; the logs' ends: {logs}")
         return 1
     print("\n".join(env_lines(state)))
     log(f"running: {info['url']} (WebHDFS {info['webhdfs']}); state in {state}")
     return 0
+
+
+def _stop_children(daemons: list, state: str) -> None:
+    """A failed start: stop the daemons it started (its own children), remove the state."""
+    for d in daemons:
+        if d.poll() is None:
+            d.terminate()
+    for d in daemons:
+        try:
+            d.wait(15)
+        except subprocess.TimeoutExpired:
+            d.kill()
+            d.wait()
+    shutil.rmtree(state, ignore_errors=True)
 
 
 def stop(state: str) -> int:
