@@ -35,6 +35,11 @@ class Message:
 _ALL = [
     Message("hello", "node|agent|task", "driver", ("role", "node", "host"),
             "first message of every connection; agents and nodes add pid and port"),
+    Message("address", "task", "driver", ("port",),
+            "the rendezvous: the port the task reserved for its node's TF server (its host "
+            "is the hello's)"),
+    Message("addresses", "driver", "task", ("addresses",),
+            "the rendezvous: every node's host:port in rank order, once every task sent its"),
     Message("log", "agent", "driver", ("stream", "line"),
             "one line the TF process wrote to stdout or stderr"),
     Message("exit", "agent", "driver", ("code", "aborted", "tail"),

@@ -176,12 +176,12 @@ class Runner:
         with self._cond:
             attempt = self._current
             current = attempt is not None and attempt.number == number
-            if current and role != messages.TASK:
+            if current:
                 attempt.channels[(node, role)] = chan
             replies = attempt.state.apply(node, role, hello, time.monotonic()) if current else []
             # aborted (a final failure sets it too), or this attempt failed: a restart is coming
             stop_it = self.aborted or (current and attempt.state.status is Status.FAILED)
-        if not current or (stop_it and role == messages.NODE):
+        if not current or (stop_it and role in (messages.NODE, messages.TASK)):
             chan.close()  # an earlier attempt's, or one that must not run: it exits
             return
         if stop_it and role == messages.AGENT:

@@ -26,7 +26,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparktf.common import messages
+from sparktf.common import messages, topology
 from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError, SparkTFError
 from sparktf.common.procs import describe_exit
 from sparktf.common.topology import NodeRole
@@ -74,7 +74,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class Send:
-    """Send ``message`` on the ``channel`` ("node" or "agent") of each node in ``to``."""
+    """Send ``message`` on the ``channel`` ("node", "agent" or "task") of each node in ``to``."""
 
     to: tuple[str, ...]
     channel: str
@@ -103,6 +103,7 @@ class NodeRecord:
     progress_at: float | None = None
     hung: str | None = None
     failed_at: float | None = None
+    address: str | None = None  # host:port its barrier task reserved (the rendezvous)
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=40))
 
     @property
@@ -139,6 +140,7 @@ class JobState:
         self.tensorboard: dict | None = None
         self._feed_progress: dict[str, tuple[int, bool]] = {}
         self._bound_sent: tuple[int, bool] | None = None
+        self.addresses_sent = False
 
     # ---------------------------------------------------------------------------- queries
     @property
@@ -188,6 +190,18 @@ class JobState:
         if self.training_done_at is not None:
             out.append(Send((n.name,), messages.NODE, messages.make("training_done")))
         return out
+
+    def _on_address(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+        """The rendezvous: once every task has sent its node's address, all of them, in rank
+        order, to every task (instead of Spark's allGather, which polls once a second)."""
+        if role != messages.TASK or self.addresses_sent or n.host is None:
+            return []
+        n.address = topology.format_address(n.host, int(msg["port"]))
+        if any(m.address is None for m in self.nodes.values()):
+            return []
+        self.addresses_sent = True
+        return [Send(tuple(self.nodes), messages.TASK, messages.make(
+            "addresses", addresses=[m.address for m in self.nodes.values()]))]
 
     def _on_log(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
         n.tail.append(msg["line"])

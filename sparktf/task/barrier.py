@@ -4,8 +4,9 @@
 barrier ``mapInArrow``). Its steps (:func:`_steps`):
 
 1. reserve a port for the node's TF server (:mod:`sparktf.common.ports`) and publish
-   ``host:port`` with ``BarrierTaskContext.allGather``; the host is the executor address Spark
-   reports in ``getTaskInfos()``;
+   ``host:port`` to the driver, which answers every task with every node's address once all
+   have arrived (:func:`rendezvous`); the host is the executor address Spark reports in
+   ``getTaskInfos()``;
 2. build the cluster spec and TF_CONFIG (:mod:`sparktf.common.topology`);
 3. start the node's supervisor (:mod:`sparktf.task.supervisor`) in a session of its own, which
    starts the TF process;
@@ -36,16 +37,26 @@ from sparktf.common.procs import describe_exit
 from sparktf.common.spec import LaunchSpec, NodeSpec
 from sparktf.task import feeder
 
-def gather_addresses(published: Iterable[str], num_nodes: int) -> list[str]:
-    """Order the ``allGather`` messages by rank into ``host:port`` addresses."""
-    by_rank = {}
-    for text in published:
-        info = json.loads(text)
-        by_rank[info["rank"]] = topology.format_address(info["host"], info["port"])
-    if sorted(by_rank) != list(range(num_nodes)):
-        raise SparkJobError(f"expected ranks 0..{num_nodes - 1} from allGather, got "
-                            f"{sorted(by_rank)}")
-    return [by_rank[r] for r in range(num_nodes)]
+def rendezvous(launch: LaunchSpec, node: str, host: str, port: int) -> list[str]:
+    """Every node's ``host:port`` in rank order, through the driver's control channel: this
+    task sends its node's reserved port and waits for the driver's answer, which comes once
+    every task of the attempt has sent its own. (Spark's ``allGather`` would do the same but
+    polls once a second.) Fails if the driver goes away or turns the attempt down."""
+    chan = protocol.connect(launch.driver_address, launch.secret, launch.connect_timeout)
+    try:
+        chan.send(messages.hello(messages.TASK, node, host))
+        chan.send(messages.make("address", port=port))
+        try:
+            reply = chan.recv()
+        except (OSError, EOFError) as exc:
+            raise SparkJobError(f"{node}: the driver closed the rendezvous before every node's "
+                                f"address was known ({type(exc).__name__}); the attempt was "
+                                "stopped or failed") from exc
+        if reply.get("type") != "addresses" or len(reply["addresses"]) != launch.num_nodes:
+            raise SparkJobError(f"{node}: unexpected rendezvous reply {reply!r}")
+        return list(reply["addresses"])
+    finally:
+        chan.close()
 
 
 def build_node_spec(launch: LaunchSpec, rank: int, addresses: list[str], num_cpus: int,
@@ -123,9 +134,7 @@ def _steps(ctx, rank: int, host: str, partition: Iterator, launch: LaunchSpec,
     proc = None
     try:
         with PortReservation() as reservation:
-            published = ctx.allGather(
-                json.dumps({"rank": rank, "host": host, "port": reservation.port}))
-            addresses = gather_addresses(published, launch.num_nodes)
+            addresses = rendezvous(launch, role.name, host, reservation.port)
             spec = build_node_spec(launch, rank, addresses, ctx.cpus(), sys.path,
                                    work_dir=work_dir, feed_path=feed_path)
             proc = start_supervisor(spec)

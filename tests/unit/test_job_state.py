@@ -11,7 +11,7 @@ from sparktf.driver.state import JobState, Limits, Status
 from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError
 from sparktf.common.topology import assign_roles
 
-NODE, AGENT = messages.NODE, messages.AGENT
+NODE, AGENT, TASK = messages.NODE, messages.AGENT, messages.TASK
 
 
 def job(num=3, num_ps=0, eval_node=False, **limits):
@@ -241,3 +241,21 @@ def test_feed_bound_is_the_fewest_rows_and_final_once_known():
     c = s.apply("worker:0", NODE, messages.make("feed_progress", received=8, ended=True), 1.0)
     assert [x.message for x in c] == [messages.make("feed_bound", bound=8, final=True)]
     assert set(c[0].to) == {"chief:0", "worker:0"}
+
+
+def test_the_rendezvous_answers_every_task_once_every_address_is_in():
+    s = job(num=3, num_ps=1)
+    hosts = {"chief:0": "a", "worker:0": "b", "ps:0": "::1"}
+    replies = []
+    for port, name in enumerate(["ps:0", "chief:0", "worker:0"], start=1):  # any order
+        assert not replies
+        s.apply(name, TASK, messages.hello(TASK, name, hosts[name]), 0.5)
+        replies = s.apply(name, TASK, messages.make("address", port=port), 0.5)
+    (reply,) = replies
+    assert reply.channel == TASK and set(reply.to) == set(hosts)
+    assert reply.message == {"type": "addresses", "addresses": ["a:2", "b:3", "[::1]:1"]}
+    # Sent once; an address from anything but a task is ignored.
+    assert s.apply("chief:0", TASK, messages.make("address", port=9), 0.6) == []
+    t = job(num=2)
+    assert t.apply("chief:0", NODE, messages.make("address", port=1), 0.5) == []
+    assert t.nodes["chief:0"].address is None

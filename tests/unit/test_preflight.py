@@ -10,7 +10,7 @@ import pytest
 from sparktf.common import topology
 
 from sparktf.driver import preflight
-from sparktf.task.barrier import build_node_spec, gather_addresses, barrier_task
+from sparktf.task.barrier import build_node_spec, barrier_task
 from sparktf.common.spec import LaunchSpec
 
 
@@ -91,20 +91,15 @@ def test_the_shipped_closure_is_plain_data():
     assert callable(fn)
 
 
-def test_node_spec_from_gathered_addresses():
+def test_node_spec_from_the_rendezvous_addresses():
     launch = LaunchSpec(job_id="j", roles=topology.assign_roles(3, 1), secret=b"s" * 32,
                         driver_address=("127.0.0.1", 1), payload=b"p")
-    published = ['{"rank": 2, "host": "::1", "port": 3}', '{"rank": 0, "host": "a", "port": 1}',
-                 '{"rank": 1, "host": "b", "port": 2}']
-    addresses = gather_addresses(published, 3)
-    assert addresses == ["a:1", "b:2", "[::1]:3"]
+    addresses = ["a:1", "b:2", "[::1]:3"]
     spec = build_node_spec(launch, 2, addresses, num_cpus=2, python_path=["/nonexistent"])
     assert spec.name == "ps:0" and spec.host == "::1" and spec.port == 3
     assert spec.tf_config["task"] == {"type": "ps", "index": 0}
     assert spec.cluster_spec == {"chief": ["a:1"], "worker": ["b:2"], "ps": ["[::1]:3"]}
     assert spec.python_path == ()
-    with pytest.raises(RuntimeError, match="expected ranks 0..2"):
-        gather_addresses(published[:2], 3)
 
 
 def _modules(package):
