@@ -32,9 +32,9 @@ def main_fn(args, ctx):
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
         model = helpers.build_model(keras)
+    # Batches of the global batch size: Keras splits each across the nodes' replicas.
     feed = ctx.get_data_feed(train_mode=True)
-    per_node_batch = max(1, args.batch_size // ctx.num_workers)
-    train = feed.to_dataset(per_node_batch).map(lambda b: (b["image"], b["label"]))
+    train = feed.to_dataset(args.batch_size).map(lambda b: (b["image"], b["label"]))
 
     print(f"{ctx.name}: training epochs {args.initial_epoch + 1}..{args.epochs}", flush=True)
     with helpers.Checkpoints(tf, keras, model, args, ctx) as callbacks:

@@ -21,6 +21,8 @@ def main_fn(args, ctx):
     with strategy.scope():
         model = helpers.build_model(keras)
     x, y = helpers.node_shard(args, ctx)
+    # Batches of the global batch size, which Keras splits across the nodes' replicas: a step
+    # takes batch_size / num_workers rows from each node.
     per_node_batch = max(1, args.batch_size // ctx.num_workers)
     steps = len(y) // per_node_batch
     if steps == 0:
@@ -30,7 +32,7 @@ def main_fn(args, ctx):
     off = tf.data.Options()
     off.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     train = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(y), seed=ctx.rank)
-             .batch(per_node_batch, drop_remainder=True).repeat().with_options(off))
+             .batch(args.batch_size, drop_remainder=True).repeat().with_options(off))
 
     print(f"{ctx.name}: training epochs {args.initial_epoch + 1}..{args.epochs}", flush=True)
     with helpers.Checkpoints(tf, keras, model, args, ctx) as callbacks:

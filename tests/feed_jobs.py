@@ -73,9 +73,19 @@ def mwms_on_feed(args, ctx):
     with strategy.scope():
         model = keras.Sequential([keras.layers.Dense(1, input_shape=(4,))])
         model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
-    hist = model.fit(ds, epochs=args["epochs"], verbose=0)
+    steps = []
+
+    class CountSteps(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            steps.append(0)
+
+        def on_train_batch_end(self, batch, logs=None):
+            steps[-1] += 1
+
+    hist = model.fit(ds, epochs=args["epochs"], verbose=0, callbacks=[CountSteps()])
     return {"loss": [float(v) for v in hist.history["loss"]], "held_back": feed.rows_held_back,
-            "kernel": model.get_weights()[0].ravel().tolist()}
+            "kernel": model.get_weights()[0].ravel().tolist(), "steps": steps,
+            "rows_per_epoch": feed.rows_fed // args["epochs"]}
 
 
 def infer_double(args, ctx):

@@ -181,6 +181,14 @@ def test_multi_worker_mirrored_training_on_skewed_spark_data(spark):
     chief = cluster.shutdown(timeout=300)
     assert chief["loss"][-1] < 0.1 * chief["loss"][0]
     assert cluster.rows_held_back <= 3 * 2
+    # batch=32 is the global batch: TF splits each of a node's 32-row batches over the 2
+    # replicas, so a step takes 16 rows of each node and an epoch is ~2007 / 32 = 63 steps
+    # (not 126, as a per-node batch of 16 would make it): 2 per 32-row batch of the share.
+    worker = cluster.results["worker:0"]
+    rows = chief["rows_per_epoch"]
+    assert worker["rows_per_epoch"] == rows  # equalized
+    assert chief["steps"] == worker["steps"] == [2 * -(-rows // 32)] * 3, (chief["steps"], rows)
+    assert 62 <= chief["steps"][0] <= 64
 
 
 def test_inference_over_an_rdd_keeps_input_order(sc_local):

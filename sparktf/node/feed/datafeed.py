@@ -215,6 +215,25 @@ class DataFeed:
         column -> tensor for a DataFrame; for an RDD of tuples/arrays give ``output_signature``
         or let it be read from the first element. Auto-sharding is off: the data already is
         this node's share.
+
+        **Batch sizes.** What ``batch_size`` means depends on who consumes the dataset:
+
+        - ``MultiWorkerMirroredStrategy`` (``model.fit`` or ``experimental_distribute_dataset``):
+          give the **global** batch size. TensorFlow treats each element as a global batch and
+          splits it across the replicas in sync, so every node takes
+          ``batch_size / num_replicas`` of its own rows per step, a step consumes
+          ``batch_size`` rows over the cluster, and an epoch of ``N`` rows is about
+          ``N / batch_size`` steps. Giving ``batch_size // num_workers`` instead halves the
+          global batch and doubles the steps.
+        - A single-worker or plain model, or your own loop over the dataset: the batch is what
+          that node trains on per step (its per-node batch).
+        - Asynchronous parameter-server training (``tf.compat.v1``, each worker its own steps):
+          per-worker batch; use ``next_batch`` directly if you prefer.
+        - ``ParameterServerStrategy`` cannot consume a feed: its input pipeline runs inside the
+          workers' TensorFlow runtime (use InputMode.TENSORFLOW).
+
+        With equalization (the default for ``cluster.train``) every node holds the same rows per
+        epoch, so every node takes the same number of steps.
         """
         import tensorflow as tf
 
