@@ -252,8 +252,10 @@ class Cluster:
             reaches one node at most once per epoch; the few rows it holds back to keep the
             shares equal are counted in :attr:`rows_held_back` (and logged as a warning).
         rebalance : bool, optional
-            Deal rows out evenly over a shuffle. Default: when equalizing, or when the data's
-            partitions do not already match the nodes one to one.
+            Deal rows out evenly over a shuffle. Default: when the data's partitions do not
+            match the nodes one to one; or, when equalizing, unless the data is cached and its
+            partitions are already equal enough (equalization would hold back at most one row
+            per node or 0.1% of the rows): then nothing is moved.
         """
         self._require_data_mode("train")
         trainers = sum(r.trains for r in self.roles)

@@ -29,6 +29,38 @@ def rdd_for_nodes(rdd, num_nodes: int, num_trainers: int):
     return rdd.mapPartitionsWithIndex(deal).partitionBy(num_nodes, _identity).values()
 
 
+def held_back_if_fed_as_is(counts: list[int]) -> int:
+    """Rows equalization would hold back from partitions of these sizes (one per node)."""
+    return sum(c - min(counts) for c in counts) if counts else 0
+
+
+def tolerable(counts: list[int]) -> bool:
+    """Whether partitions of these sizes may be fed as they are: equalization would hold back
+    at most one row per node, or 0.1% of the rows."""
+    return held_back_if_fed_as_is(counts) <= max(len(counts), sum(counts) // 1000)
+
+
+def already_balanced(data) -> bool:
+    """Whether cached ``data`` (an RDD or DataFrame with one partition per node) has shares
+    equal enough to feed without a shuffle (:func:`tolerable`). Uncached data is not counted
+    (that would compute its lineage twice): it is dealt out as before."""
+    from pyspark import RDD
+
+    if isinstance(data, RDD):
+        if not data.is_cached:
+            return False
+        counts = data.mapPartitions(lambda items: [sum(1 for _ in items)]).collect()
+    else:
+        level = data.storageLevel
+        if not (level.useMemory or level.useDisk):
+            return False
+        from pyspark.sql import functions as F
+
+        by_part = dict(data.groupBy(F.spark_partition_id().alias("p")).count().collect())
+        counts = [by_part.get(p, 0) for p in range(data.rdd.getNumPartitions())]
+    return tolerable(counts)
+
+
 def partition_keys(spark, num_nodes: int, num_trainers: int) -> list[int]:
     """Long keys whose Spark hash partition (Murmur3, as ``repartition(n, col)`` uses) is 0, 1, ..."""
     from pyspark.sql import functions as F

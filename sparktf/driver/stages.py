@@ -41,7 +41,14 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
     trainers = sum(r.trains for r in roles)
     parts = data.getNumPartitions() if _is_rdd(data) else data.rdd.getNumPartitions()
     if rebalance is None:
-        rebalance = (equalize and trainers > 1) or not (parts == n == trainers)
+        if not parts == n == trainers:
+            rebalance = True
+        elif equalize and trainers > 1:
+            # One partition per node already: move nothing if equalizing would hold back only
+            # a few rows anyway (judged from a count of the cached data), else deal it out.
+            rebalance = not partition.already_balanced(data)
+        else:
+            rebalance = False
     elif not rebalance and not parts == n == trainers:
         raise ConfigError(f"rebalance=False needs one data partition per node and no ps or "
                           f"evaluator; the data has {parts} partitions for {n} nodes "
