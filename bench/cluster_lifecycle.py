@@ -9,6 +9,7 @@ Prints, from one run on one SparkContext:
 * sparktf: a trivial 2-node job (chief + worker, main_fn returns a dict), run() to shutdown(),
   cold (first job on fresh executors) and warm (median of the following ones).
   Each side gets a fresh SparkContext, so both "cold" figures start from new executors;
+* scaling: on ``--scale-master`` (local[8]), a warm trivial job of 2 nodes and of 8 nodes;
 * crash detection: a worker kills itself with SIGKILL (or raises) and the time from that moment
   to the driver's NodeError (both clocks are this machine's ``time.time()``).
 
@@ -55,11 +56,11 @@ def bare_barrier(sc):
     return time.perf_counter() - start
 
 
-def sparktf_job(sc):
+def sparktf_job(sc, nodes=2):
     import sparktf
 
     start = time.perf_counter()
-    sparktf.run(sc, trivial, num_executors=2, log_to_driver=False).shutdown()
+    sparktf.run(sc, trivial, num_executors=nodes, log_to_driver=False).shutdown()
     return time.perf_counter() - start
 
 
@@ -76,7 +77,7 @@ def crash_latency(sc, how):
     raise AssertionError("the crash was not reported")
 
 
-def fresh_context(master):
+def fresh_context(master, slots=2):
     from pyspark import SparkConf, SparkContext
 
     import sparktf.driver.preflight as pf
@@ -86,8 +87,8 @@ def fresh_context(master):
                       .set("spark.driver.host", "127.0.0.1").set("spark.ui.enabled", "false")
                       .set("spark.ui.showConsoleProgress", "false"))
     sc.setLogLevel("ERROR")
-    pf.wait_for_slots(sc, 2, 60)
-    print(f"SparkContext {master} up with 2 slots in {time.perf_counter() - t0:.1f}s")
+    pf.wait_for_slots(sc, slots, 60)
+    print(f"SparkContext {master} up with {slots} slots in {time.perf_counter() - t0:.1f}s")
     return sc
 
 
@@ -95,6 +96,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--master", default="local-cluster[2,1,1024]")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--scale-master", default="local[8]",
+                   help="where 2-node and 8-node warm jobs are compared ('' to skip)")
     a = p.parse_args()
     sc = fresh_context(a.master)
     base_cold = bare_barrier(sc)
@@ -115,6 +118,14 @@ def main():
           f"{', '.join(f'{x:.2f}' for x in kill)} s")
     print(f"crash to driver exception, main_fn raised:  "
           f"{', '.join(f'{x:.2f}' for x in raised)} s")
+    if a.scale_master:
+        sc = fresh_context(a.scale_master, 8)
+        sparktf_job(sc, 8)  # warm the Python workers of all 8 slots
+        two = statistics.median(sparktf_job(sc, 2) for _ in range(a.repeats))
+        eight = statistics.median(sparktf_job(sc, 8) for _ in range(a.repeats))
+        sc.stop()
+        print(f"\n{a.scale_master}, warm (median of {a.repeats}): 2 nodes {two:.2f} s, "
+              f"8 nodes {eight:.2f} s: {eight / two:.2f} x")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,15 @@ copy of the data per form, all measured in this one run:
 (c) ceiling, RDD: a barrier ``mapPartitions`` that only iterates the cached RDD;
 (d) sparktf feeding that RDD: ``feed.next_batch(1024)`` lists of (features, label) elements.
 
-Each figure is total rows / the longest per-node time from asking for the first batch to
+and, as a user sees it (``--only efgh``), timed on the driver with every sparktf default:
+
+(e) Spark: the barrier ``mapInArrow`` of (a), ``collect()`` on the driver;
+(f) sparktf: ``run()`` + ``train(df, num_epochs=1)`` + ``shutdown()`` (defaults: equalized;
+    the cached DataFrame's partitions are fed as they are when already equal enough);
+(g) Spark: the barrier ``mapPartitions`` of (c), ``collect()``;
+(h) sparktf: ``run()`` + ``train(rdd, num_epochs=1)`` + ``shutdown()``.
+
+Figures (a)-(d) are total rows / the longest per-node time from asking for the first batch to
 having the last one. The data already has one partition per node, so sparktf is run with
 ``rebalance=False`` (and equalization on, as for synchronous training). Loopback only.
 """
@@ -145,6 +153,39 @@ def sparktf_rate(sc, data, key):
     return rate([(r["rows"], r["secs"], r["cpu"]) for r in cluster.results.values()], key)
 
 
+def consume_quietly(args, ctx):
+    feed = ctx.get_data_feed()
+    rows = 0
+    while not feed.should_stop():
+        batch = feed.next_batch(BATCH)
+        rows += len(batch["label"]) if isinstance(batch, dict) else len(batch)
+    return rows
+
+
+def as_user(sc, data, rows):
+    """(f), (h): rows/s of run() + train() + shutdown(), timed on the driver, defaults."""
+    import time
+
+    import sparktf
+
+    start = time.perf_counter()
+    cluster = sparktf.run(sc, consume_quietly, None, num_executors=2, log_to_driver=False,
+                          input_mode=sparktf.InputMode.SPARK)
+    cluster.train(data)
+    cluster.shutdown()
+    secs = time.perf_counter() - start
+    assert sum(cluster.results.values()) + cluster.rows_held_back == rows
+    return rows / secs
+
+
+def driver_timed(fn, rows):
+    import time
+
+    start = time.perf_counter()
+    fn()
+    return rows / (time.perf_counter() - start)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=60000)
@@ -172,7 +213,7 @@ def main():
     pf.wait_for_slots(sc, 2, 60)
     df = (spark.range(0, a.rows, numPartitions=2)
           .mapInArrow(make_batches, "features array<float>, label long"))
-    if "a" in a.only or "b" in a.only:  # --only cd: room in the 2 GiB executors for more rows
+    if set("abef") & set(a.only):  # --only cd: room in the 2 GiB executors for more rows
         df = df.persist(StorageLevel.MEMORY_ONLY)
         df.count()
 
@@ -181,8 +222,10 @@ def main():
 
         return (np.asarray(row.features, dtype="float32"), int(row.label))
 
-    rdd = df.rdd.map(to_example).persist(StorageLevel.MEMORY_ONLY)
-    rdd.count()
+    rdd = None
+    if set("cdgh") & set(a.only):
+        rdd = df.rdd.map(to_example).persist(StorageLevel.MEMORY_ONLY)
+        rdd.count()
     mb = a.rows * (WIDTH * 4 + 8) / 1e6
     print(f"{a.rows} rows ({mb:.0f} MB of features), cached as a DataFrame and as an RDD, "
           f"{a.master}, 2 nodes; best of {a.repeats}")
@@ -194,6 +237,12 @@ def main():
             "b": lambda: sparktf_rate(sc, df, "b"),
             "c": lambda: rate(rdd.barrier().mapPartitions(touch_rdd).collect(), "c"),
             "d": lambda: sparktf_rate(sc, rdd, "d"),
+            "e": lambda: driver_timed(lambda: df.mapInArrow(
+                touch_arrow, "rows long, secs double", barrier=True).collect(), a.rows),
+            "f": lambda: as_user(sc, df, a.rows),
+            "g": lambda: driver_timed(lambda: rdd.barrier().mapPartitions(touch_rdd).collect(),
+                                      a.rows),
+            "h": lambda: as_user(sc, rdd, a.rows),
         }
         for key, fn in runs.items():
             if key in a.only:
@@ -203,9 +252,14 @@ def main():
     per_row = (WIDTH * 4 + 8) / 1e6
     names = {"a": "(a) ceiling: barrier mapInArrow over the cached DataFrame",
              "b": "(b) sparktf feeding the DataFrame", "c": "(c) ceiling: barrier "
-             "mapPartitions over the cached RDD", "d": "(d) sparktf feeding the RDD"}
+             "mapPartitions over the cached RDD", "d": "(d) sparktf feeding the RDD",
+             "e": "(e) Spark's barrier mapInArrow, timed on the driver",
+             "f": "(f) sparktf run+train+shutdown (DataFrame), timed on the driver",
+             "g": "(g) Spark's barrier mapPartitions, timed on the driver",
+             "h": "(h) sparktf run+train+shutdown (RDD), timed on the driver"}
+    base = {"a": "a", "b": "a", "c": "c", "d": "c", "e": "e", "f": "e", "g": "g", "h": "g"}
     for key in a.only:
-        ceiling = figures.get("a" if key in "ab" else "c", float("nan"))
+        ceiling = figures.get(base[key], float("nan"))
         print(f"| {names[key]} | {figures[key]:,.0f} | {figures[key] * per_row:,.0f} | "
               f"{figures[key] / ceiling:.2f} |")
     if CPU:

@@ -1,0 +1,169 @@
+"""Where the main job's time goes: every phase of ``examples/mnist.py`` with its seconds, and
+the whole ``spark-submit examples/mnist.py`` next to the same CNN trained in one plain TF
+process, all in this one run.
+
+    python3 bench/mainjob_timeline.py [--epochs 12] [--master local[2]] [--skip-submit]
+
+(1) ``spark-submit examples/mnist.py`` as a user runs it (no flags): process wall, its
+    "trained in", test_accuracy. (2) The same steps in this process, stamped: Spark start,
+    data to a DataFrame, ``run()``, from ``train()`` to each node process's start (Spark job,
+    routing shuffle, barrier tasks), node process start to ``main_fn`` (Python, sparktf), TF
+    import, strategy and model set-up, each epoch, export, evaluation, ``main_fn`` end to
+    ``shutdown()``'s return, inference with ``sparktf.predict``, Spark stop. Node stamps are
+    wall-clock times taken inside the TF processes (the same machine). (3) Baseline: the same
+    CNN on the same digits, ``model.fit`` in one plain TF process, batch 64.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+import mnist_helpers as helpers  # noqa: E402
+
+
+def timed_main_fn(args, ctx):
+    """examples/mnist.py's main_fn, with wall-clock stamps."""
+    import time
+
+    import psutil
+
+    t = {"process": psutil.Process().create_time(), "main_fn": time.time()}
+    tf, keras = helpers.keras_modules()
+    t["tf_import"] = time.time()
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = helpers.build_model(keras)
+    t["strategy"] = time.time()
+    feed = ctx.get_data_feed(train_mode=True)
+    train = feed.to_dataset(args.batch_size).map(lambda b: (b["image"], b["label"]))
+    epochs, steps = [], []
+
+    class Stamp(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            steps.append(0)
+
+        def on_train_batch_end(self, batch, logs=None):
+            steps[-1] += 1
+
+        def on_epoch_end(self, epoch, logs=None):
+            epochs.append(time.time())
+
+    t["fit_start"] = time.time()
+    model.fit(train, epochs=args.epochs, callbacks=[Stamp()], verbose=0)
+    t["epochs"] = epochs
+    helpers.export(model, ctx, args.export_dir)
+    t["export"] = time.time()
+    accuracy = helpers.evaluate_copy(keras, model, args.test)
+    t["evaluate"] = time.time()
+    return {"t": t, "steps": steps, "test_accuracy": accuracy}
+
+
+def plain_tf(args, x, y, test):
+    """The same CNN in this process (no Spark, no distribution): fit seconds, accuracy."""
+    tf, keras = helpers.keras_modules()
+    model = helpers.build_model(keras)
+    t = time.perf_counter()
+    model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, verbose=0)
+    secs = time.perf_counter() - t
+    _, acc = model.evaluate(*test, batch_size=250, verbose=0)
+    return secs, float(acc)
+
+
+def submit(args):
+    import pyspark
+
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    cmd = [spark_submit, "--master", args.master, os.path.join(ROOT, "examples", "mnist.py"),
+           "--epochs", str(args.epochs), "--export-dir", args.export_dir + "-submit"]
+    t = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t
+    if out.returncode != 0:
+        sys.exit(f"spark-submit failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    trained = float(re.search(r"trained in ([\d.]+)s", out.stdout).group(1))
+    acc = float(out.stdout.strip().splitlines()[-1].split("=")[1])
+    return wall, trained, acc
+
+
+def timeline(args):
+    import cloudpickle
+
+    import sparktf
+
+    start = time.time()
+    marks = []
+    spark = helpers.start_spark("bench-mainjob")
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    marks.append(("Spark start", time.time()))
+    args.initial_epoch = 0
+    train_df, args.test, _ = helpers.load_on_driver(spark, args)
+    marks.append(("data to a DataFrame (driver)", time.time()))
+    cluster = sparktf.run(spark.sparkContext, timed_main_fn, args,
+                          env={"TF_CPP_MIN_LOG_LEVEL": "3"}, input_mode=sparktf.InputMode.SPARK)
+    marks.append(("run() (checks, control server)", time.time()))
+    cluster.train(train_df, num_epochs=args.epochs, shuffle=True)
+    result = cluster.shutdown()
+    shutdown_done = time.time()
+    node = {name: r["t"] for name, r in cluster.results.items()}
+    t = result["t"]
+    first_process = min(n["process"] for n in node.values())
+    last_main = max(n["main_fn"] for n in node.values())
+    marks.append(("train() to the first node process (Spark job, routing, barrier tasks)",
+                  first_process))
+    marks.append(("node process to main_fn (Python, sparktf, all nodes)", last_main))
+    marks.append(("TF import (chief)", t["tf_import"]))
+    marks.append(("strategy and model set-up (chief)", t["strategy"]))
+    marks.append(("feed to the first batch (chief)", t["fit_start"]))
+    for i, e in enumerate(t["epochs"]):
+        marks.append((f"epoch {i + 1} ({result['steps'][i]} steps)", e))
+    marks.append(("export (chief)", t["export"]))
+    marks.append(("evaluation (chief)", t["evaluate"]))
+    marks.append(("main_fn end to shutdown() returning", shutdown_done))
+    accuracy, _ = helpers.score_with_predict(spark, args, *args.test)
+    marks.append(("inference (sparktf.predict)", time.time()))
+    spark.stop()
+    marks.append(("Spark stop", time.time()))
+    print(f"\n(2) the main job's phases (local[2] as this process's Spark; "
+          f"{args.epochs} epochs, {len(node)} nodes; test_accuracy {result['test_accuracy']:.4f}, "
+          f"inference_accuracy {accuracy:.4f})")
+    print("| phase | seconds | at |\n|---|---|---|")
+    prev = start
+    for name, at in marks:
+        print(f"| {name} | {at - prev:.2f} | {at - start:.1f} |")
+        prev = max(prev, at)
+    return result
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--epochs", type=int, default=12)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--skip-submit", action="store_true")
+    args = p.parse_args()
+    args.export_dir = os.path.join("/tmp", f"bench-mainjob-{os.getpid()}")
+    args.test_size, args.limit, args.data, args.model_dir = 1000, None, None, None
+    if not args.skip_submit:
+        wall, trained, acc = submit(args)
+        print(f"(1) spark-submit --master {args.master} examples/mnist.py --epochs "
+              f"{args.epochs}: {wall:.1f} s process wall, trained in {trained:.1f} s, "
+              f"test_accuracy {acc:.4f}")
+    (x, y), test = helpers.load_default(1000)
+    secs, acc = plain_tf(args, x, y, test)
+    print(f"(3) baseline, the same CNN in one plain TF process: fit {secs:.1f} s, "
+          f"test_accuracy {acc:.4f}")
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--master {args.master} pyspark-shell")
+    timeline(args)
+
+
+if __name__ == "__main__":
+    main()
