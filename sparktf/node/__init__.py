@@ -1,4 +1,4 @@
-"""The TensorFlow process of a node: ``python -m sparktf.node`` (:mod:`.process`), the ``ctx``
+"""The TensorFlow process of a node (:mod:`.process`; forked from its supervisor), the ``ctx``
 handed to ``main_fn`` (:mod:`.context`), its data feed (:mod:`.feed`) and TensorBoard
 (:mod:`.tensorboard`).
 

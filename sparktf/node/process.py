@@ -1,9 +1,8 @@
-"""The TensorFlow node process: ``python -m sparktf.node PARENT_PID``.
-
-Started by the node's supervisor with the :class:`~sparktf.common.spec.NodeSpec` pickled on stdin
-(a pipe from its parent, so trusted). It sets TF_CONFIG and the thread-pool variables, connects
-to the driver, then either serves (parameter servers) or runs ``main_fn``, reports the result
-or the error, and exits. It never imports pyspark.
+"""The TensorFlow node process: forked from the node's supervisor (:func:`main_in_fork`), or
+``python -m sparktf.node PARENT_PID`` with the :class:`~sparktf.common.spec.NodeSpec` pickled on
+stdin (a pipe from its parent, so trusted) when ``SPARKTF_NODE_EXEC=1``. It sets TF_CONFIG
+and the thread-pool variables, connects to the driver, then either serves (parameter servers)
+or runs ``main_fn``, reports the result or the error, and exits. It never imports pyspark.
 """
 
 from __future__ import annotations
@@ -153,9 +152,20 @@ def run(spec: NodeSpec) -> int:
 
 
 def main() -> None:
+    """``python -m sparktf.node PARENT_PID``, the spec pickled on stdin."""
     procs.die_with_parent(signal.SIGKILL, int(sys.argv[1]))
     spec: NodeSpec = pickle.load(sys.stdin.buffer)
     sys.stdin.close()
+    _main(spec)
+
+
+def main_in_fork(spec: NodeSpec, parent: int) -> None:
+    """The TF process forked from its supervisor (the usual way): same as :func:`main`."""
+    procs.die_with_parent(signal.SIGKILL, parent)
+    _main(spec)
+
+
+def _main(spec: NodeSpec) -> None:
     try:
         code = run(spec)
     except BaseException:  # noqa: BLE001 - the supervisor reports our exit and output

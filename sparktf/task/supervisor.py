@@ -40,7 +40,7 @@ class Supervisor:
         self.spec = spec
         self.chan = chan
         self.tail: collections.deque[str] = collections.deque(maxlen=spec.launch.tail_lines)
-        self.child: subprocess.Popen | None = None
+        self.child: subprocess.Popen | _Forked | None = None
         self.aborted = threading.Event()
 
     def _send(self, message: dict) -> None:
@@ -70,16 +70,38 @@ class Supervisor:
         procs.kill_tree(grace=self.spec.launch.stop_grace)
 
     def start_child(self) -> None:
+        """Fork the TF process from this (small, TensorFlow-free, thread-free) process: it
+        starts with the node's modules already imported instead of a new interpreter's
+        start-up. ``SPARKTF_NODE_EXEC=1`` starts ``python -m sparktf.node`` instead."""
+        if os.environ.get("SPARKTF_NODE_EXEC") == "1":
+            self._exec_child()
+            return
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the TF process
+            try:
+                _become_node(self.spec, self.chan, out_w, err_w, (out_r, err_r))
+            finally:
+                os._exit(1)
+        os.close(out_w)
+        os.close(err_w)
+        self.child = _Forked(pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"))
+
+    def _exec_child(self) -> None:
         env = dict(os.environ)
         if self.spec.python_path:
             env["PYTHONPATH"] = os.pathsep.join(self.spec.python_path)
         env["PYTHONUNBUFFERED"] = "1"
-        self.child = subprocess.Popen(
+        child = subprocess.Popen(
             [sys.executable, "-m", "sparktf.node", str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        assert self.child.stdin is not None
-        self.child.stdin.write(pickle.dumps(self.spec, protocol=pickle.HIGHEST_PROTOCOL))
-        self.child.stdin.close()
+        assert child.stdin is not None
+        child.stdin.write(pickle.dumps(self.spec, protocol=pickle.HIGHEST_PROTOCOL))
+        child.stdin.close()
+        self.child = child
 
     def run(self) -> int:
         self.start_child()
@@ -105,6 +127,57 @@ class Supervisor:
                                  tail=list(self.tail)))
         self.chan.close()
         return code
+
+
+class _Forked:
+    """The forked TF process, with what the supervisor uses of a ``Popen``."""
+
+    def __init__(self, pid: int, stdout: IO[bytes], stderr: IO[bytes]) -> None:
+        self.pid, self.stdout, self.stderr = pid, stdout, stderr
+        self.returncode: int | None = None
+
+    def wait(self) -> int:
+        while self.returncode is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except InterruptedError:
+                continue
+            except ChildProcessError:  # reaped elsewhere (kill_tree): as Popen, say 0
+                self.returncode = 0
+                break
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+def _become_node(spec: NodeSpec, chan: protocol.Channel, out_w: int, err_w: int,
+                 read_ends: tuple[int, ...]) -> None:
+    """In the forked child: drop the supervisor's channel, signal handlers and pipe ends,
+    put stdout/stderr on the pipes, and run the node."""
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        chan.sock.close()
+    except OSError:
+        pass
+    for fd in read_ends:
+        os.close(fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    for fd in (devnull, out_w, err_w):
+        os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace",
+                      closefd=False)
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace",
+                      closefd=False)
+    if spec.python_path:
+        os.environ["PYTHONPATH"] = os.pathsep.join(spec.python_path)
+        sys.path[:0] = [p for p in spec.python_path if p not in sys.path]
+    os.environ["PYTHONUNBUFFERED"] = "1"
+    from sparktf.node import process
+
+    process.main_in_fork(spec, os.getppid())
 
 
 _SPEC: NodeSpec | None = None

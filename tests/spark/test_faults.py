@@ -32,7 +32,8 @@ def sc_cluster(spark_pool):
 
 def node_processes(info_dir, names):
     """{node name: {"node": pid, "supervisor": pid, "port": its TF port}}: chief and workers
-    write theirs (jobs.steady_training); a ps is the other sparktf.node process."""
+    write theirs (jobs.steady_training); a ps is the process whose TF server listens on its
+    port (the barrier task holds the port unlistened until then)."""
     found = {}
     for path in info_dir.glob("*.json"):
         try:
@@ -40,12 +41,12 @@ def node_processes(info_dir, names):
         except ValueError:
             continue  # being written
     if "ps:0" in names and found:
-        known = {p["node"] for p in found.values()}
         cluster = next(iter(found.values()))["cluster"]
-        for p in psutil.process_iter(["pid", "cmdline"]):
-            if "sparktf.node" in (p.info["cmdline"] or []) and p.info["pid"] not in known:
-                found["ps:0"] = {"node": p.info["pid"], "supervisor": p.ppid(),
-                                 "port": int(cluster["ps"][0].rsplit(":", 1)[1])}
+        port = int(cluster["ps"][0].rsplit(":", 1)[1])
+        for conn in psutil.net_connections("tcp"):  # the ps's TF server, once it listens
+            if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+                proc = psutil.Process(conn.pid)
+                found["ps:0"] = {"node": proc.pid, "supervisor": proc.ppid(), "port": port}
     return found
 
 
