@@ -234,6 +234,8 @@ class JobState:
     def _on_error(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
         if n.error is None:
             n.error, n.error_at = msg, now
+        elif _symptom(n.error) and not _symptom(msg):
+            n.error = msg  # the cause, from the node's other side (its task, or the node)
         n.mark_failed(now)
 
     def _on_exit(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
@@ -371,7 +373,12 @@ class JobState:
         return None
 
     def _node_failed(self, n: NodeRecord, now: float) -> bool:
-        if n.lost or n.hung or (n.exit is not None and n.exit["code"] != 0):
+        if n.lost or n.hung:
+            return True
+        if n.error is not None and _symptom(n.error) \
+                and now - n.error_at < self.limits.error_settle:
+            return False  # a broken connection: its cause may still be on its way
+        if n.exit is not None and n.exit["code"] != 0:
             return True
         if n.error is not None:
             return n.exit is not None or now - n.error_at >= self.limits.error_settle
@@ -387,6 +394,18 @@ class JobState:
         if self.outcome is None:
             self.outcome = failure
         self.status = Status.FAILED
+
+
+#: Exceptions that only say the other end of a node's connection went away.
+SYMPTOMS = ("BrokenPipeError", "ConnectionResetError", "ConnectionAbortedError")
+
+
+def _symptom(error: dict) -> bool:
+    """Whether an error report only says that the node's other side went away (its barrier
+    task, or its TF process): the other side's own report, if it sends one, is the cause."""
+    return error.get("exc_type") in SYMPTOMS or (
+        error.get("exc_type") == "FeedError"
+        and str(error.get("message", "")).startswith("the data feed from Spark broke"))
 
 
 def node_error(n: NodeRecord, others: list[str]) -> NodeError:

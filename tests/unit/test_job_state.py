@@ -259,3 +259,43 @@ def test_the_rendezvous_answers_every_task_once_every_address_is_in():
     t = job(num=2)
     assert t.apply("chief:0", NODE, messages.make("address", port=1), 0.5) == []
     assert t.nodes["chief:0"].address is None
+
+
+def _error(exc_type, message, where="main_fn"):
+    return messages.make("error", where=where, exc_type=exc_type, message=message,
+                         traceback="")
+
+
+def test_a_broken_pipe_waits_for_its_cause_from_the_other_side():
+    """The node's send broke because its barrier task failed: the task's report, arriving
+    after the node's own error and exit, is what the job fails with."""
+    s = job(num=2)
+    start(s)
+    s.apply("chief:0", NODE, _error("BrokenPipeError", "[Errno 32] Broken pipe"), 2.0)
+    s.apply("chief:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.1)
+    assert s.failure(2.2) is None  # not yet: the cause may be on its way
+    s.apply("chief:0", TASK, _error("TaskFeedError", "cannot be read in the Spark task",
+                                    where="feed"), 2.5)
+    err = s.failure(2.6)
+    assert isinstance(err, NodeError) and "cannot be read in the Spark task" in str(err)
+
+
+def test_a_broken_pipe_alone_fails_the_job_after_the_settle():
+    s = job(num=2)
+    start(s)
+    s.apply("chief:0", NODE, _error("BrokenPipeError", "[Errno 32] Broken pipe"), 2.0)
+    s.apply("chief:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.1)
+    assert s.failure(4.0) is None
+    err = s.failure(5.1)
+    assert isinstance(err, NodeError) and "BrokenPipeError" in str(err)
+
+
+def test_a_real_error_is_not_replaced_by_the_broken_connection_it_caused():
+    s = job(num=2)
+    start(s)
+    s.apply("chief:0", NODE, _error("ValueError", "bad input in main_fn"), 2.0)
+    s.apply("chief:0", TASK, _error("BrokenPipeError", "[Errno 32] Broken pipe",
+                                    where="feed"), 2.1)
+    s.apply("chief:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.2)
+    err = s.failure(2.3)
+    assert isinstance(err, NodeError) and "bad input in main_fn" in str(err)
