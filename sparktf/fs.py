@@ -11,8 +11,9 @@ Two ways to reach HDFS; the first that works is used, per NameNode:
   ``$HADOOP_HOME/lib/native``), a JVM (``JAVA_HOME``) and the Hadoop jars on ``CLASSPATH`` as
   explicit paths (``CLASSPATH=$(hadoop classpath --glob)``): what YARN nodes have.
 - **webhdfs**: the ``hdfs`` package over the NameNode's HTTP port, from
-  ``SPARKTF_WEBHDFS_URL`` (for the NameNode of ``fs.defaultFS``), else ``dfs.namenode.http-address`` (from ``$HADOOP_CONF_DIR``, or
-  what the driver's Hadoop configuration said), else the NameNode's host on port 9870
+  ``SPARKTF_WEBHDFS_URL`` (for the NameNode of ``fs.defaultFS``), else
+  ``dfs.namenode.http-address`` (from ``$HADOOP_CONF_DIR``, or what the driver's Hadoop
+  configuration said), else the NameNode's host on port 9870
   (Hadoop 3) or 50070 (Hadoop 2).
 
 ``SPARKTF_HDFS_BACKEND=libhdfs|webhdfs`` forces one. The user is ``HADOOP_USER_NAME``, else the
@@ -33,7 +34,6 @@ import os
 import shutil
 import tempfile
 import threading
-import time
 import urllib.parse
 import uuid
 import xml.etree.ElementTree as ET
@@ -122,7 +122,8 @@ class _Backend:
         """("file" | "dir" | None, size)."""
         raise NotImplementedError
 
-    def listdir(self, path: str) -> list[str]:
+    def scan(self, path: str) -> list[tuple[str, str | None, int]]:
+        """(name, "file" | "dir", size) of each entry of a directory, in one call."""
         raise NotImplementedError
 
     def makedirs(self, path: str) -> None:
@@ -164,9 +165,10 @@ class _Libhdfs(_Backend):
             return None, 0
         return ("dir" if i.type == self._pafs.FileType.Directory else "file"), i.size or 0
 
-    def listdir(self, path):
-        sel = self._pafs.FileSelector(path)
-        return sorted(os.path.basename(i.path.rstrip("/")) for i in self._fs.get_file_info(sel))
+    def scan(self, path):
+        kinds = {self._pafs.FileType.Directory: "dir", self._pafs.FileType.File: "file"}
+        return sorted((os.path.basename(i.path.rstrip("/")), kinds.get(i.type), i.size or 0)
+                      for i in self._fs.get_file_info(self._pafs.FileSelector(path)))
 
     def makedirs(self, path):
         self._fs.create_dir(path, recursive=True)
@@ -174,7 +176,7 @@ class _Libhdfs(_Backend):
     def delete(self, path, recursive):
         kind, _ = self.info(path)
         if kind == "dir":
-            if not recursive and self.listdir(path):
+            if not recursive and self.scan(path):
                 raise OSError(f"directory not empty: {path}")
             self._fs.delete_dir(path)
         elif kind == "file":
@@ -209,8 +211,9 @@ class _WebHDFS(_Backend):
             return None, 0
         return ("dir" if st["type"] == "DIRECTORY" else "file"), st.get("length", 0)
 
-    def listdir(self, path):
-        return sorted(self._client.list(path))
+    def scan(self, path):
+        return sorted((name, "dir" if st["type"] == "DIRECTORY" else "file",
+                       st.get("length", 0)) for name, st in self._client.list(path, status=True))
 
     def makedirs(self, path):
         self._client.makedirs(path)
@@ -374,6 +377,11 @@ def _call(path: str, what: str, fn, *args):
         raise HadoopFSError(f"{path}: {what} {cause} ({_cause(exc)})") from exc
 
 
+def _resolve(path: str) -> tuple[_Backend, str]:
+    """The backend of a Hadoop path, and the path on its file system."""
+    return backend(path), _split(path)[3]
+
+
 def _local(path: str) -> str:
     return urllib.parse.urlsplit(path).path if path.startswith("file:") else path
 
@@ -382,14 +390,14 @@ def _local(path: str) -> str:
 def exists(path: str) -> bool:
     if not is_hadoop(path):
         return os.path.exists(_local(path))
-    b, p = backend(path), _split(path)[3]
+    b, p = _resolve(path)
     return _call(path, "status", b.info, p)[0] is not None
 
 
 def isdir(path: str) -> bool:
     if not is_hadoop(path):
         return os.path.isdir(_local(path))
-    b, p = backend(path), _split(path)[3]
+    b, p = _resolve(path)
     return _call(path, "status", b.info, p)[0] == "dir"
 
 
@@ -397,13 +405,18 @@ def listdir(path: str) -> list[str]:
     """Names in the directory ``path``, sorted."""
     if not is_hadoop(path):
         return sorted(os.listdir(_local(path)))
-    b, p = backend(path), _split(path)[3]
+    return [name for name, _, _ in _scan(path)]
+
+
+def _scan(path: str) -> list[tuple[str, str | None, int]]:
+    """(name, kind, size) of each entry of the Hadoop directory ``path``."""
+    b, p = _resolve(path)
     kind, _ = _call(path, "status", b.info, p)
     if kind is None:
         raise HadoopFSError(f"{path}: list failed: no such file or directory")
     if kind == "file":
         raise HadoopFSError(f"{path}: list failed: a file, not a directory")
-    return _call(path, "list", b.listdir, p)
+    return _call(path, "list", b.scan, p)
 
 
 def list_files(path: str) -> list[str]:
@@ -419,11 +432,11 @@ def list_files(path: str) -> list[str]:
                     if not f.startswith(skip) and _TMP_MARK not in f]
         return sorted(out)
     out = []
-    for name in listdir(path):
+    for name, kind, _ in _scan(path):
         if name.startswith(skip) or _TMP_MARK in name:
             continue
         child = path.rstrip("/") + "/" + name
-        out += list_files(child) if isdir(child) else [child]
+        out += list_files(child) if kind == "dir" else [child]
     return sorted(out)
 
 
@@ -431,7 +444,7 @@ def makedirs(path: str) -> None:
     if not is_hadoop(path):
         os.makedirs(_local(path), exist_ok=True)
         return
-    b, p = backend(path), _split(path)[3]
+    b, p = _resolve(path)
     _call(path, "mkdir", b.makedirs, p)
 
 
@@ -445,7 +458,7 @@ def delete(path: str, recursive: bool = False) -> None:
         elif os.path.lexists(p):
             os.unlink(p)
         return
-    b, p = backend(path), _split(path)[3]
+    b, p = _resolve(path)
     _call(path, "delete", b.delete, p, recursive)
 
 
@@ -471,7 +484,7 @@ def open(path: str, mode: str = "rb") -> Iterator:  # noqa: A001 - as io.open
             with _atomic_local_file(_local(path)) as f:
                 yield f
         return
-    b, p = backend(path), _split(path)[3]
+    b, p = _resolve(path)
     if mode == "rb":
         kind, _ = _call(path, "status", b.info, p)
         if kind == "dir":
@@ -515,7 +528,7 @@ def _sibling_tmp(path: str) -> str:
 def _put_atomically(path: str, write) -> None:
     """``write(backend, tmp)`` under a temporary name beside ``path``, then rename that into
     place, replacing what was there; the temporary is removed if anything fails."""
-    b, p = backend(path), _split(path)[3]
+    b, p = _resolve(path)
     tmp = _sibling_tmp(p)
     _call(path, "mkdir", b.makedirs, os.path.dirname(p.rstrip("/")) or "/")
     try:
@@ -585,14 +598,14 @@ def download(remote: str, local: str) -> None:
         else:
             shutil.copy2(src, local)
         return
-    b, p = backend(remote), _split(remote)[3]
+    b, p = _resolve(remote)
     kind, _ = _call(remote, "status", b.info, p)
     if kind is None:
         raise HadoopFSError(f"{remote}: download failed: no such file or directory")
     if kind == "file":
         _download_file(b, remote, p, local)
         return
-    for name in _call(remote, "list", b.listdir, p):
+    for name, _, _ in _call(remote, "list", b.scan, p):
         download(remote.rstrip("/") + "/" + name, os.path.join(local, name))
     os.makedirs(local, exist_ok=True)
 
@@ -709,11 +722,11 @@ class SyncedDir:
             if not exists(self.remote):
                 return
             remote_files = dict(self._walk_remote(""))
+            b = backend(self.remote)
             for rel in self._ordered(remote_files):
                 if self._seen.get(rel) != remote_files[rel]:
                     target = os.path.join(self.local, rel)
                     os.makedirs(os.path.dirname(target), exist_ok=True)
-                    b = backend(self.remote)
                     try:
                         _download_file(b, self._remote(rel), _split(self._remote(rel))[3],
                                        target)
@@ -728,11 +741,10 @@ class SyncedDir:
     def _walk_remote(self, rel: str):
         b = backend(self.remote)
         base = self._remote(rel) if rel else self.remote
-        for name in _call(base, "list", b.listdir, _split(base)[3]):
+        for name, kind, size in _call(base, "list", b.scan, _split(base)[3]):
             if _TMP_MARK in name:
                 continue  # another writer's file in flight
             child = f"{rel}/{name}" if rel else name
-            kind, size = _call(base, "status", b.info, _split(self._remote(child))[3])
             if kind == "dir":
                 yield from self._walk_remote(child)
             elif kind == "file":
@@ -769,21 +781,7 @@ def keras_sync_callback(synced: SyncedDir):
     return SyncAfterEpoch()
 
 
-def wait_for_namenode(path: str, timeout: float = 30.0) -> None:
-    """Block until ``path``'s file system answers (for scripts that start HDFS themselves)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            exists(path)
-            return
-        except HadoopFSError:
-            if time.monotonic() > deadline:
-                raise
-            with _BACKENDS_LOCK:
-                _BACKENDS.pop(_split(path)[1:3], None)
-            time.sleep(0.5)
-
-
 __all__ = ["HadoopFSError", "SyncedDir", "absolute_path", "backend", "default_fs", "delete",
            "download", "exists", "export_dir", "is_hadoop", "isdir", "keras_sync_callback",
-           "list_files", "listdir", "makedirs", "open", "read_bytes", "rename", "upload", "write_bytes"]
+           "list_files", "listdir", "makedirs", "open", "read_bytes", "rename", "upload",
+           "write_bytes"]

@@ -174,7 +174,8 @@ TABLE: tuple[Setting, ...] = (
             "launch the whole cluster again after a node failure, up to this many times"),
     Setting("env", None, None, environment, "extra environment variables for the TF processes"),
     Setting("tensorboard", None, False, tensorboard, "the chief serves TensorBoard on log_dir"),
-    Setting("log_dir", None, None, path, "TensorBoard's directory; an hdfs:// one is mirrored from a local ctx.log_dir"),
+    Setting("log_dir", None, None, path,
+            "TensorBoard's directory; an hdfs:// one is mirrored from a local ctx.log_dir"),
     Setting("spool_max_bytes", "spoolMaxBytes", None, optional(count(1)),
             "cap on a node's spool of its share for later epochs (InputMode.SPARK)", arg=False),
 )
