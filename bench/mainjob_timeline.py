@@ -39,7 +39,8 @@ def timed_main_fn(args, ctx):
     t = {"process": psutil.Process().create_time(), "main_fn": time.time()}
     tf, keras = helpers.keras_modules()
     t["tf_import"] = time.time()
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    strategy = (tf.distribute.MultiWorkerMirroredStrategy() if ctx.num_workers > 1
+                else tf.distribute.get_strategy())
     with strategy.scope():
         model = helpers.build_model(keras)
     t["strategy"] = time.time()
@@ -83,7 +84,8 @@ def submit(args):
 
     spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
     cmd = [spark_submit, "--master", args.master, os.path.join(ROOT, "examples", "mnist.py"),
-           "--epochs", str(args.epochs), "--export-dir", args.export_dir + "-submit"]
+           "--epochs", str(args.epochs), *(["--num-executors", str(args.num_executors)]
+                                           if args.num_executors else []), "--export-dir", args.export_dir + "-submit"]
     t = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - t
@@ -105,10 +107,11 @@ def timeline(args):
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     marks.append(("Spark start", time.time()))
     args.initial_epoch = 0
+    args.num_executors = args.num_executors or helpers.nodes_for(spark)
     train_df, args.test, _ = helpers.load_on_driver(spark, args)
     marks.append(("data to a DataFrame (driver)", time.time()))
     cluster = sparktf.run(spark.sparkContext, timed_main_fn, args,
-                          env={"TF_CPP_MIN_LOG_LEVEL": "3"}, input_mode=sparktf.InputMode.SPARK)
+                          num_executors=args.num_executors, env={"TF_CPP_MIN_LOG_LEVEL": "3"}, input_mode=sparktf.InputMode.SPARK)
     marks.append(("run() (checks, control server)", time.time()))
     cluster.train(train_df, num_epochs=args.epochs, shuffle=True)
     result = cluster.shutdown()
@@ -148,6 +151,8 @@ def main():
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--master", default="local[2]")
+    p.add_argument("--num-executors", type=int, default=None,
+                   help="nodes (default: as examples/mnist.py, one in local mode)")
     p.add_argument("--skip-submit", action="store_true")
     args = p.parse_args()
     args.export_dir = os.path.join("/tmp", f"bench-mainjob-{os.getpid()}")

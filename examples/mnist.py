@@ -29,7 +29,9 @@ def main_fn(args, ctx):
     """Runs on every chief/worker node: synchronous all-reduce over this node's share of the
     DataFrame, which sparktf feeds (equalized: every node takes the same steps per epoch)."""
     tf, keras = helpers.keras_modules()
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    # A node alone has nothing to all-reduce with: TF's default strategy spares it the cost.
+    strategy = (tf.distribute.MultiWorkerMirroredStrategy() if ctx.num_workers > 1
+                else tf.distribute.get_strategy())
     with strategy.scope():
         model = helpers.build_model(keras)
     # Batches of the global batch size: Keras splits each across the nodes' replicas.
@@ -52,6 +54,7 @@ def main(argv=None):
     args = helpers.finish(helpers.parser(__doc__).parse_args(argv))
     spark = helpers.start_spark("sparktf-mnist")
     started = time.time()
+    args.num_executors = args.num_executors or helpers.nodes_for(spark)
     train_df, args.test, train_size = helpers.load_on_driver(spark, args)
     print(f"mnist: mirrored, input mode spark, {train_size} training and "
           f"{len(args.test[1])} held-out images", flush=True)

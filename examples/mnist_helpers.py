@@ -288,7 +288,8 @@ def parser(doc):
     """The flags every MNIST example takes; an example adds its own."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--num-executors", type=int, default=None,
-                   help="TensorFlow nodes (default: every Spark task slot)")
+                   help="TensorFlow nodes (default: every Spark task slot; mnist.py "
+                        "in local mode: one node on all the cores)")
     p.add_argument("--epochs", type=int, default=12, help="epochs in all (resumed runs too)")
     p.add_argument("--batch-size", type=int, default=64, help="global batch size")
     p.add_argument("--test-size", type=int, default=1000, help="held-out digits (default data)")
@@ -340,10 +341,19 @@ def start_spark(name, *example_modules):
     return spark
 
 
+def nodes_for(spark):
+    """The default node count: one node per machine. In local mode (one JVM on one machine) that
+    is one node, and TensorFlow uses all the machine's cores in it: two TF processes sharing the
+    same cores would only add an all-reduce between them (about 2x the time per step, measured
+    in docs/benchmarks.md). On a cluster: None, every task slot is a node."""
+    master = spark.sparkContext.master
+    return 1 if master == "local" or master.startswith("local[") else None
+
+
 def load_on_driver(spark, args, spark_input=True):
     """(train DataFrame or None, (x_test, y_test), train size); the DataFrame only when Spark
     feeds the nodes."""
-    partitions = spark.sparkContext.defaultParallelism
+    partitions = args.num_executors or spark.sparkContext.defaultParallelism
     if args.data:
         root = args.data.rstrip("/")
         test = to_arrays(read_split(spark, root + "/test", args.data_format))

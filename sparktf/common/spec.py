@@ -50,6 +50,9 @@ class LaunchSpec:
     #: The driver's Hadoop defaults for sparktf.fs on the nodes (fs.defaultFS, the NameNode's
     #: HTTP address, the Spark user) as environment defaults; the node's own env wins.
     hadoop_env: tuple[tuple[str, str], ...] = ()
+    #: Cores of one executor where the master or conf says (None: unknown). A node whose host
+    #: runs fewer nodes than the executor has task slots takes the idle cores as TF threads.
+    executor_cores: int | None = None
 
     @property
     def num_nodes(self) -> int:

@@ -80,7 +80,9 @@ class Cluster:
             stop_grace=settings.stop_grace, env=settings.env,
             tensorboard=settings.tensorboard, log_dir=settings.log_dir,
             heartbeat_interval=min(1.0, (settings.heartbeat_timeout or 3.0) / 3),
-            hadoop_env=hadoop_env(sc))
+            hadoop_env=hadoop_env(sc),
+            executor_cores=preflight.executor_cores(sc.master, dict(sc.getConf().getAll()),
+                                                    os.cpu_count() or 1))
         limits = Limits(reservation_timeout=settings.reservation_timeout,
                         heartbeat_timeout=settings.heartbeat_timeout,
                         progress_timeout=settings.progress_timeout)

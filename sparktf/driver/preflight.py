@@ -79,6 +79,21 @@ def expected_slots(master: str, conf: dict[str, str], cpu_count: int) -> int | N
     return None
 
 
+def executor_cores(master: str, conf: dict[str, str], cpu_count: int) -> int | None:
+    """Cores of one executor, when the master or the conf says so (None: unknown)."""
+    if master == "local":
+        return 1
+    m = _LOCAL.match(master)
+    if m:
+        return cpu_count if m.group(1) == "*" else int(m.group(1))
+    m = _LOCAL_CLUSTER.match(master)
+    if m:
+        return int(m.group(2))
+    if "spark.executor.cores" in conf:
+        return int(conf["spark.executor.cores"])
+    return None
+
+
 def current_slots(sc) -> int:
     """Task slots Spark's scheduler has right now (what its barrier check counts)."""
     jsc = sc._jsc.sc()

@@ -59,6 +59,19 @@ def rendezvous(launch: LaunchSpec, node: str, host: str, port: int) -> list[str]
         chan.close()
 
 
+def node_cpus(task_cpus: int, executor_cores: int | None, addresses: list[str],
+              host: str) -> int:
+    """The threads a node's TensorFlow gets: its task's cpus, or its share of the executor's
+    cores when its host runs fewer nodes than the executor has slots (a one-node job in
+    ``local[N]`` gets all N cores instead of leaving N-1 idle). Nodes are counted per host, so
+    two executors on one host each keep to their task's cpus."""
+    task_cpus = max(1, task_cpus)
+    if not executor_cores:
+        return task_cpus
+    on_host = sum(1 for a in addresses if topology.split_address(a)[0] == host)
+    return max(task_cpus, executor_cores // max(1, on_host))
+
+
 def build_node_spec(launch: LaunchSpec, rank: int, addresses: list[str], num_cpus: int,
                     python_path: Iterable[str] = (), work_dir: str | None = None,
                     feed_path: str | None = None) -> NodeSpec:
@@ -67,7 +80,8 @@ def build_node_spec(launch: LaunchSpec, rank: int, addresses: list[str], num_cpu
     host, port = topology.split_address(addresses[rank])
     return NodeSpec(
         launch=launch, rank=rank, host=host, port=port, cluster_spec=spec,
-        tf_config=topology.tf_config(spec, launch.roles[rank]), num_cpus=max(1, num_cpus),
+        tf_config=topology.tf_config(spec, launch.roles[rank]),
+        num_cpus=node_cpus(num_cpus, launch.executor_cores, addresses, host),
         python_path=tuple(p for p in python_path if p and os.path.exists(p)),
         work_dir=work_dir, feed_path=feed_path)
 

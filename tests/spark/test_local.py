@@ -72,10 +72,14 @@ def test_default_num_executors_uses_every_slot(sc_local):
     assert len(cluster.results) == 4
 
 
-def test_thread_pools_are_sized_to_the_task_cpus(sc_local):
-    result = sparktf.run(sc_local, jobs.describe, num_executors=1).shutdown()
-    assert result["num_cpus"] == 1
-    assert result["intra"] == "1" and result["inter"] == "2"
+@pytest.mark.parametrize("nodes, threads", [(1, 4), (2, 2), (4, 1)])
+def test_thread_pools_share_the_executors_cores_among_its_nodes(sc_local, nodes, threads):
+    # local[4]: one executor with 4 cores; a node alone takes them all instead of leaving 3 idle
+    cluster = sparktf.run(sc_local, jobs.describe, num_executors=nodes)
+    cluster.shutdown()
+    for result in cluster.results.values():
+        assert result["num_cpus"] == threads
+        assert result["intra"] == str(threads) and result["inter"] == str(max(2, threads))
 
 
 def test_node_logs_reach_the_driver_tagged(sc_local, capfd):

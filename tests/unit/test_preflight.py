@@ -10,7 +10,7 @@ import pytest
 from sparktf.common import topology
 
 from sparktf.driver import preflight
-from sparktf.task.barrier import build_node_spec, barrier_task
+from sparktf.task.barrier import build_node_spec, barrier_task, node_cpus
 from sparktf.common.spec import LaunchSpec
 
 
@@ -71,6 +71,32 @@ def test_expected_slots(master, conf, cpus, expected):
     assert preflight.expected_slots(master, conf, cpus) == expected
 
 
+@pytest.mark.parametrize("master, conf, expected", [
+    ("local", {}, 1),
+    ("local[2]", {}, 2),
+    ("local[*]", {}, 8),
+    ("local-cluster[2,3,1024]", {}, 3),
+    ("spark://127.0.0.1:7077", {}, None),
+    ("yarn", {"spark.executor.cores": "4"}, 4),
+])
+def test_executor_cores(master, conf, expected):
+    assert preflight.executor_cores(master, conf, 8) == expected
+
+
+@pytest.mark.parametrize("task_cpus, executor_cores, addresses, expected", [
+    (1, 2, ["h:1"], 2),  # local[2], one node: both cores, not one and an idle one
+    (1, 2, ["h:1", "h:2"], 1),  # local[2], two nodes: one each
+    (1, 3, ["h:1", "h:2", "h:3"], 1),
+    (1, 8, ["h:1", "h:2", "g:3"], 4),  # two of the three on this host
+    (2, 2, ["h:1"], 2),  # never below spark.task.cpus
+    (2, None, ["h:1"], 2),  # executor size unknown: the task's cpus
+    (1, 1, ["h:1", "h:2"], 1),  # local-cluster[2,1,..]: two executors on one host
+])
+def test_node_threads_take_the_idle_cores_of_their_host(task_cpus, executor_cores, addresses,
+                                                        expected):
+    assert node_cpus(task_cpus, executor_cores, addresses, "h") == expected
+
+
 def test_conf_problems_dynamic_allocation():
     from pyspark import SparkConf
 
@@ -100,6 +126,7 @@ def test_node_spec_from_the_rendezvous_addresses():
     assert spec.tf_config["task"] == {"type": "ps", "index": 0}
     assert spec.cluster_spec == {"chief": ["a:1"], "worker": ["b:2"], "ps": ["[::1]:3"]}
     assert spec.python_path == ()
+    assert spec.num_cpus == 2  # executor size unknown: the task's cpus
 
 
 def _modules(package):
