@@ -114,13 +114,32 @@ def to_arrays(df):
 
 
 def to_dataframe(spark, images, labels, partitions):
-    """numpy arrays -> DataFrame(image array<float>, label long) through Arrow."""
-    import pyarrow as pa
+    """numpy arrays -> DataFrame(image array<float>, label long), ``partitions`` even parts.
 
-    flat = pa.array(images.reshape(-1).astype("float32"))
-    image = pa.FixedSizeListArray.from_arrays(flat, PIXELS).cast(pa.list_(pa.float32()))
-    table = pa.table({"image": image, "label": pa.array(labels.astype("int64"))})
-    return spark.createDataFrame(table).repartition(partitions)
+    The arrays travel as a broadcast (Spark's block manager, once per executor) and each
+    partition cuts its slice as Arrow on the executor: no task carries the data in its
+    closure (Spark warns of tasks over 1 MiB, and resends them on every retry)."""
+    import numpy as np
+
+    shared = spark.sparkContext.broadcast((np.ascontiguousarray(images, dtype=np.float32),
+                                           np.asarray(labels, dtype=np.int64)))
+    bounds = np.linspace(0, len(labels), partitions + 1).astype(int).tolist()
+
+    def slices(batches):
+        import pyarrow as pa
+
+        x, y = shared.value
+        for batch in batches:
+            for part in batch.column("id").to_pylist():
+                lo, hi = bounds[part], bounds[part + 1]
+                flat = pa.array(x[lo:hi].reshape(-1))
+                image = pa.FixedSizeListArray.from_arrays(flat, PIXELS).cast(
+                    pa.list_(pa.float32()))
+                yield pa.RecordBatch.from_arrays([image, pa.array(y[lo:hi])],
+                                                 names=["image", "label"])
+
+    return spark.range(0, partitions, 1, partitions).mapInArrow(
+        slices, "image array<float>, label long")
 
 
 def local_shard(path, fmt, rank, num_workers):
@@ -336,9 +355,39 @@ def start_spark(name, *example_modules):
     for module in (sys.modules[__name__],) + example_modules:
         cloudpickle.register_pickle_by_value(module)  # sparktf's main_fn payload
         spark_cloudpickle.register_pickle_by_value(module)  # Spark's own closures
-    spark = SparkSession.builder.appName(name).getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    builder = SparkSession.builder.appName(name)
+    if not quiet_spark_logs():
+        builder = builder.config("spark.log.level", "WARN")  # from the SparkContext's start on
+    return builder.getOrCreate()
+
+
+def quiet_spark_logs():
+    """conf/log4j2.properties for this driver's JVM (True), unless SPARK_CONF_DIR has one.
+
+    ``spark-submit examples/x.py`` starts the JVM before this code runs, and Spark sets up
+    log4j with its default profile (INFO to the console) the first time it logs. So: have
+    Spark set up its logging now, then load the file over it, before the SparkContext starts;
+    its start-up lines then follow the file. False where this Spark cannot be asked so."""
+    from pyspark import SparkContext
+
+    conf_file = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "conf", "log4j2.properties")
+    user_conf = os.environ.get("SPARK_CONF_DIR")  # spark-submit sets it to pyspark's conf/
+    if (user_conf and os.path.exists(os.path.join(user_conf, "log4j2.properties"))) or \
+            not os.path.exists(conf_file):
+        return False
+    if SparkContext._active_spark_context is not None:
+        return False  # already started (and configured) by whoever started it
+    try:
+        SparkContext._ensure_initialized()
+        jvm = SparkContext._jvm
+        getattr(jvm.org.apache.spark.util, "Utils$").__getattr__("MODULE$") \
+            .initializeLogIfNecessary(False)
+        jvm.org.apache.logging.log4j.LogManager.getContext(False).setConfigLocation(
+            jvm.java.io.File(conf_file).toURI())
+    except Exception:  # noqa: BLE001 - Spark internals moved: spark.log.level instead
+        return False
+    return True
 
 
 def nodes_for(spark):

@@ -11,40 +11,49 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from sparktf.common import logfilter
 from sparktf.errors import ConfigError
 
 _MODELS: dict = {}  # model path -> loaded serving function, per Python worker
 
 
-def _serving_fn(model_path: str, signature: str):
-    """The SavedModel's signature function, loaded once per Python worker."""
+def _serving_fn(model_path: str, signature: str, startup_logs: bool = False):
+    """The SavedModel's signature function, loaded once per Python worker (TensorFlow's
+    native start-up lines left off the executor's stderr unless ``startup_logs``)."""
     key = (model_path, signature)
     if key not in _MODELS:
-        import tensorflow as tf
-
-        from sparktf import fs
-
-        local = model_path
-        if fs.is_hadoop(model_path):  # TF has no hdfs://: a local copy per Python worker
-            import tempfile
-
-            local = tempfile.mkdtemp(prefix="sparktf-model-")
-            fs.download(model_path, local)
-        loaded = tf.saved_model.load(local)
-        if signature not in loaded.signatures:
-            raise ConfigError(f"{model_path} has no signature {signature!r}; it has "
-                              f"{sorted(loaded.signatures)}")
-        _MODELS[key] = (loaded, loaded.signatures[signature])  # the function needs its object
+        with logfilter.startup_chatter_filtered(show=startup_logs):
+            _MODELS[key] = _load(model_path, signature)
     return _MODELS[key][1]
 
 
+def _load(model_path: str, signature: str):
+    """(the loaded SavedModel, its signature function); Hadoop paths copied locally first."""
+    import tensorflow as tf
+
+    from sparktf import fs
+
+    local = model_path
+    if fs.is_hadoop(model_path):  # TF has no hdfs://: a local copy per Python worker
+        import tempfile
+
+        local = tempfile.mkdtemp(prefix="sparktf-model-")
+        fs.download(model_path, local)
+    loaded = tf.saved_model.load(local)
+    if signature not in loaded.signatures:
+        raise ConfigError(f"{model_path} has no signature {signature!r}; it has "
+                          f"{sorted(loaded.signatures)}")
+    return loaded, loaded.signatures[signature]  # the function needs its object
+
+
 def _predict_batches(batches, model_path: str, input_cols: Sequence[str], output_col: str,
-                     signature: str, output_key: str | None, batch_size: int):
+                     signature: str, output_key: str | None, batch_size: int,
+                     startup_logs: bool = False):
     import pyarrow as pa
 
     from sparktf.node.feed.batches import column_to_numpy
 
-    fn = _serving_fn(model_path, signature)
+    fn = _serving_fn(model_path, signature, startup_logs)
     specs = fn.structured_input_signature[1]
     dtypes = {name: specs[name].dtype.as_numpy_dtype for name in sorted(specs)}
     for batch in batches:
@@ -109,7 +118,9 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
     cols = list(input_cols)
     from sparktf.driver.cluster import hadoop_env
 
-    defaults = hadoop_env(df.sparkSession.sparkContext) if fs.is_hadoop(model_path) else ()
+    sc = df.sparkSession.sparkContext
+    defaults = hadoop_env(sc) if fs.is_hadoop(model_path) else ()
+    startup_logs = sc.getConf().get("spark.sparktf.tfStartupLogs", "false").lower() == "true"
 
     def run(batches):
         import os
@@ -121,7 +132,7 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
                 os.environ[key] = value
 
         for batch in _predict_batches(batches, model_path, cols, output_col, signature,
-                                      output_key, batch_size):
+                                      output_key, batch_size, startup_logs):
             col = batch.column(output_col)
             target = pa.list_(pa.float64()) if probe else pa.float64()
             yield batch.set_column(batch.num_columns - 1, output_col, col.cast(target))

@@ -239,3 +239,12 @@ def steady_unless_restarted(args, ctx):
         return steady_training(args, ctx)
     time.sleep(0.5)
     return {"attempt": ctx.attempt}
+
+
+def imports_tensorflow(args, ctx):
+    """TensorFlow's native start-up lines, then the user's own line."""
+    import tensorflow as tf
+
+    tf.constant(1).numpy()
+    print(f"user line from {ctx.name}", flush=True)
+    return True

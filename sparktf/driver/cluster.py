@@ -90,6 +90,7 @@ class Cluster:
         self._runner = Runner(sc, roles, launch.job_id, limits,
                               max_restarts=settings.max_restarts,
                               log_to_driver=settings.log_to_driver,
+                              tf_startup_logs=settings.tf_startup_logs,
                               tail_lines=settings.tail_lines)
 
     # ------------------------------------------------------------------------- properties

@@ -21,7 +21,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sparktf.common import messages, protocol
+from sparktf.common import logfilter, messages, protocol
 from sparktf.driver.control import ControlServer
 from sparktf.driver.state import JobState, Limits, Send, Status
 from sparktf.errors import ClusterStateError, NodeError, SparkJobError, SparkTFError
@@ -57,7 +57,8 @@ class Runner:
     """Runs one job: attempt after attempt until it finishes, fails or is aborted."""
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], job_id: str, limits: Limits,
-                 *, max_restarts: int, log_to_driver: bool, tail_lines: int) -> None:
+                 *, max_restarts: int, log_to_driver: bool, tail_lines: int,
+                 tf_startup_logs: bool = False) -> None:
         self.sc = sc
         self.roles = roles
         self.base_id = job_id
@@ -65,6 +66,7 @@ class Runner:
         self._limits = limits
         self._max_restarts = max_restarts
         self._log_to_driver = log_to_driver
+        self._tf_startup_logs = tf_startup_logs
         self._tail_lines = tail_lines
         self._cond = threading.Condition()
         self._print_lock = threading.Lock()
@@ -218,7 +220,8 @@ class Runner:
             if attempt is None or attempt.number != number:
                 return
             attempt.state.apply(node, messages.AGENT, message, time.monotonic())
-        if self._log_to_driver:
+        if self._log_to_driver and (self._tf_startup_logs or
+                                    not logfilter.is_startup_chatter(message["line"])):
             self.print(node, message["stream"], message["line"])
 
     def print(self, node: str, stream: str, line: str) -> None:

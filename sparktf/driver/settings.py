@@ -161,6 +161,9 @@ TABLE: tuple[Setting, ...] = (
             "seconds to wait for executors to register their task slots", arg=False),
     Setting("log_to_driver", "logToDriver", True, flag,
             "print every node's output on the driver, tagged [worker:1]"),
+    Setting("tf_startup_logs", "tfStartupLogs", False, flag,
+            "show TensorFlow's C++ start-up lines (absl banner, CUDA probes, CPU notices) in "
+            "the nodes' output; off: left off the driver's console", arg=False),
     Setting("tail_lines", "tailLines", 40, count(1),
             "lines of a failed node's output kept in its error", arg=False),
     Setting("stop_grace", "stopGrace", 3.0, seconds_or_zero,
@@ -194,6 +197,7 @@ class Settings:
     reservation_timeout: float
     slot_wait_timeout: float
     log_to_driver: bool
+    tf_startup_logs: bool
     tail_lines: int
     stop_grace: float
     heartbeat_timeout: float | None

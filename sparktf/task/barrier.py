@@ -91,7 +91,10 @@ def start_supervisor(spec: NodeSpec) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "sparktf.task.supervisor", str(os.getpid())],
         stdin=subprocess.PIPE, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(spec.python_path)})
+        # run(env=...) is in the environment the process starts with: TensorFlow's native
+        # logging reads TF_CPP_MIN_LOG_LEVEL from there, not from a later os.environ change
+        env={**os.environ, **dict(spec.launch.env),
+             "PYTHONPATH": os.pathsep.join(spec.python_path)})
     assert proc.stdin is not None
     proc.stdin.write(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
     proc.stdin.close()

@@ -29,7 +29,7 @@ def _env(**extra):
                 PYSPARK_DRIVER_PYTHON=sys.executable, **extra)
 
 
-def submit(script, *args, master="local[2]", cwd, timeout=420):
+def submit(script, *args, master="local[2]", cwd, timeout=420, console=False):
     import pyspark
 
     spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
@@ -37,7 +37,7 @@ def submit(script, *args, master="local[2]", cwd, timeout=420):
                           "spark.driver.host=127.0.0.1", script, *map(str, args)],
                          cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    return out.stdout
+    return (out.stdout, out.stderr) if console else out.stdout
 
 
 def accuracy(stdout):
@@ -45,6 +45,27 @@ def accuracy(stdout):
     m = re.fullmatch(r"test_accuracy=(0\.\d+|1\.0+)", last)
     assert m, f"last line is {last!r}"
     return float(m.group(1))
+
+
+def assert_quiet_console(out, err):
+    """What a user sees of the main job: its own lines and the nodes' (tagged), no Spark INFO,
+    no TensorFlow native start-up chatter (nodes, or Spark's Python workers in predict), no
+    warning of large tasks. The JVM's own two start-up lines come before any Python runs."""
+    from sparktf.common.logfilter import is_startup_chatter
+
+    lines = (out + err).splitlines()
+    assert not [line for line in lines if " INFO " in line], err[-3000:]
+    chatter = [line for line in lines
+               if is_startup_chatter(line.split("] ", 1)[1] if line.startswith("[") else line)]
+    assert not chatter, chatter
+    assert "task of very large size" not in err
+    jvm = {"WARNING: Using incubator modules: jdk.incubator.vector",
+           "Using Spark's default log4j profile: org/apache/spark/log4j2-defaults.properties"}
+    assert set(err.splitlines()) <= jvm, err[-3000:]  # nothing else on stderr at all
+    stdout = out.splitlines()
+    assert stdout[-1].startswith("test_accuracy=")
+    assert not [line for line in stdout if not line.startswith(
+        ("mnist:", "[chief:0] ", "sparktf: ", "[sparktf] ", "test_accuracy="))], stdout
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +85,9 @@ def data(tmp_path_factory, no_spark):
 
 
 def test_main_job_spark_input_mirrored_with_inference_and_tensorboard(tmp_path, no_spark):
-    out = submit(MNIST, "--epochs", 2, "--limit", 2000, "--tensorboard",
-                 "--log-dir", tmp_path / "logs", cwd=tmp_path)
+    out, err = submit(MNIST, "--epochs", 2, "--limit", 2000, "--tensorboard",
+                      "--log-dir", tmp_path / "logs", cwd=tmp_path, console=True)
+    assert_quiet_console(out, err)
     assert "mnist: mirrored, input mode spark, 2000 training and 1000 held-out" in out
     assert "[chief:0] Epoch 2/2" in out  # node output reached the driver, tagged
     assert re.search(r"TensorBoard at http://127\.0\.0\.1:\d+/", out)

@@ -91,6 +91,26 @@ def test_node_logs_reach_the_driver_tagged(sc_local, capfd):
         assert f"[{node}] an error line from {node}\n" in err
 
 
+def test_tensorflow_startup_chatter_is_left_off_the_console_unless_asked(sc_local, capfd):
+    from sparktf.common.logfilter import is_startup_chatter
+
+    sparktf.run(sc_local, jobs.imports_tensorflow, num_executors=1).shutdown()
+    out, err = capfd.readouterr()
+    assert "[chief:0] user line from chief:0\n" in out
+    node_lines = [line.split("] ", 1)[1] for line in (out + err).splitlines()
+                  if line.startswith("[chief:0] ")]
+    assert not [line for line in node_lines if is_startup_chatter(line)], err
+    sc_local._conf.set("spark.sparktf.tfStartupLogs", "true")
+    try:
+        sparktf.run(sc_local, jobs.imports_tensorflow, num_executors=1).shutdown()
+    finally:
+        sc_local._conf.set("spark.sparktf.tfStartupLogs", "false")
+    out, err = capfd.readouterr()
+    assert "[chief:0] user line from chief:0\n" in out
+    # shown: TensorFlow 2.21 on a machine without a GPU says so through absl at import
+    assert "[chief:0] WARNING: All log messages before absl::InitializeLog()" in err
+
+
 def test_published_port_stays_reserved_and_is_freed(sc_local):
     cluster = sparktf.run(sc_local, jobs.port_is_held, num_executors=2)
     cluster.shutdown()

@@ -1,0 +1,39 @@
+"""TensorFlow's native start-up chatter is recognised; everything a user should see is not."""
+
+import pytest
+
+from sparktf.common.logfilter import is_startup_chatter
+
+CHATTER = [
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "I0000 00:00:1795384432.272370   24967 cudart_stub.cc:31] Could not find cuda drivers on "
+    "your machine, GPU will not be used.",
+    "I0000 00:00:1795384392.414278   24672 cpu_feature_guard.cc:227] This TensorFlow binary is "
+    "optimized to use available CPU instructions in performance-critical operations.",
+    "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow "
+    "with the appropriate compiler flags.",
+    "E0000 00:00:1795384396.747520   24672 cuda_platform.cc:52] failed call to cuInit: "
+    "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)",
+    "2026-11-22 21:53:46.123456: I tensorflow/core/util/port.cc:153] oneDNN custom operations "
+    "are on.",
+    "W0000 00:00:1795384396.1 24672 grpc_server_lib.cc:1] Started server with target: grpc://",
+]
+KEPT = [
+    "Epoch 1/12",
+    "63/63 - 3s - loss: 0.9292 - accuracy: 0.7160",
+    "E0000 00:00:1795384396.747520   24672 collective_ops.cc:9] Collective ops is aborted",
+    "F0000 00:00:1795384396.747520   24672 op_kernel.cc:9] Check failed: x",
+    "Traceback (most recent call last):",
+    "I0000 is how a user's own line may start",
+    "",
+]
+
+
+@pytest.mark.parametrize("line", CHATTER)
+def test_startup_chatter_is_recognised(line):
+    assert is_startup_chatter(line)
+
+
+@pytest.mark.parametrize("line", KEPT)
+def test_what_a_user_needs_is_kept(line):
+    assert not is_startup_chatter(line)
