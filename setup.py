@@ -19,6 +19,7 @@ setup(
         "hdfs>=2.7",
         "mlxtend>=0.23",
         "tensorboard>=2.16",
+        "tqdm>=4.60",
     ],
     extras_require={"test": ["pytest>=8", "pytest-timeout>=2.3"]},
     classifiers=[

@@ -41,7 +41,8 @@ def main_fn(args, ctx):
     print(f"{ctx.name}: training epochs {args.initial_epoch + 1}..{args.epochs}", flush=True)
     with helpers.Checkpoints(tf, keras, model, args, ctx) as callbacks:
         model.fit(train, epochs=args.epochs, initial_epoch=args.initial_epoch,
-                  callbacks=callbacks, verbose=2 if ctx.is_chief else 0)
+                  callbacks=callbacks + [ctx.keras_callback()],  # progress on the driver
+                  verbose=2 if ctx.is_chief else 0)
     helpers.export(model, ctx, args.export_dir)
     return {"test_accuracy": helpers.evaluate_copy(keras, model, args.test),
             "export_dir": args.export_dir}

@@ -197,3 +197,16 @@ def ids_per_epoch(args, ctx):
             epochs.append([])
         epochs[epoch].extend(int(i) for i in ids)
     return {"epochs": epochs, "held_back": feed.rows_held_back}
+
+
+def sum_ids_reporting(args, ctx):
+    """sum_ids, slowly enough for a few heartbeats, reporting its batches as steps."""
+    feed = ctx.get_data_feed(train_mode=True)
+    steps = 0
+    while not feed.should_stop():
+        batch = feed.next_batch(100)
+        if len(batch):
+            steps += 1
+            ctx.report(step=steps, seen=float(steps))
+            time.sleep(0.05)
+    return steps

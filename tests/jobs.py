@@ -248,3 +248,15 @@ def imports_tensorflow(args, ctx):
     tf.constant(1).numpy()
     print(f"user line from {ctx.name}", flush=True)
     return True
+
+
+def reports(args, ctx):
+    """Steps and a metric to the driver, a few heartbeats apart."""
+    import time
+
+    for step in range(1, args.get("steps", 5) + 1):
+        ctx.report(step=step, loss=1.0 / step)
+        time.sleep(args.get("pause", 0.3))
+    if args.get("bad"):
+        ctx.report(step="seven")
+    return True

@@ -45,7 +45,8 @@ _ALL = [
     Message("exit", "agent", "driver", ("code", "aborted", "tail"),
             "the TF process exited with code (negative: killed by that signal); last lines"),
     Message("heartbeat", "node", "driver", ("step", "rows"),
-            "alive, every heartbeat_interval; ctx.report_progress step and rows fed"),
+            "alive, every heartbeat_interval; the step and metrics of ctx.report, rows fed and "
+            "the feed's epoch"),
     Message("state", "node", "driver", ("state",),
             "the node now only serves (ps, or a worker in ctx.serve()): 'serving'"),
     Message("done", "node", "driver", ("value",),
@@ -71,7 +72,7 @@ _ALL = [
 
 CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
 #: Fields a message may carry beyond the catalogue's (for the hello: its pid and port).
-_OPTIONAL = {"hello": ("pid", "port")}
+_OPTIONAL = {"hello": ("pid", "port"), "heartbeat": ("epoch", "epoch_rows", "metrics")}
 
 
 def make(type_: str, **fields) -> dict:

@@ -91,6 +91,8 @@ class Cluster:
                               max_restarts=settings.max_restarts,
                               log_to_driver=settings.log_to_driver,
                               tf_startup_logs=settings.tf_startup_logs,
+                              progress_interval=(settings.progress_interval
+                                                 if settings.progress else None),
                               tail_lines=settings.tail_lines)
 
     # ------------------------------------------------------------------------- properties
@@ -115,6 +117,15 @@ class Cluster:
     def results(self) -> dict[str, Any]:
         state = self._runner.state
         return state.results if state is not None else {}
+
+    def progress(self) -> dict[str, dict]:
+        """How far each node is, as plain data: ``{"chief:0": {"state": "running",
+        "epoch": 2, "step": 120, "rows": 6000, "epoch_rows": 2000, "rows_per_s": 3100.5,
+        "metrics": {"loss": 0.31, "accuracy": 0.9}, "seconds": 12.5}, ...}`` (epoch counts
+        from 1; rows are those the feed handed to ``main_fn``; steps and metrics are what
+        ``ctx.report`` / ``ctx.keras_callback()`` sent; None where nothing was reported).
+        The same data the driver's progress bar or lines show."""
+        return self._runner.progress()
 
     @property
     def rows_held_back(self) -> int:
@@ -341,6 +352,7 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         num_ps: int = 0, *, master_node: str | None = "chief", eval_node: bool = False,
         input_mode: InputMode = InputMode.TENSORFLOW, reservation_timeout: float | None = None,
         log_to_driver: bool | None = None, env: dict[str, str] | None = None,
+        progress: bool | None = None,
         tensorboard: bool = False, log_dir: str | None = None, max_restarts: int | None = None,
         heartbeat_timeout: float | None = None, progress_timeout: float | None = None) -> Cluster:
     """Start a TensorFlow cluster on Spark executors and run ``main_fn`` on every node.
@@ -369,6 +381,8 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         ``InputMode.SPARK``: the nodes start over the data given to :meth:`Cluster.train`.
     reservation_timeout, log_to_driver, heartbeat_timeout, progress_timeout, max_restarts
         See the settings table; unset, ``spark.sparktf.*`` then the default applies.
+    progress : bool, optional
+        Show the nodes' progress on the driver (default on; see :meth:`Cluster.progress`).
     env : dict, optional
         Extra environment variables for the node processes.
     tensorboard : bool
@@ -394,6 +408,7 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
             dict(sc.getConf().getAll()), num_executors=num_executors, num_ps=num_ps,
             master_node=master_node, eval_node=eval_node, input_mode=input_mode,
             reservation_timeout=reservation_timeout, log_to_driver=log_to_driver, env=env,
+            progress=progress,
             tensorboard=tensorboard, log_dir=log_dir, max_restarts=max_restarts,
             heartbeat_timeout=heartbeat_timeout, progress_timeout=progress_timeout)
     except ConfigError as exc:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from sparktf.common import logfilter, messages, protocol
 from sparktf.driver.control import ControlServer
+from sparktf.driver.progress import Reporter
 from sparktf.driver.state import JobState, Limits, Send, Status
 from sparktf.errors import ClusterStateError, NodeError, SparkJobError, SparkTFError
 from sparktf.common.spec import LaunchSpec
@@ -53,12 +54,27 @@ class _Attempt:
     finalizer: Any = None
 
 
+class _PrintTo:
+    """The reporter's lines go through the runner's print lock (no torn lines with the
+    nodes' output)."""
+
+    def __init__(self, runner: "Runner") -> None:
+        self._runner = runner
+
+    def write(self, text: str) -> None:
+        with self._runner._print_lock:
+            sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
 class Runner:
     """Runs one job: attempt after attempt until it finishes, fails or is aborted."""
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], job_id: str, limits: Limits,
                  *, max_restarts: int, log_to_driver: bool, tail_lines: int,
-                 tf_startup_logs: bool = False) -> None:
+                 tf_startup_logs: bool = False, progress_interval: float | None = None) -> None:
         self.sc = sc
         self.roles = roles
         self.base_id = job_id
@@ -67,6 +83,8 @@ class Runner:
         self._max_restarts = max_restarts
         self._log_to_driver = log_to_driver
         self._tf_startup_logs = tf_startup_logs
+        self._progress_interval = progress_interval  # None: no progress shown
+        self._reporter: Reporter | None = None
         self._tail_lines = tail_lines
         self._cond = threading.Condition()
         self._print_lock = threading.Lock()
@@ -126,6 +144,15 @@ class Runner:
         self._monitor = threading.Thread(target=self._monitor_loop, daemon=True,
                                          name=f"{self.base_id}-monitor")
         self._monitor.start()
+        if self._progress_interval is not None:
+            self._reporter = Reporter(self.progress, self._progress_interval,
+                                      out=_PrintTo(self)).start()
+
+    def progress(self) -> dict[str, dict]:
+        """How far each node of the current attempt is, as plain data."""
+        with self._cond:
+            attempt = self._current
+            return attempt.state.progress_snapshot(time.monotonic()) if attempt else {}
 
     def wait(self, predicate: Callable[[JobState], bool], deadline: float | None) -> bool:
         """Wait until ``predicate(state)``, the job's failure, or ``deadline`` (False)."""
@@ -169,6 +196,8 @@ class Runner:
                 return
             self._closed = True
             attempt = self._current
+        if self._reporter is not None:
+            self._reporter.stop(summary=True)
         if attempt is not None:
             attempt.server.close()
             attempt.finalizer.detach()

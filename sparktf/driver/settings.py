@@ -161,6 +161,13 @@ TABLE: tuple[Setting, ...] = (
             "seconds to wait for executors to register their task slots", arg=False),
     Setting("log_to_driver", "logToDriver", True, flag,
             "print every node's output on the driver, tagged [worker:1]"),
+    Setting("progress", "progress", True, flag,
+            "show the nodes' progress on the driver (rows fed, rows/s, step, ctx.report "
+            "metrics): a tqdm bar on a terminal, else a log line every progress_interval; "
+            "a summary per node at the end"),
+    Setting("progress_interval", "progressInterval", 10.0, seconds,
+            "seconds between progress lines when the driver's stderr is not a terminal",
+            arg=False),
     Setting("tf_startup_logs", "tfStartupLogs", False, flag,
             "show TensorFlow's C++ start-up lines (absl banner, CUDA probes, CPU notices) in "
             "the nodes' output; off: left off the driver's console", arg=False),
@@ -197,6 +204,8 @@ class Settings:
     reservation_timeout: float
     slot_wait_timeout: float
     log_to_driver: bool
+    progress: bool
+    progress_interval: float
     tf_startup_logs: bool
     tail_lines: int
     stop_grace: float

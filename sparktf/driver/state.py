@@ -101,6 +101,12 @@ class NodeRecord:
     last_beat: float | None = None
     progress: Progress = Progress()
     progress_at: float | None = None
+    epoch: int | None = None  # the feed's epoch (0 first), InputMode.SPARK
+    metrics: dict = field(default_factory=dict)  # the last ctx.report metrics
+    epoch_rows: int | None = None  # rows the feed handed out in the current epoch
+    done_at: float | None = None  # its main_fn returned
+    first_rows: tuple[int, float] | None = None  # the first rows it reported, and when
+    rows_at: float | None = None  # when its rows fed last grew
     hung: str | None = None
     failed_at: float | None = None
     address: str | None = None  # host:port its barrier task reserved (the rendezvous)
@@ -209,8 +215,34 @@ class JobState:
     def _on_heartbeat(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
         n.last_beat = now
         progress = Progress(msg.get("step"), msg.get("rows"))
+        rows = msg.get("rows")
+        if rows and (n.progress.rows or 0) != rows:
+            if n.first_rows is None:
+                n.first_rows = (rows, now)
+            n.rows_at = now
         if progress != n.progress:
             n.progress, n.progress_at = progress, now
+        if msg.get("metrics"):
+            n.metrics = dict(msg["metrics"])
+        if msg.get("epoch") is not None:
+            n.epoch, n.epoch_rows = msg["epoch"], msg.get("epoch_rows")
+
+    def progress_snapshot(self, now: float) -> dict[str, dict]:
+        """How far each node is, as plain data (``Cluster.progress()``)."""
+        out = {}
+        for n in self.nodes.values():
+            rows = n.progress.rows
+            rate = None  # rows fed per second between its first and its last report of rows
+            if rows and n.first_rows is not None and n.rows_at and n.rows_at > n.first_rows[1]:
+                rate = (rows - n.first_rows[0]) / (n.rows_at - n.first_rows[1])
+            out[n.name] = {
+                "state": n.state.value, "step": n.progress.step, "rows": rows,
+                "epoch": None if n.epoch is None else n.epoch + 1, "epoch_rows": n.epoch_rows,
+                "rows_per_s": rate, "metrics": dict(n.metrics),
+                "seconds": None if n.started_at is None else
+                (n.done_at or n.exit_at or n.failed_at or now) - n.started_at,
+            }
+        return out
 
     def _on_state(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
         if msg.get("state") == "serving" and n.state is NodeState.RUNNING:
@@ -220,7 +252,7 @@ class JobState:
         return []
 
     def _on_done(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
-        n.result, n.has_result = msg.get("value"), True
+        n.result, n.has_result, n.done_at = msg.get("value"), True, now
         out = []
         if n.state in (NodeState.RUNNING, NodeState.SERVING):
             n.state = NodeState.DONE

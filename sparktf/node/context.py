@@ -8,6 +8,7 @@ only by the methods that need it.
 
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,6 +170,59 @@ class NodeContext:
         heartbeat. With ``run(..., progress_timeout=T)``, a node whose step (and fed rows) stop
         changing for ``T`` seconds is declared hung. Cheap: call it every step."""
         self._runtime.step = int(step)
+
+    def report(self, step: int | None = None, **metrics: float) -> None:
+        """Tell the driver how far training is and how it goes: ``ctx.report(step=120,
+        loss=0.31, accuracy=0.9)``. Sent with the next heartbeat (every second); the driver's
+        progress bar or log lines show it, and ``cluster.progress()`` returns it. Cheap: call
+        it every step. ``step`` also counts as progress for ``progress_timeout``.
+        :meth:`keras_callback` calls it for a Keras ``fit``."""
+        if step is not None:
+            if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+                raise TypeError(f"ctx.report: step must be an int, got {step!r}")
+            self._runtime.step = int(step)
+        bad = {k: v for k, v in metrics.items()
+               if isinstance(v, bool) or not isinstance(v, numbers.Real)}
+        if bad:
+            raise TypeError(f"ctx.report: metrics must be numbers, got {bad!r}")
+        self._runtime.metrics = {**self._runtime.metrics,
+                                 **{k: float(v) for k, v in metrics.items()}}
+
+    def keras_callback(self, every_n_steps: int = 1):
+        """A Keras callback that reports the step and the logs (``loss``, metrics) to the
+        driver (:meth:`report`) every ``every_n_steps`` batches and at each epoch's end:
+        ``model.fit(..., callbacks=[ctx.keras_callback()])``. Made for tf-keras when
+        ``TF_USE_LEGACY_KERAS=1`` (as for MultiWorkerMirroredStrategy's ``fit``), else for
+        Keras 3."""
+        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) \
+                or every_n_steps < 1:
+            raise TypeError(f"every_n_steps must be an int >= 1, got {every_n_steps!r}")
+        if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
+            import tf_keras as keras
+        else:
+            import keras
+        ctx = self
+
+        def numbers_of(logs):
+            return {k: float(v) for k, v in (logs or {}).items()
+                    if not isinstance(v, (str, bytes)) and hasattr(v, "__float__")}
+
+        class SparkTFProgress(keras.callbacks.Callback):
+            """Reports fit()'s step and logs to the sparktf driver."""
+
+            def __init__(self):
+                super().__init__()
+                self.step = 0
+
+            def on_train_batch_end(self, batch, logs=None):
+                self.step += 1
+                if self.step % every_n_steps == 0:
+                    ctx.report(step=self.step, **numbers_of(logs))
+
+            def on_epoch_end(self, epoch, logs=None):
+                ctx.report(step=self.step, epoch_done=epoch + 1, **numbers_of(logs))
+
+        return SparkTFProgress()
 
     def training_done(self) -> bool:
         """True once every chief/worker ``main_fn`` has returned (e.g. for an evaluator loop)."""

@@ -138,6 +138,7 @@ def run(spec: NodeSpec) -> int:
         _report_error(chan, exc, where)
         return 1
     try:
+        runtime.beat()  # the last step, metrics and rows, before the driver hears 'done'
         chan.send(messages.make("done", value=value))
     except Exception as exc:
         err = TypeError(f"main_fn's return value cannot be pickled: {type(exc).__name__}: "

@@ -33,7 +33,8 @@ class NodeRuntime:
         self.bound = Bound()  # the driver's word on the rows every trainer may hand out
         self.feed: Any = None  # the DataFeed, once main_fn asked for it
         self.server: Any = None  # the TF server, once started
-        self.step: int | None = None  # ctx.report_progress
+        self.step: int | None = None  # ctx.report / ctx.report_progress
+        self.metrics: dict[str, float] = {}  # ctx.report
 
     def start(self) -> None:
         """Listen to the driver and send heartbeats, on threads of their own."""
@@ -73,10 +74,17 @@ class NodeRuntime:
         how far (``ctx.report_progress``, rows fed)."""
         while True:
             time.sleep(self.spec.launch.heartbeat_interval)
-            feed = self.feed
             try:
-                self.chan.send(messages.make(
-                    "heartbeat", step=self.step,
-                    rows=feed.rows_fed if feed is not None else None))
+                self.beat()
             except OSError:
                 return
+
+    def beat(self) -> None:
+        """One heartbeat now (also sent last thing before ``done``: the final progress)."""
+        feed = self.feed
+        extra = {"metrics": dict(self.metrics)} if self.metrics else {}
+        if feed is not None:  # after the last epoch the feed's counter is one past it
+            extra["epoch"] = min(feed.epoch, max(0, feed.config.num_epochs - 1))
+            extra["epoch_rows"] = feed.epoch_rows
+        self.chan.send(messages.make("heartbeat", step=self.step,
+                                     rows=feed.rows_fed if feed is not None else None, **extra))

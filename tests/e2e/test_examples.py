@@ -90,6 +90,9 @@ def test_main_job_spark_input_mirrored_with_inference_and_tensorboard(tmp_path, 
     assert_quiet_console(out, err)
     assert "mnist: mirrored, input mode spark, 2000 training and 1000 held-out" in out
     assert "[chief:0] Epoch 2/2" in out  # node output reached the driver, tagged
+    # the driver's progress summary, from ctx.keras_callback() and the feed
+    assert re.search(r"^\[sparktf\] chief:0 \w+ in [\d.]+s: epoch 2, step 64, 4,000 rows "
+                     r"\(2,000 this epoch\), [\d,]+ rows/s, accuracy=0\.\d+ loss=", out, re.M), out
     assert re.search(r"TensorBoard at http://127\.0\.0\.1:\d+/", out)
     assert "held back 0 rows" in out
     m = re.search(r"scored 1000 held-out images: inference_accuracy=(0\.\d+)", out)

@@ -47,6 +47,7 @@ class DataFeed:
         self._replay_held_back = 0
         self._epoch = 0
         self._delivered = 0  # rows handed out in the current epoch
+        self._last_epoch_rows = 0  # ... in the one before
         self._chunk: Any = None  # current chunk (RecordBatch or list) and our place in it
         self._chunk_pos = 0
         self._replay: Iterator | None = None
@@ -92,6 +93,7 @@ class DataFeed:
         else:
             self._replay_held_back += leftover
         self._epoch += 1
+        self._last_epoch_rows = self._delivered
         self._delivered = 0
         self._chunk, self._chunk_pos, self._replay = None, 0, None
         if self._epoch >= self.config.num_epochs:
@@ -148,6 +150,12 @@ class DataFeed:
     def epoch(self) -> int:
         """The epoch ``next_batch`` hands out rows from (0 first)."""
         return self._epoch
+
+    @property
+    def epoch_rows(self) -> int:
+        """Rows handed out in the current epoch (after the last one: in the last one)."""
+        return self._last_epoch_rows if self._stopped and not self._delivered \
+            else self._delivered
 
     def should_stop(self) -> bool:
         """True once every epoch has been delivered, or after :meth:`terminate`."""

@@ -1,0 +1,80 @@
+"""Progress on the driver, on a real local[4] Spark: ctx.report, rows fed per epoch, the
+periodic lines when the console is not a terminal, the summary, cluster.progress(), off."""
+
+import contextlib
+import re
+
+import pytest
+
+import feed_jobs
+import jobs
+import sparktf
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+@contextlib.contextmanager
+def conf(sc, **values):
+    """spark.sparktf.* values on the running SparkContext for the block."""
+    for key, value in values.items():
+        sc._conf.set(f"spark.sparktf.{key}", value)
+    try:
+        yield
+    finally:
+        for key in values:
+            sc._jsc.sc().conf().remove(f"spark.sparktf.{key}")
+
+
+def test_reported_steps_and_metrics_reach_the_driver_as_lines_and_data(sc_local, capfd):
+    with conf(sc_local, progressInterval="0.3"):
+        cluster = sparktf.run(sc_local, jobs.reports, {"steps": 6}, num_executors=2)
+        cluster.shutdown()
+    progress = cluster.progress()
+    assert set(progress) == {"chief:0", "worker:0"}
+    for p in progress.values():
+        assert p["step"] == 6 and p["metrics"] == {"loss": pytest.approx(1 / 6)}
+        assert p["state"] in ("done", "exited") and p["seconds"] > 1.0
+    out = capfd.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("[sparktf] progress: ")]
+    assert lines, out  # periodic lines while it ran (this console is no terminal)
+    assert any(re.search(r"chief:0: step [1-6], loss=", line) for line in lines)
+    assert re.search(r"^\[sparktf\] chief:0 \w+ in [\d.]+s: step 6, loss=0\.1667$", out, re.M)
+    assert re.search(r"^\[sparktf\] worker:0 \w+ in [\d.]+s: step 6, loss=0\.1667$", out, re.M)
+
+
+def test_rows_fed_per_epoch_and_rate(sc_local, capfd):
+    data = sc_local.parallelize(range(1, 2001), 2).cache()
+    data.count()
+    with conf(sc_local, progressInterval="0.3"):
+        cluster = sparktf.run(sc_local, feed_jobs.sum_ids_reporting, None, num_executors=2,
+                              input_mode=sparktf.InputMode.SPARK)
+        cluster.train(data, num_epochs=2)
+        cluster.shutdown(timeout=120)
+    progress = cluster.progress()
+    assert sum(p["rows"] for p in progress.values()) == 2 * 2000  # every row, both epochs
+    for name, p in progress.items():
+        assert p["epoch"] == 2 and p["step"] == cluster.results[name] == 20
+        assert p["epoch_rows"] == 1000 and p["rows_per_s"] > 0  # its share, each epoch
+    assert "rows/s" in capfd.readouterr().out
+    data.unpersist()
+
+
+def test_progress_off_shows_nothing_but_keeps_the_data(sc_local, capfd):
+    cluster = sparktf.run(sc_local, jobs.reports, {"steps": 2, "pause": 0.6}, num_executors=1,
+                          progress=False)
+    cluster.shutdown()
+    assert cluster.progress()["chief:0"]["step"] == 2
+    assert "[sparktf]" not in capfd.readouterr().out
+
+
+def test_a_report_of_the_wrong_type_fails_the_node_with_a_clear_error(sc_local):
+    cluster = sparktf.run(sc_local, jobs.reports, {"steps": 1, "pause": 0, "bad": True},
+                          num_executors=1)
+    with pytest.raises(sparktf.NodeError, match=r"ctx.report: step must be an int, got 'seven'"):
+        cluster.shutdown()
+
+
+@pytest.mark.parametrize("value", ["yes", 0, -1])
+def test_progress_settings_are_checked(sc_local, value):
+    with pytest.raises(sparktf.ConfigError, match="progress must be True or False"):
+        sparktf.run(sc_local, jobs.reports, progress=value)

@@ -1,0 +1,85 @@
+"""Progress as the driver shows it: the state's snapshot and its lines, without Spark."""
+
+import io
+
+from sparktf.common import messages
+from sparktf.common.topology import assign_roles
+from sparktf.driver.progress import Reporter, status_line, summary_lines
+from sparktf.driver.state import JobState, Limits
+
+
+def _state():
+    state = JobState(assign_roles(3, 1), Limits(), 0.0)
+    for t, name in enumerate(("chief:0", "worker:0", "ps:0")):
+        state.apply(name, messages.NODE, messages.hello(messages.NODE, name, "h", pid=1,
+                                                         port=1), 1.0 + t * 0.0)
+    return state
+
+
+def beat(state, node, now, **fields):
+    state.apply(node, messages.NODE, messages.make(
+        "heartbeat", step=fields.pop("step", None), rows=fields.pop("rows", None), **fields),
+        now)
+
+
+def test_snapshot_has_rows_per_epoch_rate_step_and_metrics():
+    state = _state()
+    beat(state, "chief:0", 2.0, rows=1000, epoch=0, epoch_rows=1000, step=10,
+         metrics={"loss": 0.5})
+    beat(state, "chief:0", 3.0, rows=3000, epoch=0, epoch_rows=3000, step=30,
+         metrics={"loss": 0.4})
+    beat(state, "chief:0", 4.0, rows=4500, epoch=1, epoch_rows=500, step=45,
+         metrics={"loss": 0.3, "accuracy": 0.9})
+    beat(state, "chief:0", 5.0, rows=6000, epoch=1, epoch_rows=2000, step=60,
+         metrics={"loss": 0.2, "accuracy": 0.95})
+    snap = state.progress_snapshot(6.0)
+    chief = snap["chief:0"]
+    assert chief["epoch"] == 2 and chief["step"] == 60 and chief["rows"] == 6000
+    assert chief["epoch_rows"] == 2000  # as its feed counted them
+    assert chief["rows_per_s"] == (6000 - 1000) / (5.0 - 2.0)  # first to last report of rows
+    assert chief["metrics"] == {"loss": 0.2, "accuracy": 0.95}
+    assert chief["state"] == "running" and chief["seconds"] == 5.0
+    assert snap["ps:0"]["rows"] is None and snap["ps:0"]["metrics"] == {}
+
+
+def test_lines_show_only_nodes_that_report():
+    state = _state()
+    assert status_line(state.progress_snapshot(2.0)) is None  # nothing reported yet
+    beat(state, "chief:0", 2.0, rows=1200, epoch=0, epoch_rows=1200, step=20,
+         metrics={"loss": 0.51234})
+    beat(state, "worker:0", 2.0, rows=1100, epoch=0, epoch_rows=1100, step=20)
+    line = status_line(state.progress_snapshot(2.5))
+    assert line.startswith("[sparktf] progress: chief:0: epoch 1, step 20, 1,200 rows")
+    assert "loss=0.5123" in line and "| worker:0: epoch 1, step 20, 1,100 rows" in line
+    assert "ps:0" not in line
+    state.apply("chief:0", messages.NODE, messages.make("done", value=None), 3.0)
+    lines = summary_lines(state.progress_snapshot(9.0))
+    assert lines[0].startswith("[sparktf] chief:0 done in 2.0s: epoch 1, step 20, 1,200 rows")
+    assert lines[1].startswith("[sparktf] worker:0 running in 8.0s:")
+    assert len(lines) == 2
+
+
+def test_reporter_writes_a_line_only_when_something_changed_and_a_summary_at_stop():
+    state = _state()
+    out = io.StringIO()
+    reporter = Reporter(lambda: state.progress_snapshot(5.0), 60.0, out=out, bar=False)
+    beat(state, "chief:0", 2.0, rows=100, step=1)
+    reporter.show(state.progress_snapshot(2.0))
+    reporter.show(state.progress_snapshot(2.0))
+    beat(state, "chief:0", 3.0, rows=200, step=2)
+    reporter.show(state.progress_snapshot(3.0))
+    reporter.stop()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    assert "step 1" in lines[0] and "step 2" in lines[1]
+    assert lines[2].startswith("[sparktf] chief:0 running")
+
+
+def test_reporter_bar_on_a_terminal_counts_rows():
+    state = _state()
+    reporter = Reporter(lambda: state.progress_snapshot(5.0), 60.0, out=io.StringIO(), bar=True)
+    beat(state, "chief:0", 2.0, rows=100, step=1)
+    beat(state, "worker:0", 2.0, rows=50, step=1)
+    reporter.show(state.progress_snapshot(2.0))
+    assert reporter._bar.n == 150
+    reporter.stop(summary=False)
