@@ -23,12 +23,14 @@ import jobs  # noqa: E402
 import tf_jobs  # noqa: E402
 import feed_jobs  # noqa: E402
 import hdfs_jobs  # noqa: E402
+import ml_jobs  # noqa: E402
 
 # The executors cannot import the tests' modules: ship their functions by value.
 cloudpickle.register_pickle_by_value(jobs)
 cloudpickle.register_pickle_by_value(tf_jobs)
 cloudpickle.register_pickle_by_value(feed_jobs)
 cloudpickle.register_pickle_by_value(hdfs_jobs)
+cloudpickle.register_pickle_by_value(ml_jobs)
 
 #: Quiet TensorFlow's C++ start-up messages in the nodes.
 TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}

