@@ -260,3 +260,11 @@ def reports(args, ctx):
     if args.get("bad"):
         ctx.report(step="seven")
     return True
+
+
+def describe_gpus(args, ctx):
+    """The GPUs this node was given, as ctx and the environment say."""
+    import os
+
+    return {"gpus": list(ctx.gpus), "env": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "job": ctx.job_name}

@@ -73,6 +73,7 @@ class NodeSpec:
     python_path: tuple[str, ...] = ()
     work_dir: str | None = None  # private (0700) directory of this node, removed at its end
     feed_path: str | None = None  # the Unix socket its barrier task feeds data through
+    gpus: tuple[str, ...] = ()  # the GPU addresses Spark assigned to its barrier task
 
     @property
     def role(self) -> NodeRole:

@@ -70,6 +70,7 @@ class Cluster:
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], payload: bytes,
                  settings: Settings) -> None:
+        self._profile = None  # the barrier stages' ResourceProfile (gpus_per_node)
         self.sc = sc
         self.roles = roles
         self.input_mode = settings.input_mode
@@ -279,7 +280,8 @@ class Cluster:
                                         rebalance)
         if problems:
             raise ConfigError.from_problems(problems)
-        factory = stages.training(self.sc, self.roles, data, rebalance, equalize)
+        factory = stages.training(self.sc, self.roles, data, rebalance, equalize,
+                                  self._profile)
         self._set_launch(train_mode=True, feed=FeedConfig(
             num_epochs=num_epochs, feed_timeout=float(feed_timeout), shuffle=shuffle,
             equalize=equalize, spool_max_bytes=self.settings.spool_max_bytes))
@@ -314,7 +316,7 @@ class Cluster:
             problems.append(str(exc))
         if problems:
             raise ConfigError.from_problems(problems)
-        stage = stages.Inference(self.sc, self.roles, data, schema)
+        stage = stages.Inference(self.sc, self.roles, data, schema, self._profile)
         self._set_launch(train_mode=False, feed=FeedConfig(num_epochs=1,
                                                            feed_timeout=float(feed_timeout)))
         self._start(stage)
@@ -352,7 +354,7 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         num_ps: int = 0, *, master_node: str | None = "chief", eval_node: bool = False,
         input_mode: InputMode = InputMode.TENSORFLOW, reservation_timeout: float | None = None,
         log_to_driver: bool | None = None, env: dict[str, str] | None = None,
-        progress: bool | None = None,
+        progress: bool | None = None, gpus_per_node: int | None = None,
         tensorboard: bool = False, log_dir: str | None = None, max_restarts: int | None = None,
         heartbeat_timeout: float | None = None, progress_timeout: float | None = None) -> Cluster:
     """Start a TensorFlow cluster on Spark executors and run ``main_fn`` on every node.
@@ -383,6 +385,11 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         See the settings table; unset, ``spark.sparktf.*`` then the default applies.
     progress : bool, optional
         Show the nodes' progress on the driver (default on; see :meth:`Cluster.progress`).
+    gpus_per_node : int, optional
+        GPUs Spark assigns to each node's task (the executors need
+        ``spark.executor.resource.gpu.*``); each chief/worker sees its own as
+        ``CUDA_VISIBLE_DEVICES`` and ``ctx.gpus``, a ps or evaluator none. Unset: the GPUs
+        ``spark.task.resource.gpu.amount`` gives each task, if any.
     env : dict, optional
         Extra environment variables for the node processes.
     tensorboard : bool
@@ -408,7 +415,7 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
             dict(sc.getConf().getAll()), num_executors=num_executors, num_ps=num_ps,
             master_node=master_node, eval_node=eval_node, input_mode=input_mode,
             reservation_timeout=reservation_timeout, log_to_driver=log_to_driver, env=env,
-            progress=progress,
+            progress=progress, gpus_per_node=gpus_per_node,
             tensorboard=tensorboard, log_dir=log_dir, max_restarts=max_restarts,
             heartbeat_timeout=heartbeat_timeout, progress_timeout=progress_timeout)
     except ConfigError as exc:
@@ -424,6 +431,8 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     spark_problems, slots = preflight.spark_problems(sc, settings.num_executors,
                                                      settings.slot_wait_timeout)
     problems += spark_problems
+    problems += preflight.gpu_problems(sc.master, dict(sc.getConf().getAll()),
+                                       settings.gpus_per_node)
     num_nodes = settings.num_executors or slots
     if num_nodes >= 1:  # once, with the slot count known
         problems += topology.topology_problems(num_nodes, settings.num_ps,
@@ -433,8 +442,9 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     roles = topology.assign_roles(num_nodes, settings.num_ps, settings.master_node,
                                   settings.eval_node)
     cluster = Cluster(sc, roles, payload, settings)
+    cluster._profile = preflight.gpu_profile(sc, settings.gpus_per_node)
     log.info("sparktf: %s has %d nodes: %s", cluster.job_id, len(roles),
              ", ".join(r.name for r in roles))
     if settings.input_mode is InputMode.TENSORFLOW:
-        cluster._start(stages.nodes_only(sc, roles))
+        cluster._start(stages.nodes_only(sc, roles, cluster._profile))
     return cluster

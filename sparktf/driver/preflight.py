@@ -94,6 +94,45 @@ def executor_cores(master: str, conf: dict[str, str], cpu_count: int) -> int | N
     return None
 
 
+_LOCAL_MODE = re.compile(r"^local(\[.*\])?$")
+
+
+def gpu_problems(master: str, conf: dict[str, str], gpus_per_node: int | None) -> list[str]:
+    """What stops Spark from giving each node ``gpus_per_node`` GPUs."""
+    if not gpus_per_node:
+        return []
+    if _LOCAL_MODE.match(master):
+        return [f"gpus_per_node={gpus_per_node}: Spark's local mode ({master}) assigns no GPUs "
+                "to tasks; use a cluster manager that schedules them (standalone, YARN, "
+                "Kubernetes, or local-cluster[...] for a test), or leave gpus_per_node unset and "
+                "let TensorFlow use the machine's GPUs"]
+    have = conf.get("spark.executor.resource.gpu.amount")
+    if have is None:
+        return [f"gpus_per_node={gpus_per_node}, but the executors have no GPUs configured: set "
+                "spark.executor.resource.gpu.amount (GPUs per executor) and "
+                "spark.executor.resource.gpu.discoveryScript (e.g. bin/gpu-discovery.sh)"]
+    if int(float(have)) < gpus_per_node:
+        return [f"gpus_per_node={gpus_per_node}, but each executor has "
+                f"spark.executor.resource.gpu.amount={have}: ask for at most {have}, or give "
+                "the executors more"]
+    return []
+
+
+def gpu_profile(sc, gpus_per_node: int | None):
+    """A ResourceProfile asking ``gpus_per_node`` GPUs (and the usual cpus) per task, or None
+    when the default profile already asks as much (spark.task.resource.gpu.amount)."""
+    if not gpus_per_node:
+        return None
+    conf = sc.getConf()
+    if conf.get("spark.task.resource.gpu.amount") == str(gpus_per_node):
+        return None
+    from pyspark.resource import ResourceProfileBuilder, TaskResourceRequests
+
+    tasks = TaskResourceRequests().cpus(int(conf.get("spark.task.cpus", "1"))) \
+        .resource("gpu", gpus_per_node)
+    return ResourceProfileBuilder().require(tasks).build
+
+
 def current_slots(sc) -> int:
     """Task slots Spark's scheduler has right now (what its barrier check counts)."""
     jsc = sc._jsc.sc()

@@ -182,6 +182,11 @@ TABLE: tuple[Setting, ...] = (
             "of its main_fn) is declared hung; 0 or unset: off"),
     Setting("max_restarts", "maxRestarts", 0, count(0),
             "launch the whole cluster again after a node failure, up to this many times"),
+    Setting("gpus_per_node", "gpusPerNode", None, optional(count(1)),
+            "GPUs Spark assigns to each node's task (a ResourceProfile on the barrier stage; "
+            "needs spark.executor.resource.gpu.*); unset: what spark.task.resource.gpu.amount "
+            "gives, if anything. Chief/workers see theirs as CUDA_VISIBLE_DEVICES, ps and "
+            "evaluator none"),
     Setting("env", None, None, environment, "extra environment variables for the TF processes"),
     Setting("tensorboard", None, False, tensorboard, "the chief serves TensorBoard on log_dir"),
     Setting("log_dir", None, None, path,
@@ -212,6 +217,7 @@ class Settings:
     heartbeat_timeout: float | None
     progress_timeout: float | None
     max_restarts: int
+    gpus_per_node: int | None
     env: tuple[tuple[str, str], ...]
     tensorboard: bool
     log_dir: str | None

@@ -18,14 +18,20 @@ from sparktf.common.topology import NodeRole
 Stage = Callable[[], Any]
 
 
-def _empty(sc, num_nodes: int, task) -> None:
+def _with(rdd, profile):
+    """The barrier stage's RDD with the job's ResourceProfile (GPUs per node), if any."""
+    return rdd.withResources(profile) if profile is not None else rdd
+
+
+def _empty(sc, num_nodes: int, task, profile=None) -> None:
     """A barrier stage of one empty partition per node."""
-    sc.parallelize(range(num_nodes), num_nodes).barrier().mapPartitions(task).collect()
+    _with(sc.parallelize(range(num_nodes), num_nodes).barrier().mapPartitions(task),
+          profile).collect()
 
 
-def nodes_only(sc, roles: tuple[NodeRole, ...]) -> Callable[[LaunchSpec], Stage]:
+def nodes_only(sc, roles: tuple[NodeRole, ...], profile=None) -> Callable[[LaunchSpec], Stage]:
     """InputMode.TENSORFLOW: the nodes read their own data."""
-    return lambda launch: (lambda: _empty(sc, len(roles), barrier_task(launch)))
+    return lambda launch: (lambda: _empty(sc, len(roles), barrier_task(launch), profile))
 
 
 def _is_rdd(data) -> bool:
@@ -35,7 +41,7 @@ def _is_rdd(data) -> bool:
 
 
 def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
-             equalize: bool) -> Callable[[LaunchSpec], Stage]:
+             equalize: bool, profile=None) -> Callable[[LaunchSpec], Stage]:
     """InputMode.SPARK, ``cluster.train(data)``: each chief/worker gets its share."""
     n = len(roles)
     trainers = sum(r.trains for r in roles)
@@ -57,10 +63,10 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
         rdd = partition.rdd_for_nodes(data, n, trainers) if rebalance else data
         raw = partition.raw_pickled_batches(rdd)
         if raw is not None:
-            return lambda launch: (lambda: raw.barrier().mapPartitions(
-                barrier_task(launch, "pickled-batches")).collect())
-        return lambda launch: (lambda: rdd.barrier().mapPartitions(
-            barrier_task(launch, "pickle")).collect())
+            return lambda launch: (lambda: _with(raw.barrier().mapPartitions(
+                barrier_task(launch, "pickled-batches")), profile).collect())
+        return lambda launch: (lambda: _with(rdd.barrier().mapPartitions(
+            barrier_task(launch, "pickle")), profile).collect())
     from pyspark.sql.pandas.types import to_arrow_schema
 
     df = partition.dataframe_for_nodes(data, n, trainers) if rebalance else data
@@ -70,10 +76,11 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
         # nodes): start the nodes over empty partitions; they get the schema and the end.
         def empty(launch: LaunchSpec) -> Stage:
             task = barrier_task(launch, "arrow", schema)
-            return lambda: _empty(sc, n, lambda _: task(iter(())))
+            return lambda: _empty(sc, n, lambda _: task(iter(())), profile)
         return empty
     return lambda launch: (lambda: df.mapInArrow(
-        barrier_task(launch, "arrow", schema), "node string", barrier=True).collect())
+        barrier_task(launch, "arrow", schema), "node string", barrier=True,
+        profile=profile).collect())
 
 
 def feed_problems(data, num_epochs, feed_timeout, shuffle, equalize, rebalance) -> list[str]:
@@ -122,8 +129,9 @@ class Inference:
     the rows, and ``output`` is the result in input order (persisted: it outlives the nodes).
     Built for one attempt (inference is not restarted)."""
 
-    def __init__(self, sc, roles: tuple[NodeRole, ...], data, schema) -> None:
+    def __init__(self, sc, roles: tuple[NodeRole, ...], data, schema, profile=None) -> None:
         self.sc, self.n, self.data, self.schema = sc, len(roles), data, schema
+        self.profile = profile
         self.output = None
 
     def __call__(self, launch: LaunchSpec) -> Stage:
@@ -135,8 +143,9 @@ class Inference:
         if _is_rdd(data):
             ordered = data if data.getNumPartitions() == n else partition.rdd_in_order(data, n)
             raw = partition.raw_pickled_batches(ordered)
-            out = (raw or ordered).barrier().mapPartitions(
-                barrier_task(launch, "pickled-batches" if raw is not None else "pickle"))
+            out = _with((raw or ordered).barrier().mapPartitions(
+                barrier_task(launch, "pickled-batches" if raw is not None else "pickle")),
+                self.profile)
         else:
             from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -146,11 +155,11 @@ class Inference:
                 task = barrier_task(launch, "arrow",
                                  to_arrow_schema(data.schema).serialize().to_pybytes())
                 self.output = data.sparkSession.createDataFrame([], self.schema)
-                return lambda: _empty(self.sc, n, lambda _: task(iter(())))
+                return lambda: _empty(self.sc, n, lambda _: task(iter(())), self.profile)
             df = data if data.rdd.getNumPartitions() == n else \
                 partition.dataframe_in_order(data, n)
             task = barrier_task(launch, "arrow", to_arrow_schema(df.schema).serialize().to_pybytes())
-            out = df.mapInArrow(task, self.schema, barrier=True)
+            out = df.mapInArrow(task, self.schema, barrier=True, profile=self.profile)
         out.persist(StorageLevel.MEMORY_AND_DISK)
         self.output = out
         return out.count

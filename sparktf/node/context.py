@@ -56,6 +56,9 @@ class NodeContext:
     log_dir: str | None = None
     #: This node's private scratch directory (0700), removed when the node ends.
     work_dir: str | None = None
+    #: The GPU ids this node's TensorFlow sees (``CUDA_VISIBLE_DEVICES``): those Spark assigned
+    #: to its task; none for a parameter server or the evaluator, or without GPU scheduling.
+    gpus: tuple = ()
     _runtime: Any = field(default=None, repr=False)  # NodeRuntime
 
     @property

@@ -15,7 +15,7 @@ import sys
 import threading
 import traceback
 
-from sparktf.common import messages, procs, protocol
+from sparktf.common import gpus, messages, procs, protocol
 from sparktf.node.context import NodeContext
 from sparktf.errors import ConfigError
 from sparktf.node.runtime import NodeRuntime
@@ -36,6 +36,8 @@ def node_environment(spec: NodeSpec) -> dict[str, str]:
     if spec.role.job in ("ps", "worker"):
         # ParameterServerStrategy asks workers and ps to fail fast on unreachable peers.
         env["GRPC_FAIL_FAST"] = "use_caller"
+    env.update(gpus.node_environment(spec.role.job, spec.gpus, os.environ,
+                                     dict(spec.launch.env)))
     for key, value in spec.launch.hadoop_env:  # sparktf.fs defaults from the driver
         if not os.environ.get(key):
             env[key] = value
@@ -109,6 +111,7 @@ def run(spec: NodeSpec) -> int:
         job_name=spec.role.job, task_index=spec.role.index, cluster_spec=spec.cluster_spec,
         tf_config=spec.tf_config, rank=spec.rank, host=spec.host, port=spec.port,
         num_cpus=spec.num_cpus, attempt=spec.launch.attempt, train_mode=spec.launch.train_mode,
+        gpus=gpus.visible(spec.role.job, spec.gpus, os.environ, dict(spec.launch.env)),
         log_dir=_log_dir(spec), work_dir=spec.work_dir, _runtime=runtime)
     runtime.start()
     where = "log_dir"

@@ -30,7 +30,7 @@ import tempfile
 import traceback
 from typing import Callable, Iterable, Iterator
 
-from sparktf.common import messages, protocol, topology
+from sparktf.common import gpus as node_gpus, messages, protocol, topology
 from sparktf.errors import SparkJobError, SparkTFError
 from sparktf.common.ports import PortReservation
 from sparktf.common.procs import describe_exit
@@ -72,9 +72,18 @@ def node_cpus(task_cpus: int, executor_cores: int | None, addresses: list[str],
     return max(task_cpus, executor_cores // max(1, on_host))
 
 
+def task_gpus(ctx) -> tuple[str, ...]:
+    """The GPU addresses Spark assigned to this task (none without resource scheduling)."""
+    try:
+        gpu = (ctx.resources() or {}).get("gpu")
+    except Exception:  # noqa: BLE001 - an older TaskContext
+        return ()
+    return tuple(gpu.addresses) if gpu is not None else ()
+
+
 def build_node_spec(launch: LaunchSpec, rank: int, addresses: list[str], num_cpus: int,
                     python_path: Iterable[str] = (), work_dir: str | None = None,
-                    feed_path: str | None = None) -> NodeSpec:
+                    feed_path: str | None = None, gpus: tuple[str, ...] = ()) -> NodeSpec:
     """The node's spec once every node's address is known."""
     spec = topology.cluster_spec(launch.roles, addresses)
     host, port = topology.split_address(addresses[rank])
@@ -83,7 +92,7 @@ def build_node_spec(launch: LaunchSpec, rank: int, addresses: list[str], num_cpu
         tf_config=topology.tf_config(spec, launch.roles[rank]),
         num_cpus=node_cpus(num_cpus, launch.executor_cores, addresses, host),
         python_path=tuple(p for p in python_path if p and os.path.exists(p)),
-        work_dir=work_dir, feed_path=feed_path)
+        work_dir=work_dir, feed_path=feed_path, gpus=tuple(gpus))
 
 
 def start_supervisor(spec: NodeSpec) -> subprocess.Popen:
@@ -94,6 +103,8 @@ def start_supervisor(spec: NodeSpec) -> subprocess.Popen:
         # run(env=...) is in the environment the process starts with: TensorFlow's native
         # logging reads TF_CPP_MIN_LOG_LEVEL from there, not from a later os.environ change
         env={**os.environ, **dict(spec.launch.env),
+             **node_gpus.node_environment(spec.role.job, spec.gpus, os.environ,
+                                          dict(spec.launch.env)),
              "PYTHONPATH": os.pathsep.join(spec.python_path)})
     assert proc.stdin is not None
     proc.stdin.write(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
@@ -153,7 +164,8 @@ def _steps(ctx, rank: int, host: str, partition: Iterator, launch: LaunchSpec,
         with PortReservation() as reservation:
             addresses = rendezvous(launch, role.name, host, reservation.port)
             spec = build_node_spec(launch, rank, addresses, ctx.cpus(), sys.path,
-                                   work_dir=work_dir, feed_path=feed_path)
+                                   work_dir=work_dir, feed_path=feed_path,
+                                   gpus=task_gpus(ctx))
             proc = start_supervisor(spec)
             if listener is not None:
                 yield from feeder.feed(listener, proc, partition, launch, data_kind,
