@@ -21,7 +21,8 @@ setup(
         "tensorboard>=2.16",
         "tqdm>=4.60",
     ],
-    extras_require={"test": ["pytest>=8", "pytest-timeout>=2.3"]},
+    extras_require={"test": ["pytest>=8", "pytest-timeout>=2.3",
+                             "pyspark[connect]>=4.0"]},  # a Spark Connect client, tested
     classifiers=[
         "Programming Language :: Python :: 3",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",

@@ -156,7 +156,7 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
                               "check inputCols and labelCol")
         df, fed, _ = _arrays_for_vectors(dataset.select(*cols), cols, replace=True)
         size = self.getOrDefault(self.clusterSize) if self.isDefined(self.clusterSize) else None
-        cluster = sparktf.run(dataset.sparkSession.sparkContext, self.main_fn, self.node_args(),
+        cluster = sparktf.run(dataset.sparkSession, self.main_fn, self.node_args(),
                               num_executors=size, num_ps=self.getOrDefault(self.numPS),
                               input_mode=sparktf.InputMode.SPARK)
         cluster.train(df, num_epochs=self.getOrDefault(self.epochs),

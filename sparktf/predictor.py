@@ -116,11 +116,18 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
     out_type = ArrayType(DoubleType()) if probe else DoubleType()
     schema = StructType(df.schema.fields + [StructField(output_col, out_type)])
     cols = list(input_cols)
+    from sparktf.driver import preflight
     from sparktf.driver.cluster import hadoop_env
 
-    sc = df.sparkSession.sparkContext
-    defaults = hadoop_env(sc) if fs.is_hadoop(model_path) else ()
-    startup_logs = sc.getConf().get("spark.sparktf.tfStartupLogs", "false").lower() == "true"
+    session = df.sparkSession
+    if preflight.is_connect(df):  # a Spark Connect client: only the DataFrame API is there
+        defaults = ()  # the executors' own Hadoop environment applies
+        startup_logs = (session.conf.get("spark.sparktf.tfStartupLogs", "false") or
+                        "false").lower() == "true"
+    else:
+        sc = session.sparkContext
+        defaults = hadoop_env(sc) if fs.is_hadoop(model_path) else ()
+        startup_logs = sc.getConf().get("spark.sparktf.tfStartupLogs", "false").lower() == "true"
 
     def run(batches):
         import os

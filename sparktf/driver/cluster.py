@@ -405,6 +405,8 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         Running (InputMode.SPARK: created, started by ``train``/``inference``); call
         :meth:`Cluster.shutdown` or use it as a context manager.
     """
+    if preflight.is_connect(sc):
+        raise ConfigError(f"sparktf.run got a Spark Connect session: {preflight.CONNECT_CANNOT}")
     sc = getattr(sc, "sparkContext", sc)  # a SparkSession is welcome too
     if not callable(getattr(sc, "getConf", None)):
         raise ConfigError(f"sc must be a pyspark SparkContext (or a SparkSession), got "

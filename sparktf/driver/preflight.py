@@ -59,6 +59,20 @@ _LOCAL = re.compile(r"^local\[(\d+|\*)(?:,\s*\d+)?\]$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
 
 
+CONNECT_CANNOT = (
+    "a Spark Connect client has no SparkContext, and a sparktf cluster needs one on the "
+    "driver: to run a barrier job in its own job group and cancel it when a node fails "
+    "(setJobGroup/cancelJobGroup), to count task slots and wait for running tasks "
+    "(statusTracker), to read the Hadoop configuration, and to feed RDDs. Run the driver "
+    "with a classic session instead (spark-submit, or SparkSession.builder without "
+    ".remote()); sparktf.predict and sparktf.ml.TFModel.transform do work over Spark Connect")
+
+
+def is_connect(obj) -> bool:
+    """True for a Spark Connect session or DataFrame (without importing Connect's client)."""
+    return type(obj).__module__.startswith("pyspark.sql.connect.")
+
+
 def expected_slots(master: str, conf: dict[str, str], cpu_count: int) -> int | None:
     """Task slots the master will offer once every executor is up, when the conf says so."""
     task_cpus = int(conf.get("spark.task.cpus", "1"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from sparktf.driver import partition
+from sparktf.driver import partition, preflight
 from sparktf.errors import ConfigError
 from sparktf.task.barrier import barrier_task
 from sparktf.common.spec import LaunchSpec
@@ -89,7 +89,9 @@ def feed_problems(data, num_epochs, feed_timeout, shuffle, equalize, rebalance) 
     from pyspark.sql import DataFrame
 
     problems = []
-    if not isinstance(data, (RDD, DataFrame)):
+    if preflight.is_connect(data):
+        problems.append(f"data is a Spark Connect DataFrame: {preflight.CONNECT_CANNOT}")
+    elif not isinstance(data, (RDD, DataFrame)):
         problems.append(f"data must be a pyspark RDD or DataFrame, got {type(data).__name__}")
     if not isinstance(num_epochs, int) or isinstance(num_epochs, bool) or num_epochs < 1:
         problems.append(f"num_epochs must be an int >= 1, got {num_epochs!r}")
