@@ -63,8 +63,8 @@ def _inject_into_restarts(monkeypatch, fault):
     building the restart's stage; the real stage follows if it returns)."""
     real = sparktf.driver.stages.nodes_only
 
-    def nodes_only(sc, roles):
-        factory = real(sc, roles)
+    def nodes_only(sc, roles, profile=None):
+        factory = real(sc, roles, profile)
 
         def build(launch):
             if launch.attempt > 0:
