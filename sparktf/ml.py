@@ -64,6 +64,9 @@ class _TFParams(HasInputCols, HasPredictionCol):
         self._setDefault(batchSize=64, outputType="double", signature="serving_default",
                          predictionCol="prediction")
 
+    def _output_key(self) -> str | None:
+        return self.getOrDefault(self.outputKey) if self.isDefined(self.outputKey) else None
+
 
 class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
     """A SavedModel applied to a DataFrame on the executors (``sparktf.predict``)."""
@@ -86,9 +89,7 @@ class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
         out = predict(df, self.getOrDefault(self.exportDir), cols, self.getPredictionCol(),
                       output_type=self.getOrDefault(self.outputType),
                       signature=self.getOrDefault(self.signature),
-                      output_key=self.getOrDefault(self.outputKey)
-                      if self.isDefined(self.outputKey) else None,
-                      batch_size=self.getOrDefault(self.batchSize))
+                      output_key=self._output_key(), batch_size=self.getOrDefault(self.batchSize))
         return out.drop(*added) if added else out
 
 
@@ -166,8 +167,7 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
                         inputCols=self.getInputCols(), predictionCol=self.getPredictionCol(),
                         outputType=self.getOrDefault(self.outputType),
                         signature=self.getOrDefault(self.signature),
-                        outputKey=self.getOrDefault(self.outputKey)
-                        if self.isDefined(self.outputKey) else None)
+                        outputKey=self._output_key())
         return model._resetUid(self.uid.replace("TFEstimator", "TFModel"))
 
     def copy(self, extra=None):
@@ -179,16 +179,9 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
     def write(self) -> MLWriter:
         return _EstimatorWriter(self)
 
-    def save(self, path: str) -> None:
-        self.write().save(path)
-
     @classmethod
-    def read(cls) -> MLReader:
+    def read(cls) -> MLReader:  # save() and load() are MLWritable's and MLReadable's
         return _EstimatorReader(cls)
-
-    @classmethod
-    def load(cls, path: str) -> "TFEstimator":
-        return cls.read().load(path)
 
 
 class _EstimatorWriter(MLWriter):

@@ -70,7 +70,6 @@ class Cluster:
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], payload: bytes,
                  settings: Settings) -> None:
-        self._profile = None  # the barrier stages' ResourceProfile (gpus_per_node)
         self.sc = sc
         self.roles = roles
         self.input_mode = settings.input_mode
@@ -95,6 +94,8 @@ class Cluster:
                               progress_interval=(settings.progress_interval
                                                  if settings.progress else None),
                               tail_lines=settings.tail_lines)
+        #: The barrier stages' ResourceProfile (gpus_per_node), None for the default profile.
+        self._profile = preflight.gpu_profile(sc, settings.gpus_per_node)
 
     # ------------------------------------------------------------------------- properties
     @property
@@ -412,9 +413,10 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         raise ConfigError(f"sc must be a pyspark SparkContext (or a SparkSession), got "
                           f"{type(sc).__name__}")
     problems = []
+    conf = dict(sc.getConf().getAll())
     try:
         settings = Settings.resolve(
-            dict(sc.getConf().getAll()), num_executors=num_executors, num_ps=num_ps,
+            conf, num_executors=num_executors, num_ps=num_ps,
             master_node=master_node, eval_node=eval_node, input_mode=input_mode,
             reservation_timeout=reservation_timeout, log_to_driver=log_to_driver, env=env,
             progress=progress, gpus_per_node=gpus_per_node,
@@ -433,8 +435,7 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     spark_problems, slots = preflight.spark_problems(sc, settings.num_executors,
                                                      settings.slot_wait_timeout)
     problems += spark_problems
-    problems += preflight.gpu_problems(sc.master, dict(sc.getConf().getAll()),
-                                       settings.gpus_per_node)
+    problems += preflight.gpu_problems(sc.master, conf, settings.gpus_per_node)
     num_nodes = settings.num_executors or slots
     if num_nodes >= 1:  # once, with the slot count known
         problems += topology.topology_problems(num_nodes, settings.num_ps,
@@ -444,7 +445,6 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     roles = topology.assign_roles(num_nodes, settings.num_ps, settings.master_node,
                                   settings.eval_node)
     cluster = Cluster(sc, roles, payload, settings)
-    cluster._profile = preflight.gpu_profile(sc, settings.gpus_per_node)
     log.info("sparktf: %s has %d nodes: %s", cluster.job_id, len(roles),
              ", ".join(r.name for r in roles))
     if settings.input_mode is InputMode.TENSORFLOW:

@@ -108,14 +108,11 @@ def executor_cores(master: str, conf: dict[str, str], cpu_count: int) -> int | N
     return None
 
 
-_LOCAL_MODE = re.compile(r"^local(\[.*\])?$")
-
-
 def gpu_problems(master: str, conf: dict[str, str], gpus_per_node: int | None) -> list[str]:
     """What stops Spark from giving each node ``gpus_per_node`` GPUs."""
     if not gpus_per_node:
         return []
-    if _LOCAL_MODE.match(master):
+    if master == "local" or _LOCAL.match(master):
         return [f"gpus_per_node={gpus_per_node}: Spark's local mode ({master}) assigns no GPUs "
                 "to tasks; use a cluster manager that schedules them (standalone, YARN, "
                 "Kubernetes, or local-cluster[...] for a test), or leave gpus_per_node unset and "
