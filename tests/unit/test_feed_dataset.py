@@ -1,0 +1,127 @@
+"""``DataFeed.to_dataset`` over a real Unix socket carrying the real feed wire (what a barrier
+task sends), without Spark: epochs, batch boundaries, structures, dtypes. Imports TensorFlow
+(a few seconds)."""
+
+import json
+import os
+import pickle
+import socket
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from sparktf.common import feedwire
+from sparktf.common.spec import FeedConfig
+from sparktf.node.feed.datafeed import DataFeed
+from sparktf.node.feed.equalize import Bound
+
+tf = pytest.importorskip("tensorflow")
+
+
+def serve(tmp_path, frames):
+    """A listening socket that sends ``frames`` to the feed, then the end of the partition."""
+    path = os.path.join(tmp_path, "feed.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+
+    def send():
+        conn, _ = srv.accept()
+        rows = 0
+        for kind, payload, n in frames:
+            feedwire.send_frame(conn, kind, payload)
+            rows += n
+        feedwire.send_frame(conn, feedwire.END, json.dumps({"rows": rows}).encode())
+        try:
+            while conn.recv(1 << 16):  # until the feed closes
+                pass
+        finally:
+            conn.close()
+            srv.close()
+
+    threading.Thread(target=send, daemon=True).start()
+    return path
+
+
+def feed_of(tmp_path, frames, epochs, **config):
+    path = serve(tmp_path, frames)
+    return DataFeed(path, train_mode=True, input_mapping=None,
+                    config=FeedConfig(num_epochs=epochs, **config), spool_dir=str(tmp_path),
+                    report=lambda msg: None, bound=Bound())
+
+
+def arrow_frames(n, per_frame):
+    batch = pa.RecordBatch.from_pydict({
+        "x": pa.array(np.arange(n, dtype=np.float64)),
+        "tag": pa.array([f"r{i}" for i in range(n)]),
+        "vec": pa.array([[float(i)] * 3 for i in range(n)], type=pa.list_(pa.float32(), 3))})
+    frames = [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0)]
+    for start in range(0, n, per_frame):
+        part = batch.slice(start, per_frame)
+        frames.append((feedwire.ARROW, part.serialize().to_pybytes(), part.num_rows))
+    return frames
+
+
+def test_each_iteration_is_one_epoch_of_full_batches_then_the_remainder(tmp_path):
+    feed = feed_of(tmp_path, arrow_frames(50, 7), epochs=3)
+    ds = feed.to_dataset(16)
+    seen = []
+    for _ in range(3):
+        sizes, xs = [], []
+        for b in ds:
+            sizes.append(int(b["x"].shape[0]))
+            xs.extend(b["x"].numpy().tolist())
+        seen.append(sorted(xs))
+        assert sizes == [16, 16, 16, 2]  # batches never cross the epoch's end
+    assert seen == [list(map(float, range(50)))] * 3
+    assert feed.should_stop() and feed.rows_fed == 150
+    assert list(ds) == []  # nothing after the last epoch
+    feed.close()
+
+
+def test_columns_keep_their_types_and_shapes(tmp_path):
+    feed = feed_of(tmp_path, arrow_frames(10, 10), epochs=1)
+    (b,) = list(feed.to_dataset(10))
+    assert b["x"].dtype == tf.float64 and b["vec"].shape == (10, 3)
+    assert b["tag"].dtype == tf.string and b["tag"].numpy()[3] == b"r3"
+    feed.close()
+
+
+def test_rdd_tuples_follow_a_given_signature_converting_dtypes(tmp_path):
+    elements = [(np.full(4, i, np.float64), i % 3) for i in range(30)]
+    frames = [(feedwire.PICKLED, pickle.dumps(elements[:20]), 20),
+              (feedwire.PICKLED, pickle.dumps(elements[20:]), 10)]
+    feed = feed_of(tmp_path, frames, epochs=2, shuffle=True)
+    sig = (tf.TensorSpec((None, 4), tf.float32), tf.TensorSpec((None,), tf.int32))
+    ds = feed.to_dataset(8, output_signature=sig)
+    assert ds.element_spec == sig
+    for _ in range(2):
+        got = [(x.numpy(), y.numpy()) for x, y in ds]
+        assert [len(y) for _, y in got] == [8, 8, 8, 6]
+        assert got[0][0].dtype == np.float32
+        assert sorted(int(x[0]) for xs, _ in got for x in xs) == list(range(30))
+    feed.close()
+
+
+def test_keras_fit_takes_every_row_each_epoch(tmp_path):
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tf_keras as keras
+
+    elements = [(np.full(2, i / 40, np.float32), np.float32(i / 20)) for i in range(40)]
+    feed = feed_of(tmp_path, [(feedwire.PICKLED, pickle.dumps(elements), 40)], epochs=4)
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])
+    model.compile(optimizer="sgd", loss="mse")
+    steps = []
+
+    class Count(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            steps.append(0)
+
+        def on_train_batch_end(self, batch, logs=None):
+            steps[-1] += 1
+
+    model.fit(feed.to_dataset(16), epochs=4, verbose=0, callbacks=[Count()])
+    assert steps == [3, 3, 3, 3] and feed.rows_fed == 160
+    feed.close()
