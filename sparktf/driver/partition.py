@@ -40,25 +40,25 @@ def tolerable(counts: list[int]) -> bool:
     return held_back_if_fed_as_is(counts) <= max(len(counts), sum(counts) // 1000)
 
 
-def already_balanced(data) -> bool:
-    """Whether cached ``data`` (an RDD or DataFrame with one partition per node) has shares
-    equal enough to feed without a shuffle (:func:`tolerable`). Uncached data is not counted
-    (that would compute its lineage twice): it is dealt out as before."""
+def cached_counts(data) -> list[int] | None:
+    """The rows of each partition of cached ``data`` (an RDD or DataFrame), counted by one
+    Spark job; None for uncached data (counting would compute its lineage twice). With
+    :func:`tolerable` they say whether the shares can be fed without a shuffle."""
     from pyspark import RDD
 
     if isinstance(data, RDD):
         if not data.is_cached:
-            return False
+            return None
         counts = data.mapPartitions(lambda items: [sum(1 for _ in items)]).collect()
     else:
         level = data.storageLevel
         if not (level.useMemory or level.useDisk):
-            return False
+            return None
         from pyspark.sql import functions as F
 
         by_part = dict(data.groupBy(F.spark_partition_id().alias("p")).count().collect())
         counts = [by_part.get(p, 0) for p in range(data.rdd.getNumPartitions())]
-    return tolerable(counts)
+    return counts
 
 
 def partition_keys(spark, num_nodes: int, num_trainers: int) -> list[int]:

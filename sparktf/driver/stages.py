@@ -46,13 +46,15 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
     n = len(roles)
     trainers = sum(r.trains for r in roles)
     parts = data.getNumPartitions() if _is_rdd(data) else data.rdd.getNumPartitions()
+    counts = None  # rows per partition, where a check below counted them
     if rebalance is None:
         if not parts == n == trainers:
             rebalance = True
         elif equalize and trainers > 1:
             # One partition per node already: move nothing if equalizing would hold back only
             # a few rows anyway (judged from a count of the cached data), else deal it out.
-            rebalance = not partition.already_balanced(data)
+            counts = partition.cached_counts(data)
+            rebalance = counts is None or not partition.tolerable(counts)
         else:
             rebalance = False
     elif not rebalance and not parts == n == trainers:
@@ -71,7 +73,7 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
 
     df = partition.dataframe_for_nodes(data, n, trainers) if rebalance else data
     schema = to_arrow_schema(df.schema).serialize().to_pybytes()
-    if data.isEmpty():
+    if (sum(counts) == 0) if counts is not None else data.isEmpty():  # a job saved if counted
         # Spark plans an empty DataFrame as no partitions at all (no barrier tasks, no
         # nodes): start the nodes over empty partitions; they get the schema and the end.
         def empty(launch: LaunchSpec) -> Stage:
