@@ -3,6 +3,11 @@ the whole ``spark-submit examples/mnist.py`` next to the same CNN trained in one
 process, all in this one run.
 
     python3 bench/mainjob_timeline.py [--epochs 12] [--master local[2]] [--skip-submit]
+                                      [--predecessor]
+
+(0) With ``--predecessor``: the same work with TensorFlowOnSpark 2.2.5 (bench/predecessor_mnist.py,
+    its Keras MNIST pattern, 2 workers on local-cluster[2,1,2048]): process wall, "trained in",
+    test_accuracy, and (1)'s wall as a fraction of it.
 
 (1) ``spark-submit examples/mnist.py`` as a user runs it (no flags): process wall, its
     "trained in", test_accuracy. (2) The same steps in this process, stamped: Spark start,
@@ -93,6 +98,61 @@ def submit(args):
     return wall, trained, acc
 
 
+PREDECESSOR = "tensorflowonspark==2.2.5"
+
+
+def predecessor_path():
+    """A private install of the predecessor (no dependencies: it uses this pyspark and TF),
+    patched to bind the address in SPARK_LOCAL_IP: it otherwise picks the machine's outbound
+    address (a UDP connect to 8.8.8.8), and everything here stays on loopback."""
+    target = os.path.join("/tmp", "sparktf-bench-" + PREDECESSOR.replace("==", "-"))
+    util = os.path.join(target, "tensorflowonspark", "util.py")
+    if not os.path.exists(util):
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                        target, PREDECESSOR], check=True)
+    with open(util) as f:
+        code = f.read()
+    hook = ('def get_ip_address():\n  if os.environ.get("SPARK_LOCAL_IP"):  # sparktf bench\n'
+            '    return os.environ["SPARK_LOCAL_IP"]\n')
+    if hook not in code:
+        with open(util, "w") as f:
+            f.write(code.replace("def get_ip_address():\n", hook, 1))
+    return target
+
+
+def run_predecessor(args):
+    """(0): bench/predecessor_mnist.py under spark-submit; (wall, trained in, accuracy)."""
+    import json
+    import signal
+
+    import pyspark
+
+    result = os.path.join("/tmp", f"bench-predecessor-{os.getpid()}.json")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [predecessor_path()] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    cmd = [spark_submit, "--master", args.predecessor_master,
+           os.path.join(ROOT, "bench", "predecessor_mnist.py"), "--epochs", str(args.epochs),
+           "--batch-size", str(args.batch_size), "--result", result]
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=ROOT, env=env, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=args.predecessor_timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session, started here: by its PID
+        proc.communicate()
+        sys.exit(f"the predecessor did not finish in {args.predecessor_timeout}s")
+    wall = time.perf_counter() - t
+    match = re.search(r"trained in ([\d.]+)s", out)
+    if proc.returncode != 0 or not match or not os.path.exists(result):
+        sys.exit(f"the predecessor failed (rc {proc.returncode}):\n{out[-3000:]}")
+    with open(result) as f:
+        accuracy = json.load(f)["test_accuracy"]
+    os.unlink(result)
+    return wall, float(match.group(1)), accuracy
+
+
 def timeline(args):
     import cloudpickle
 
@@ -151,14 +211,27 @@ def main():
     p.add_argument("--num-executors", type=int, default=None,
                    help="nodes (default: as examples/mnist.py, one in local mode)")
     p.add_argument("--skip-submit", action="store_true")
+    p.add_argument("--predecessor", action="store_true",
+                   help=f"also run the same work with {PREDECESSOR} (pip-installed into /tmp)")
+    p.add_argument("--predecessor-master", default="local-cluster[2,1,2048]",
+                   help="it does not run in local[N] on pyspark 4")
+    p.add_argument("--predecessor-timeout", type=int, default=600)
     args = p.parse_args()
     args.export_dir = os.path.join("/tmp", f"bench-mainjob-{os.getpid()}")
     args.test_size, args.limit, args.data, args.model_dir = 1000, None, None, None
+    if args.predecessor:
+        p_wall, p_trained, p_acc = run_predecessor(args)
+        print(f"(0) predecessor, spark-submit --master {args.predecessor_master} "
+              f"bench/predecessor_mnist.py (2 workers): {p_wall:.1f} s process wall, trained "
+              f"in {p_trained:.1f} s, test_accuracy {p_acc:.4f}", flush=True)
     if not args.skip_submit:
         wall, trained, acc = submit(args)
         print(f"(1) spark-submit --master {args.master} examples/mnist.py --epochs "
               f"{args.epochs}: {wall:.1f} s process wall, trained in {trained:.1f} s, "
-              f"test_accuracy {acc:.4f}")
+              f"test_accuracy {acc:.4f}", flush=True)
+        if args.predecessor:
+            print(f"    = {wall / p_wall:.2f} x the predecessor's process wall "
+                  f"(target <= 0.3)", flush=True)
     (x, y), test = helpers.load_default(1000)
     secs, acc = plain_tf(args, x, y, test)
     print(f"(3) baseline, the same CNN in one plain TF process: fit {secs:.1f} s, "
