@@ -73,9 +73,12 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
 
     df = partition.dataframe_for_nodes(data, n, trainers) if rebalance else data
     schema = to_arrow_schema(df.schema).serialize().to_pybytes()
-    if (sum(counts) == 0) if counts is not None else data.isEmpty():  # a job saved if counted
-        # Spark plans an empty DataFrame as no partitions at all (no barrier tasks, no
-        # nodes): start the nodes over empty partitions; they get the schema and the end.
+    # Spark plans an empty DataFrame as no partitions at all (no barrier tasks, no nodes), and
+    # a shuffle of nothing may be planned so too. Fed as it is, the data has one partition per
+    # node, empty or not: a task per node, no Spark job to ask. Otherwise the counts answer
+    # when there are some, else isEmpty(). Empty: start the nodes over empty partitions; they
+    # get the schema and the end.
+    if rebalance and ((sum(counts) == 0) if counts is not None else data.isEmpty()):
         def empty(launch: LaunchSpec) -> Stage:
             task = barrier_task(launch, "arrow", schema)
             return lambda: _empty(sc, n, lambda _: task(iter(())), profile)

@@ -56,14 +56,15 @@ def test_an_empty_rdd_trains_zero_rows_and_ends(sc_local):
     assert [r["rows"] for r in cluster.results.values()] == [0, 0]
 
 
-@pytest.mark.parametrize("cached", [False, True], ids=["planned", "cached-and-counted"])
-def test_an_empty_dataframe_trains_zero_rows_and_ends(spark, cached):
+@pytest.mark.parametrize("cached,rebalance", [(False, None), (True, None), (False, False)],
+                         ids=["dealt-out", "cached-and-counted", "fed-as-it-is"])
+def test_an_empty_dataframe_trains_zero_rows_and_ends(spark, cached, rebalance):
     df = spark.range(0, 10, numPartitions=2).where("id < 0")
     if cached:  # one partition per node, cached: its counts say it is empty (no isEmpty job)
         df = df.cache()
     cluster = sparktf.run(spark.sparkContext, feed_jobs.sum_ids, {"col": "id"},
                           num_executors=2, input_mode=SPARK)
-    cluster.train(df)
+    cluster.train(df, rebalance=rebalance)  # as it is: a barrier task per empty partition
     cluster.shutdown(timeout=60)
     assert [r["rows"] for r in cluster.results.values()] == [0, 0]
 
