@@ -250,27 +250,26 @@ class DataFeed:
         if output_signature is None:
             output_signature = batches.signature(tf, first)
         specs = tf.nest.flatten(output_signature)
-        state = {"pending": [first], "ended": False}
+        state = {"pending": first, "ended": False}  # the batch read for the signature
 
         def start(_):  # a new iterator over the dataset: a new epoch
             state["ended"] = False
             return np.int64(0)
 
-        def empty():
-            return [np.zeros((0,) + tuple(d or 0 for d in s.shape[1:]),
-                             dtype=object if s.dtype == tf.string else s.dtype.as_numpy_dtype)
-                    for s in specs]
+        empty = [np.zeros((0,) + tuple(d or 0 for d in s.shape[1:]),
+                          dtype=object if s.dtype == tf.string else s.dtype.as_numpy_dtype)
+                 for s in specs]  # what ends an epoch
 
         def next_batch(_):
-            if state["pending"]:
-                batch = state["pending"].pop()
+            if state["pending"] is not None:
+                batch, state["pending"] = state["pending"], None
             elif state["ended"] or self.should_stop():
-                return empty()
+                return empty
             else:
                 batch = self.next_batch(batch_size)
             if batches.count(batch) == 0:
                 state["ended"] = True
-                return empty()
+                return empty
             if self._delivered == 0:  # that batch closed the epoch
                 state["ended"] = True
             flat = tf.nest.flatten(batches.structure(batch))
@@ -293,7 +292,7 @@ class DataFeed:
         # Not Dataset.from_generator: in TF 2.21 a model fed by it trains about 2x slower per
         # step than from tensors, even when its elements are cached (measured with the example's
         # CNN: 2.5 s against 1.2 s an epoch); numpy_function calls in a plain pipeline do not
-        # pay that (bench/mainjob_timeline.py). One batch per call, in order: the stateful
+        # pay that (docs/benchmarks.md, "The main job"). One batch per call, in order: the stateful
         # calls are never run in parallel or ahead of take_while, so no batch of the next epoch
         # is read before the consumer starts it.
         ds = (tf.data.Dataset.from_tensors(np.int64(0))
