@@ -85,11 +85,13 @@ def sc_local(spark_pool):
 def sparktf_processes():
     """Every live process of a sparktf job on this machine: supervisors, TF processes, and
     everything they started (TensorBoard, a main_fn's own children): these all carry the
-    SPARKTF_NODE variable, unless they cleared their environment."""
+    SPARKTF_NODE variable, unless they cleared their environment. A supervisor forked from its
+    Spark Python worker, and the TF process forked from it, are known by their names."""
     found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    for proc in psutil.process_iter(["pid", "cmdline", "name"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if "sparktf.task.supervisor" in cmd or "sparktf.node" in cmd:
+        if "sparktf.task.supervisor" in cmd or "sparktf.node" in cmd \
+                or proc.info["name"] in ("sparktf-sup", "sparktf-node"):
             found.append(proc)
             continue
         try:

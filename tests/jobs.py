@@ -268,3 +268,19 @@ def describe_gpus(args, ctx):
 
     return {"gpus": list(ctx.gpus), "env": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "job": ctx.job_name}
+
+
+def describe_processes(args, ctx):
+    """This TF process and its supervisor: names, parent, and the TCP peers each one holds."""
+    import psutil
+
+    me = psutil.Process()
+    sup = me.parent()
+
+    def peers(proc):
+        return sorted({c.raddr.port for c in proc.net_connections("tcp") if c.raddr})
+
+    return {"name": me.name(), "supervisor": sup.name(), "supervisor_pid": sup.pid,
+            "task_worker": sup.ppid(), "supervisor_cmdline": sup.cmdline(),
+            "node_peers": peers(me), "supervisor_peers": peers(sup),
+            "worker_peers": peers(psutil.Process(sup.ppid()))}

@@ -15,6 +15,7 @@ import sys
 import psutil
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -33,6 +34,15 @@ def die_with_parent(sig: int, expected_parent: int) -> None:
     _prctl(_PR_SET_PDEATHSIG, int(sig))
     if os.getppid() != expected_parent:
         os._exit(128 + int(signal.SIGTERM))
+
+
+def set_name(name: str) -> bool:
+    """This process's name as ``ps -o comm``, ``top`` and ``psutil.Process.name()`` show it
+    (at most 15 bytes): a forked process otherwise keeps its parent's."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0) == 0
 
 
 def become_subreaper() -> bool:

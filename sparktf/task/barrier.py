@@ -8,8 +8,8 @@ barrier ``mapInArrow``). Its steps (:func:`_steps`):
    have arrived (:func:`rendezvous`); the host is the executor address Spark reports in
    ``getTaskInfos()``;
 2. build the cluster spec and TF_CONFIG (:mod:`sparktf.common.topology`);
-3. start the node's supervisor (:mod:`sparktf.task.supervisor`) in a session of its own, which
-   starts the TF process;
+3. start the node's supervisor (:mod:`sparktf.task.supervisor`) in a session of its own,
+   forked from this Python worker when that is safe, which forks the TF process;
 4. feed it the partition, InputMode.SPARK (:mod:`sparktf.task.feeder`), and wait for it; the
    port stays reserved until the node ends;
 5. whatever happens: tell the driver why the task failed (typed, over the control channel),
@@ -24,9 +24,11 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from typing import Callable, Iterable, Iterator
 
@@ -95,24 +97,146 @@ def build_node_spec(launch: LaunchSpec, rank: int, addresses: list[str], num_cpu
         work_dir=work_dir, feed_path=feed_path, gpus=tuple(gpus))
 
 
-def start_supervisor(spec: NodeSpec) -> subprocess.Popen:
-    """Start the node's supervisor (its own session) with ``spec`` on its stdin."""
+def start_supervisor(spec: NodeSpec):
+    """Start the node's supervisor in a session of its own: forked from this Spark Python
+    worker (no interpreter start-up: ~0.15 CPU-seconds a node), or, where forking is not
+    safe (another thread in this process) or ``SPARKTF_SUPERVISOR_EXEC=1`` (in the
+    executor's environment or ``run(env=...)``), as
+    ``python -m sparktf.task.supervisor`` with ``spec`` on its stdin. Returns a ``Popen`` or
+    a :class:`ForkedSupervisor` (the same ``poll``/``wait``/``terminate``/``kill``)."""
+    # run(env=...) is in the environment the process starts with: TensorFlow's native
+    # logging reads TF_CPP_MIN_LOG_LEVEL from there, not from a later os.environ change
+    env = {**os.environ, **dict(spec.launch.env),
+           **node_gpus.node_environment(spec.role.job, spec.gpus, os.environ,
+                                        dict(spec.launch.env)),
+           "PYTHONPATH": os.pathsep.join(spec.python_path)}
+    if env.get("SPARKTF_SUPERVISOR_EXEC") != "1" and _may_fork():
+        return ForkedSupervisor.start(spec, env)
     proc = subprocess.Popen(
         [sys.executable, "-m", "sparktf.task.supervisor", str(os.getpid())],
-        stdin=subprocess.PIPE, start_new_session=True,
-        # run(env=...) is in the environment the process starts with: TensorFlow's native
-        # logging reads TF_CPP_MIN_LOG_LEVEL from there, not from a later os.environ change
-        env={**os.environ, **dict(spec.launch.env),
-             **node_gpus.node_environment(spec.role.job, spec.gpus, os.environ,
-                                          dict(spec.launch.env)),
-             "PYTHONPATH": os.pathsep.join(spec.python_path)})
+        stdin=subprocess.PIPE, start_new_session=True, env=env)
     assert proc.stdin is not None
     proc.stdin.write(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
     proc.stdin.close()
     return proc
 
 
-def stop_supervisor(proc: subprocess.Popen, grace: float) -> None:
+def _may_fork() -> bool:
+    """Whether this process has one thread (a fork copies only the calling thread: a lock
+    another thread holds would stay held in the child forever)."""
+    if not hasattr(os, "fork"):
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        import threading
+
+        return threading.active_count() == 1
+
+
+class ForkedSupervisor:
+    """The supervisor forked from this task's process, with what the task uses of a
+    ``Popen``. The child keeps stdout and stderr (Spark's worker output), gets ``/dev/null``
+    in place of every other descriptor it inherits (the worker's connection to the JVM must
+    not outlive the task in it; a stale object closing its fd then closes a ``/dev/null``),
+    never returns into the worker's code, and leaves by ``os._exit``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    @classmethod
+    def start(cls, spec: NodeSpec, env: dict) -> "ForkedSupervisor":
+        parent = os.getpid()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.setsid()
+                _to_devnull_but_output()
+                os.environ.clear()
+                os.environ.update(env)
+                from sparktf.task import supervisor
+
+                code = supervisor.serve(spec, parent)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:  # noqa: BLE001 - the task sees only the exit code
+                traceback.print_exc()
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    try:
+                        stream.flush()
+                    except (OSError, ValueError):
+                        pass
+                os._exit(code)
+        return cls(pid)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = 0  # reaped elsewhere: as Popen does
+                return 0
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is None:
+            while self.returncode is None:
+                try:
+                    _, status = os.waitpid(self.pid, 0)
+                except InterruptedError:
+                    continue
+                except ChildProcessError:
+                    self.returncode = 0
+                    break
+                self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"sparktf supervisor {self.pid}", timeout)
+            time.sleep(0.005)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _to_devnull_but_output() -> None:
+    """In a forked child: stdin and every descriptor above stderr become ``/dev/null``."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd in (1, 2) or fd == devnull:
+            continue
+        try:
+            os.dup2(devnull, fd, inheritable=False)
+        except OSError:
+            pass  # the listing's own descriptor, closed already
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
+def stop_supervisor(proc, grace: float) -> None:
     """SIGTERM (the supervisor then stops its whole tree), SIGKILL if it does not go."""
     if proc.poll() is None:
         proc.terminate()

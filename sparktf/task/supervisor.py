@@ -1,6 +1,7 @@
-"""A node's supervisor: ``python -m sparktf.task.supervisor PARENT_PID``.
+"""A node's supervisor: :func:`serve`, forked from the barrier task (the usual way), or
+``python -m sparktf.task.supervisor PARENT_PID`` with the node's spec pickled on stdin.
 
-The barrier task starts it (in a session of its own) with the node's spec pickled on stdin.
+The barrier task starts it in a session of its own (:func:`sparktf.task.barrier.start_supervisor`).
 The supervisor is small and imports neither pyspark nor tensorflow, so it can always react:
 
 * it gets SIGTERM when the barrier task's process dies, however it dies (``PR_SET_PDEATHSIG``),
@@ -29,6 +30,9 @@ from sparktf.common import messages, procs, protocol
 from sparktf.common.spec import NodeSpec
 
 EXIT_ABORTED = 70
+#: The supervisor's and the TF process's names (``ps -o comm``, ``psutil.Process.name()``):
+#: forked, they would otherwise show as the Spark Python worker.
+NAME, NODE_NAME = "sparktf-sup", "sparktf-node"
 #: After the TF process exits: how long its output pipes may take to drain before whatever
 #: still holds them (its children) is stopped, and how long those get between TERM and KILL.
 DRAIN_SECS = 0.5
@@ -175,6 +179,7 @@ def _become_node(spec: NodeSpec, chan: protocol.Channel, out_w: int, err_w: int,
         os.environ["PYTHONPATH"] = os.pathsep.join(spec.python_path)
         sys.path[:0] = [p for p in spec.python_path if p not in sys.path]
     os.environ["PYTHONUNBUFFERED"] = "1"
+    procs.set_name(NODE_NAME)
     from sparktf.node import process
 
     process.main_in_fork(spec, os.getppid())
@@ -200,15 +205,16 @@ def _on_signal(signum: int, frame: object) -> None:
     os._exit(128 + signum)
 
 
-def main() -> None:
+def serve(spec: NodeSpec, parent: int) -> int:
+    """Supervise the node of ``spec`` for the barrier task ``parent``; the exit code (0: the
+    TF process succeeded). In a new interpreter (:func:`main`) or forked from the task."""
+    global _SPEC
+    _SPEC = spec
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, _on_signal)
-    procs.die_with_parent(signal.SIGTERM, int(sys.argv[1]))
+    procs.die_with_parent(signal.SIGTERM, parent)
     procs.become_subreaper()
-    global _SPEC
-    spec: NodeSpec = pickle.load(sys.stdin.buffer)
-    _SPEC = spec
-    sys.stdin.close()
+    procs.set_name(NAME)
     try:
         chan = protocol.connect(spec.launch.driver_address, spec.launch.secret,
                                 spec.launch.connect_timeout)
@@ -216,12 +222,19 @@ def main() -> None:
         host, port = spec.launch.driver_address
         print(f"sparktf: node {spec.name} cannot reach the driver at {host}:{port}: {exc}. "
               "Check that executors can connect to spark.driver.host.", file=sys.stderr)
-        sys.exit(2)
+        return 2
     chan.send(messages.hello(messages.AGENT, spec.name, spec.host, pid=os.getpid(),
                              port=spec.port))
     code = Supervisor(spec, chan).run()
     remove_node_dirs(spec)
-    sys.exit(0 if code == 0 else 1)
+    return 0 if code == 0 else 1
+
+
+def main() -> None:
+    """``python -m sparktf.task.supervisor PARENT_PID``, the spec pickled on stdin."""
+    spec: NodeSpec = pickle.load(sys.stdin.buffer)
+    sys.stdin.close()
+    sys.exit(serve(spec, int(sys.argv[1])))
 
 
 if __name__ == "__main__":

@@ -256,3 +256,21 @@ def test_tensorboard_arguments_are_checked(sc_local):
         sparktf.run(sc_local, jobs.describe, {}, num_executors=2, tensorboard="yes", log_dir="")
     assert "tensorboard must be True or False" in str(err.value)
     assert "log_dir must be a non-empty path" in str(err.value)
+
+
+@pytest.mark.parametrize("env, forked", [({}, True), ({"SPARKTF_SUPERVISOR_EXEC": "1"}, False)])
+def test_the_supervisor_is_forked_from_the_task_and_holds_only_the_drivers_channel(
+        sc_local, env, forked):
+    """Forked (the default: no interpreter start-up per node), the supervisor must not keep
+    the Spark worker's connection to the JVM, and it and the TF process are known by name;
+    SPARKTF_SUPERVISOR_EXEC=1 starts it as its own interpreter instead."""
+    cluster = sparktf.run(sc_local, jobs.describe_processes, None, num_executors=2, env=env)
+    cluster.shutdown()
+    for node, r in cluster.results.items():
+        assert r["name"] == "sparktf-node", (node, r)
+        assert r["supervisor"] == "sparktf-sup", (node, r)
+        assert ("sparktf.task.supervisor" in " ".join(r["supervisor_cmdline"])) is not forked
+        # both hold the driver's control channel and nothing else; the task holds more (JVM)
+        assert len(r["node_peers"]) == 1 and r["supervisor_peers"] == r["node_peers"], r
+        assert set(r["worker_peers"]) - set(r["supervisor_peers"]), r
+
