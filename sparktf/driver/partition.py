@@ -56,9 +56,24 @@ def cached_counts(data) -> list[int] | None:
             return None
         from pyspark.sql import functions as F
 
-        by_part = dict(data.groupBy(F.spark_partition_id().alias("p")).count().collect())
+        # One stage, no shuffle, no column read from the cache: a byte per row to Python,
+        # where each task counts its partition (a groupBy on spark_partition_id() was a
+        # second stage and took 0.2-0.4 s longer on 150k cached rows).
+        rows = data.select(F.lit(0).cast("byte").alias("z")).mapInArrow(
+            _count_batches, "p long, n long").collect()
+        by_part = {row["p"]: row["n"] for row in rows}
         counts = [by_part.get(p, 0) for p in range(data.rdd.getNumPartitions())]
     return counts
+
+
+def _count_batches(batches):
+    """In a Spark task: this partition's number and row count, as one Arrow record batch."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    rows = sum(batch.num_rows for batch in batches)
+    yield pa.RecordBatch.from_pydict({"p": [TaskContext.get().partitionId()], "n": [rows]},
+                                     schema=pa.schema([("p", pa.int64()), ("n", pa.int64())]))
 
 
 def partition_keys(spark, num_nodes: int, num_trainers: int) -> list[int]:

@@ -271,3 +271,32 @@ def test_default_equalization_delivers_each_row_at_most_once_and_counts_the_rest
         held += n - len(delivered)
     assert held == cluster.rows_held_back == sum(r["held_back"] for r in results)
     assert 0 < held <= 2 * 3  # a few rows at most
+
+
+def test_cached_counts_are_each_partitions_rows_and_none_for_uncached_data(spark, sc_local):
+    """The count that decides whether cached data is fed as it is: exact per partition, empty
+    partitions included, for a DataFrame and an RDD; None (no job) for data not cached."""
+    from pyspark.sql import functions as F
+
+    from sparktf.driver import partition
+
+    df = spark.range(0, 10, numPartitions=1).withColumn("x", F.col("id") * 2.0) \
+        .repartition(3, "id")
+    assert partition.cached_counts(df) is None
+    expected = [len(part) for part in df.rdd.glom().collect()]
+    assert sum(expected) == 10
+    df = df.cache()
+    try:
+        assert partition.cached_counts(df) == expected
+        sparse = spark.range(0, 2, numPartitions=4).cache()  # two partitions are empty
+        assert sorted(partition.cached_counts(sparse)) == [0, 0, 1, 1]
+        sparse.unpersist()
+    finally:
+        df.unpersist()
+    rdd = sc_local.parallelize(range(7), 3)
+    assert partition.cached_counts(rdd) is None
+    assert partition.cached_counts(rdd.cache()) == [2, 2, 3]
+    rdd.unpersist()
+    empty = sc_local.parallelize([], 2).cache()
+    assert partition.cached_counts(empty) == [0, 0]
+    empty.unpersist()
