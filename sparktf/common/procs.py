@@ -10,7 +10,9 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
+import time
 
 import psutil
 
@@ -19,7 +21,7 @@ _PR_SET_NAME = 15
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-def _prctl(option: int, value: int) -> bool:
+def _prctl(option: int, value) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     libc = ctypes.CDLL(None, use_errno=True)
@@ -39,10 +41,7 @@ def die_with_parent(sig: int, expected_parent: int) -> None:
 def set_name(name: str) -> bool:
     """This process's name as ``ps -o comm``, ``top`` and ``psutil.Process.name()`` show it
     (at most 15 bytes): a forked process otherwise keeps its parent's."""
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0) == 0
+    return _prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]))
 
 
 def become_subreaper() -> bool:
@@ -88,3 +87,55 @@ def describe_exit(code: int) -> str:
             name = "unknown signal"
         return f"was killed by signal {-code} ({name})"
     return f"exited with code {code}"
+
+
+class ForkedChild:
+    """A child this process forked, with what its users take of a ``Popen``: ``poll``,
+    ``wait`` (with an optional timeout), ``send_signal``, ``terminate``, ``kill``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere (kill_tree): as Popen, say 0
+                self.returncode = 0
+                return 0
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is None:
+            while self.returncode is None:
+                try:
+                    _, status = os.waitpid(self.pid, 0)
+                except InterruptedError:
+                    continue
+                except ChildProcessError:
+                    self.returncode = 0
+                    break
+                self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            time.sleep(0.005)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)

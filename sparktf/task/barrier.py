@@ -24,18 +24,15 @@ import json
 import os
 import pickle
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 from typing import Callable, Iterable, Iterator
 
-from sparktf.common import gpus as node_gpus, messages, protocol, topology
+from sparktf.common import gpus as node_gpus, messages, procs, protocol, topology
 from sparktf.errors import SparkJobError, SparkTFError
 from sparktf.common.ports import PortReservation
-from sparktf.common.procs import describe_exit
 from sparktf.common.spec import LaunchSpec, NodeSpec
 from sparktf.task import feeder
 
@@ -134,25 +131,17 @@ def _may_fork() -> bool:
         return threading.active_count() == 1
 
 
-class ForkedSupervisor:
-    """The supervisor forked from this task's process, with what the task uses of a
-    ``Popen``. The child keeps stdout and stderr (Spark's worker output), gets ``/dev/null``
-    in place of every other descriptor it inherits (the worker's connection to the JVM must
-    not outlive the task in it; a stale object closing its fd then closes a ``/dev/null``),
-    never returns into the worker's code, and leaves by ``os._exit``."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.returncode: int | None = None
+class ForkedSupervisor(procs.ForkedChild):
+    """The supervisor forked from this task's process. The child keeps stdout and stderr
+    (Spark's worker output), gets ``/dev/null`` in place of every other descriptor it inherits
+    (the worker's connection to the JVM must not outlive the task in it; a stale object
+    closing its fd then closes a ``/dev/null``), never returns into the worker's code, and
+    leaves by ``os._exit``."""
 
     @classmethod
     def start(cls, spec: NodeSpec, env: dict) -> "ForkedSupervisor":
         parent = os.getpid()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
+        _flush_output()
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -169,56 +158,17 @@ class ForkedSupervisor:
             except BaseException:  # noqa: BLE001 - the task sees only the exit code
                 traceback.print_exc()
             finally:
-                for stream in (sys.stdout, sys.stderr):
-                    try:
-                        stream.flush()
-                    except (OSError, ValueError):
-                        pass
+                _flush_output()
                 os._exit(code)
         return cls(pid)
 
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                self.returncode = 0  # reaped elsewhere: as Popen does
-                return 0
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
 
-    def wait(self, timeout: float | None = None) -> int:
-        if timeout is None:
-            while self.returncode is None:
-                try:
-                    _, status = os.waitpid(self.pid, 0)
-                except InterruptedError:
-                    continue
-                except ChildProcessError:
-                    self.returncode = 0
-                    break
-                self.returncode = os.waitstatus_to_exitcode(status)
-            return self.returncode
-        deadline = time.monotonic() + timeout
-        while self.poll() is None:
-            if time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(f"sparktf supervisor {self.pid}", timeout)
-            time.sleep(0.005)
-        return self.returncode
-
-    def send_signal(self, sig: int) -> None:
-        if self.poll() is None:
-            try:
-                os.kill(self.pid, sig)
-            except ProcessLookupError:
-                pass
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
+def _flush_output() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def _to_devnull_but_output() -> None:
@@ -312,7 +262,7 @@ def _steps(ctx, rank: int, host: str, partition: Iterator, launch: LaunchSpec,
             if path:
                 shutil.rmtree(path, ignore_errors=True)
     if code != 0:
-        raise NodeFailed(f"sparktf node {role.name} on {host} {describe_exit(code)}; "
+        raise NodeFailed(f"sparktf node {role.name} on {host} {procs.describe_exit(code)}; "
                          "the driver's error has the node's own message and output")
     if data_kind is None:
         yield json.dumps({"rank": rank, "node": role.name, "host": host})

@@ -133,24 +133,12 @@ class Supervisor:
         return code
 
 
-class _Forked:
-    """The forked TF process, with what the supervisor uses of a ``Popen``."""
+class _Forked(procs.ForkedChild):
+    """The forked TF process, with its output pipes (as a ``Popen``'s stdout and stderr)."""
 
     def __init__(self, pid: int, stdout: IO[bytes], stderr: IO[bytes]) -> None:
-        self.pid, self.stdout, self.stderr = pid, stdout, stderr
-        self.returncode: int | None = None
-
-    def wait(self) -> int:
-        while self.returncode is None:
-            try:
-                _, status = os.waitpid(self.pid, 0)
-            except InterruptedError:
-                continue
-            except ChildProcessError:  # reaped elsewhere (kill_tree): as Popen, say 0
-                self.returncode = 0
-                break
-            self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
+        super().__init__(pid)
+        self.stdout, self.stderr = stdout, stderr
 
 
 def _become_node(spec: NodeSpec, chan: protocol.Channel, out_w: int, err_w: int,
