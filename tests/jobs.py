@@ -271,7 +271,7 @@ def describe_gpus(args, ctx):
 
 
 def describe_processes(args, ctx):
-    """This TF process and its supervisor: names, parent, and the TCP peers each one holds."""
+    """This TF process, its supervisor and their barrier task: names, and the TCP peers each holds."""
     import psutil
 
     me = psutil.Process()
@@ -280,7 +280,6 @@ def describe_processes(args, ctx):
     def peers(proc):
         return sorted({c.raddr.port for c in proc.net_connections("tcp") if c.raddr})
 
-    return {"name": me.name(), "supervisor": sup.name(), "supervisor_pid": sup.pid,
-            "task_worker": sup.ppid(), "supervisor_cmdline": sup.cmdline(),
+    return {"name": me.name(), "supervisor": sup.name(), "supervisor_cmdline": sup.cmdline(),
             "node_peers": peers(me), "supervisor_peers": peers(sup),
             "worker_peers": peers(psutil.Process(sup.ppid()))}

@@ -273,4 +273,3 @@ def test_the_supervisor_is_forked_from_the_task_and_holds_only_the_drivers_chann
         # both hold the driver's control channel and nothing else; the task holds more (JVM)
         assert len(r["node_peers"]) == 1 and r["supervisor_peers"] == r["node_peers"], r
         assert set(r["worker_peers"]) - set(r["supervisor_peers"]), r
-
