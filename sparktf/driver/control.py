@@ -121,6 +121,9 @@ class ControlServer:
     def _authenticate(self, conn: socket.socket) -> tuple[protocol.Channel, dict] | None:
         deadline = time.monotonic() + self._handshake_timeout
         try:
+            # Small messages leave at once: with Nagle's algorithm the second of two
+            # back-to-back sends ('training_done', 'stop') waited for the peer's delayed ACK.
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             protocol.server_handshake(conn, self._secret, deadline)
             chan = protocol.Channel(conn)
             hello = chan.recv(deadline)
@@ -172,11 +175,15 @@ class ControlServer:
                 self._closed = True
                 conns = list(self._conns)
                 threads = list(self._threads)
-            _shutdown_quietly(self._sock)  # wakes the blocked accept()
+            woken = _shutdown_quietly(self._sock)  # wakes the blocked accept()
             _close_quietly(self._sock)
             for conn in conns:
                 _shutdown_quietly(conn)
             if threading.current_thread() is not self._acceptor:
+                if not woken:
+                    # The socket was closed under us: an accept() already blocked on it is
+                    # not woken by that, but the kernel still listens for it. Knock.
+                    _knock(self.address)
                 self._acceptor.join(timeout=5)
             for t in threads:
                 if t is not threading.current_thread():
@@ -185,9 +192,17 @@ class ControlServer:
             log.exception("sparktf: closing the control server failed")
 
 
-def _shutdown_quietly(sock: socket.socket) -> None:
+def _shutdown_quietly(sock: socket.socket) -> bool:
     try:
         sock.shutdown(socket.SHUT_RDWR)
+        return True
+    except OSError:
+        return False
+
+
+def _knock(address: tuple[str, int]) -> None:
+    try:
+        socket.create_connection(address, timeout=1).close()
     except OSError:
         pass
 

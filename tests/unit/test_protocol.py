@@ -67,6 +67,19 @@ def test_authenticated_round_trip(server):
     assert srv.rejected == 0
 
 
+def test_both_ends_send_small_messages_at_once(server):
+    """Nagle's algorithm off on both ends: the driver's back-to-back small messages
+    ('training_done' then 'stop') would otherwise wait for the peer's delayed ACK (40 ms on
+    Linux) before the second one leaves."""
+    srv, rec, secret = server
+    chan = protocol.connect(srv.address, secret)
+    hello(chan)
+    rec.wait_for(1)
+    for sock in (chan.sock, rec.chan.sock):
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    chan.close()
+
+
 def test_client_refuses_a_driver_without_the_secret(server):
     srv, _, _ = server
     with pytest.raises(protocol.AuthenticationError):
@@ -270,6 +283,8 @@ def test_the_acceptor_survives_running_out_of_file_descriptors(tmp_path):
 
 def test_close_cannot_raise_even_on_a_broken_server(server):
     srv, _, _ = server
+    time.sleep(0.2)  # the acceptor is blocked in accept(), which closing the fd does not wake
     srv._sock.close()  # as if the socket had gone bad under it
     srv.close()
     srv.close()
+    assert not srv._acceptor.is_alive()
