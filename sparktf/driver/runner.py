@@ -31,8 +31,12 @@ from sparktf.common.topology import NodeRole
 
 log = logging.getLogger(__name__)
 
-#: Seconds between the monitor's looks at the state.
+#: Seconds between the monitor's looks at the state when nothing happens (the rules that
+#: depend on time: heartbeats, progress, grace periods). An event that can change the outcome
+#: (a node's state, its exit, the Spark job's end) wakes it at once.
 TICK = 0.1
+#: Messages that never decide anything by themselves: they do not wake the monitor.
+_QUIET = frozenset({"log", "heartbeat"})
 #: How long a teardown waits for a cancelled Spark job to end.
 JOB_END_TIMEOUT = 60.0
 
@@ -87,6 +91,7 @@ class Runner:
         self._reporter: Reporter | None = None
         self._tail_lines = tail_lines
         self._cond = threading.Condition()
+        self._wake = threading.Event()  # set by every event that may change the outcome
         self._print_lock = threading.Lock()
         self._current: _Attempt | None = None
         self._monitor: threading.Thread | None = None
@@ -210,6 +215,7 @@ class Runner:
             if current:
                 attempt.channels[(node, role)] = chan
             replies = attempt.state.apply(node, role, hello, time.monotonic()) if current else []
+            self._wake.set()
             # aborted (a final failure sets it too), or this attempt failed: a restart is coming
             stop_it = self.aborted or (current and attempt.state.status is Status.FAILED)
         if not current or (stop_it and role in (messages.NODE, messages.TASK)):
@@ -228,6 +234,8 @@ class Runner:
             if attempt is None or attempt.number != number:
                 return
             replies = attempt.state.apply(node, role, message, time.monotonic())
+            if message.get("type") not in _QUIET:
+                self._wake.set()
             if message.get("type") == "tensorboard":
                 self._cond.notify_all()
         self._perform(attempt, replies)
@@ -241,6 +249,7 @@ class Runner:
                 return
             attempt.channels.pop((node, role), None)
             attempt.state.apply(node, role, {"type": "closed"}, time.monotonic())
+            self._wake.set()
             self._cond.notify_all()
 
     def _on_log(self, number: int, node: str, message: dict) -> None:
@@ -315,6 +324,7 @@ class Runner:
             error = spark_error_text(exc)
         with self._cond:
             attempt.state.job_ended(error, time.monotonic())
+            self._wake.set()
             self._cond.notify_all()
 
     def _close_attempt(self, attempt: _Attempt) -> None:
@@ -324,6 +334,7 @@ class Runner:
     def _monitor_loop(self) -> None:
         try:
             while True:
+                self._wake.clear()  # an event after this is seen by this step or wakes the next
                 with self._cond:
                     if self.failure is not None or self._closed:
                         return
@@ -337,7 +348,7 @@ class Runner:
                 if finished:
                     return
                 if outcome is None:
-                    time.sleep(TICK)
+                    self._wake.wait(TICK)
                     continue
                 if _spark_stopped(self.sc):
                     outcome = ClusterStateError(
@@ -390,6 +401,7 @@ class Runner:
         self.aborted = True
         if self._current is not None:
             self._current.state.fail(failure)
+        self._wake.set()
         self._cond.notify_all()
 
     # --------------------------------------------------------------------------- actions

@@ -29,6 +29,17 @@ def test_trivial_job_returns_the_chiefs_value_and_every_result(sc_local):
     assert cluster.shutdown() == chief  # safe to call twice
 
 
+def test_the_driver_acts_on_each_event_at_once_not_on_its_next_tick(sc_local, monkeypatch):
+    """The monitor wakes on the events that decide the job (a node's result, its exit, the
+    Spark job's end): with the periodic look at the state stretched to 60 s, a trivial job
+    still ends long before the first one would have come."""
+    from sparktf.driver import runner
+
+    monkeypatch.setattr(runner, "TICK", 60.0)
+    cluster = sparktf.run(sc_local, jobs.describe, {}, num_executors=2)
+    assert cluster.shutdown(timeout=30)["name"] == "chief:0"
+
+
 @pytest.mark.parametrize("kwargs, expected_jobs", [
     (dict(num_executors=4, num_ps=1), {"chief": 1, "worker": 2, "ps": 1}),
     (dict(num_executors=3, master_node=None), {"worker": 3}),
