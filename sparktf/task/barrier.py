@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import traceback
 from typing import Callable, Iterable, Iterator
 
@@ -118,17 +119,31 @@ def start_supervisor(spec: NodeSpec):
     return proc
 
 
+#: Native threads that are safe to fork past: jemalloc's background purger (pyarrow's
+#: allocator starts it in a worker that has read Arrow data). jemalloc takes and resets all of
+#: its locks around a fork (pthread_atfork), and the child starts its own purger when needed.
+FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+
+
 def _may_fork() -> bool:
-    """Whether this process has one thread (a fork copies only the calling thread: a lock
-    another thread holds would stay held in the child forever)."""
+    """Whether this process has no thread but this one and fork-safe native ones (a fork
+    copies only the calling thread: a lock another thread holds would stay held in the child
+    forever)."""
     if not hasattr(os, "fork"):
         return False
     try:
-        return len(os.listdir("/proc/self/task")) == 1
+        me = str(threading.get_native_id())
+        others = [t for t in os.listdir("/proc/self/task") if t != me]
     except OSError:
-        import threading
-
         return threading.active_count() == 1
+    for tid in others:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() not in FORK_SAFE_THREADS:
+                    return False
+        except OSError:
+            pass  # the thread ended meanwhile
+    return threading.active_count() == 1
 
 
 class ForkedSupervisor(procs.ForkedChild):

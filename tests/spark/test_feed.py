@@ -300,3 +300,13 @@ def test_cached_counts_are_each_partitions_rows_and_none_for_uncached_data(spark
     empty = sc_local.parallelize([], 2).cache()
     assert partition.cached_counts(empty) == [0, 0]
     empty.unpersist()
+
+
+def test_a_dataframe_fed_node_has_a_forked_supervisor_too(spark):
+    """The Spark Python worker of a barrier mapInArrow has pyarrow's jemalloc background
+    thread besides its own: that thread is fork-safe (jemalloc's fork handlers), so the
+    supervisor is still forked, not started as an interpreter of its own."""
+    df = spark.range(0, 500, numPartitions=2).selectExpr("id", "id * 2.0 AS x")
+    cluster = train(spark.sparkContext, feed_jobs.drain_then_describe_supervisor, None, df)
+    for node, r in cluster.results.items():
+        assert "sparktf.task.supervisor" not in " ".join(r["supervisor_cmdline"]), (node, r)

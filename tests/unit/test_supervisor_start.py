@@ -13,3 +13,35 @@ def test_the_supervisor_is_not_forked_from_a_process_with_other_threads():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["True", "False"]
+
+
+def test_jemallocs_background_thread_does_not_stop_the_fork():
+    """pyarrow's jemalloc starts a native purger thread in a worker that read Arrow data;
+    jemalloc is fork-safe, so that thread alone does not stop the fork, while any other
+    native thread does. (A bare native thread stands in for each here, named by prctl as
+    jemalloc names its own; tests/spark/test_feed.py sees the real one.)"""
+    code = r"""
+import _thread, ctypes, time
+from sparktf.task.barrier import _may_fork
+
+def native(name, ready, hold):
+    ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME
+    ready.release()
+    hold.acquire()
+
+def start(name):
+    ready, hold = _thread.allocate_lock(), _thread.allocate_lock()
+    ready.acquire(); hold.acquire()
+    _thread.start_new_thread(native, (name, ready, hold))
+    ready.acquire()
+    return hold
+
+jemalloc = start("jemalloc_bg_thd")
+a = _may_fork()
+other = start("some_pool")
+b = _may_fork()
+print(a, b)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["True", "False"]
