@@ -155,6 +155,11 @@ class ForkedSupervisor(procs.ForkedChild):
 
     @classmethod
     def start(cls, spec: NodeSpec, env: dict) -> "ForkedSupervisor":
+        # Imported here, once per Spark Python worker (Spark reuses them), rather than after
+        # the fork in every supervisor and TF process of every job.
+        import sparktf.node.process  # noqa: F401 - the TF process's code
+        from sparktf.task import supervisor
+
         parent = os.getpid()
         _flush_output()
         pid = os.fork()
@@ -165,8 +170,6 @@ class ForkedSupervisor(procs.ForkedChild):
                 _to_devnull_but_output()
                 os.environ.clear()
                 os.environ.update(env)
-                from sparktf.task import supervisor
-
                 code = supervisor.serve(spec, parent)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
