@@ -9,7 +9,9 @@ Prints, from one run on one SparkContext:
 * sparktf: a trivial 2-node job (chief + worker, main_fn returns a dict), run() to shutdown(),
   cold (first job on fresh executors) and warm (median of the following ones).
   Each side gets a fresh SparkContext, so both "cold" figures start from new executors;
-* scaling: on ``--scale-master`` (local[8]), a warm trivial job of 2 nodes and of 8 nodes;
+* scaling: on ``--scale-master`` (local[8]), a warm trivial job of 2 nodes and of 8 nodes,
+  next to Spark's own barrier stage of 2 and of 8 Python tasks (returning at once, and with
+  one allGather) on the same SparkContext;
 * crash detection: a worker kills itself with SIGKILL (or raises) and the time from that moment
   to the driver's NodeError (both clocks are this machine's ``time.time()``).
 
@@ -50,9 +52,20 @@ def _gather_once(_):
     return [1]
 
 
-def bare_barrier(sc):
+def bare_barrier(sc, tasks=2):
     start = time.perf_counter()
-    sc.parallelize(range(2), 2).barrier().mapPartitions(_gather_once).collect()
+    sc.parallelize(range(tasks), tasks).barrier().mapPartitions(_gather_once).collect()
+    return time.perf_counter() - start
+
+
+def _return_at_once(_):
+    return [1]
+
+
+def empty_barrier(sc, tasks):
+    """Spark's floor for a gang of ``tasks`` Python tasks that do nothing (no allGather)."""
+    start = time.perf_counter()
+    sc.parallelize(range(tasks), tasks).barrier().mapPartitions(_return_at_once).collect()
     return time.perf_counter() - start
 
 
@@ -123,9 +136,22 @@ def main():
         sparktf_job(sc, 8)  # warm the Python workers of all 8 slots
         two = statistics.median(sparktf_job(sc, 2) for _ in range(a.repeats))
         eight = statistics.median(sparktf_job(sc, 8) for _ in range(a.repeats))
+        empty_barrier(sc, 8)
+        s2 = statistics.median(empty_barrier(sc, 2) for _ in range(a.repeats))
+        s8 = statistics.median(empty_barrier(sc, 8) for _ in range(a.repeats))
+        g2 = statistics.median(bare_barrier(sc, 2) for _ in range(a.repeats))
+        g8 = statistics.median(bare_barrier(sc, 8) for _ in range(a.repeats))
         sc.stop()
-        print(f"\n{a.scale_master}, warm (median of {a.repeats}): 2 nodes {two:.2f} s, "
-              f"8 nodes {eight:.2f} s: {eight / two:.2f} x")
+        print(f"\n| {a.scale_master}, warm (median of {a.repeats}) | 2 | 8 | 8 / 2 |")
+        print("|---|---|---|---|")
+        print(f"| sparktf: trivial job, run() to shutdown() | {two:.2f} s | {eight:.2f} s | "
+              f"{eight / two:.2f} x |")
+        print(f"| baseline: barrier stage of Python tasks that return at once | {s2:.2f} s | "
+              f"{s8:.2f} s | {s8 / s2:.2f} x |")
+        print(f"| baseline: the same, one allGather | {g2:.2f} s | {g8:.2f} s | "
+              f"{g8 / g2:.2f} x |")
+        print(f"sparktf's own cost over the empty barrier stage: 2 nodes {two - s2:.2f} s, "
+              f"8 nodes {eight - s8:.2f} s ({(eight - s8) / max(two - s2, 1e-9):.2f} x)")
 
 
 if __name__ == "__main__":
