@@ -69,7 +69,8 @@ class Cluster:
     """
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], payload: bytes,
-                 settings: Settings) -> None:
+                 settings: Settings, conf: dict | None = None) -> None:
+        conf = conf if conf is not None else dict(sc.getConf().getAll())
         self.sc = sc
         self.roles = roles
         self.input_mode = settings.input_mode
@@ -81,8 +82,7 @@ class Cluster:
             tensorboard=settings.tensorboard, log_dir=settings.log_dir,
             heartbeat_interval=min(1.0, (settings.heartbeat_timeout or 3.0) / 3),
             hadoop_env=hadoop_env(sc),
-            executor_cores=preflight.executor_cores(sc.master, dict(sc.getConf().getAll()),
-                                                    os.cpu_count() or 1))
+            executor_cores=preflight.executor_cores(sc.master, conf, os.cpu_count() or 1))
         limits = Limits(reservation_timeout=settings.reservation_timeout,
                         heartbeat_timeout=settings.heartbeat_timeout,
                         progress_timeout=settings.progress_timeout)
@@ -93,7 +93,7 @@ class Cluster:
                               tf_startup_logs=settings.tf_startup_logs,
                               progress_interval=(settings.progress_interval
                                                  if settings.progress else None),
-                              tail_lines=settings.tail_lines)
+                              tail_lines=settings.tail_lines, conf=conf)
         #: The barrier stages' ResourceProfile (gpus_per_node), None for the default profile.
         self._profile = preflight.gpu_profile(sc, settings.gpus_per_node)
 
@@ -433,7 +433,7 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     if settings is None:  # bad types: nothing about the Spark cluster is worth waiting for
         raise ConfigError.from_problems(problems)
     spark_problems, slots = preflight.spark_problems(sc, settings.num_executors,
-                                                     settings.slot_wait_timeout)
+                                                     settings.slot_wait_timeout, conf)
     problems += spark_problems
     problems += preflight.gpu_problems(sc.master, conf, settings.gpus_per_node)
     num_nodes = settings.num_executors or slots
@@ -444,7 +444,7 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         raise ConfigError.from_problems(problems)
     roles = topology.assign_roles(num_nodes, settings.num_ps, settings.master_node,
                                   settings.eval_node)
-    cluster = Cluster(sc, roles, payload, settings)
+    cluster = Cluster(sc, roles, payload, settings, conf)
     log.info("sparktf: %s has %d nodes: %s", cluster.job_id, len(roles),
              ", ".join(r.name for r in roles))
     if settings.input_mode is InputMode.TENSORFLOW:

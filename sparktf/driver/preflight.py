@@ -154,13 +154,14 @@ def current_slots(sc) -> int:
         return int(sc.defaultParallelism)
 
 
-def wait_for_slots(sc, wanted: int | None, timeout: float) -> int:
+def wait_for_slots(sc, wanted: int | None, timeout: float, conf: dict | None = None) -> int:
     """Wait (executors register after the context starts) until ``wanted`` slots exist.
 
     With ``wanted=None``, wait for the slots the conf promises, else for a count that has held
-    still for two seconds. Returns the slots seen last.
+    still for two seconds. Returns the slots seen last. ``conf``: the context's settings as a
+    dict, when the caller has read them already (each read is a round of py4j calls).
     """
-    conf = dict(sc.getConf().getAll())
+    conf = conf if conf is not None else dict(sc.getConf().getAll())
     promised = expected_slots(sc.master, conf, os.cpu_count() or 1)
     # Never wait for more slots than the master will ever offer: fail fast instead.
     target = min(filter(None, (wanted, promised)), default=None)
@@ -181,7 +182,7 @@ def wait_for_slots(sc, wanted: int | None, timeout: float) -> int:
 
 
 def conf_problems(conf) -> list[str]:
-    """Spark settings under which a barrier job cannot run (``conf``: a SparkConf)."""
+    """Spark settings under which a barrier job cannot run (``conf``: a SparkConf or dict)."""
     problems = []
     if (conf.get("spark.dynamicAllocation.enabled") or "false").lower() == "true":
         problems.append("spark.dynamicAllocation.enabled is true, and Spark refuses barrier "
@@ -190,11 +191,13 @@ def conf_problems(conf) -> list[str]:
     return problems
 
 
-def spark_problems(sc, num_nodes: int | None, slot_timeout: float) -> tuple[list[str], int]:
-    """Problems with the Spark side, and the task slots found."""
-    conf = sc.getConf()
+def spark_problems(sc, num_nodes: int | None, slot_timeout: float,
+                   conf: dict | None = None) -> tuple[list[str], int]:
+    """Problems with the Spark side, and the task slots found (``conf``: as for
+    :func:`wait_for_slots`)."""
+    conf = conf if conf is not None else dict(sc.getConf().getAll())
     problems = conf_problems(conf)
-    slots = wait_for_slots(sc, num_nodes, slot_timeout)
+    slots = wait_for_slots(sc, num_nodes, slot_timeout, conf)
     if num_nodes is not None and num_nodes > slots:
         task_cpus = conf.get("spark.task.cpus", "1")
         problems.append(
