@@ -92,10 +92,16 @@ def _stop(proc):
     except psutil.NoSuchProcess:
         return
     for p in tree:
-        p.terminate()
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass  # it ended between the listing and the signal (its parent stopped it)
     _, alive = psutil.wait_procs(tree, timeout=10)
     for p in alive:
-        p.kill()
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
 @pytest.fixture(scope="module")
