@@ -52,20 +52,15 @@ def _gather_once(_):
     return [1]
 
 
-def bare_barrier(sc, tasks=2):
-    start = time.perf_counter()
-    sc.parallelize(range(tasks), tasks).barrier().mapPartitions(_gather_once).collect()
-    return time.perf_counter() - start
-
-
 def _return_at_once(_):
     return [1]
 
 
-def empty_barrier(sc, tasks):
-    """Spark's floor for a gang of ``tasks`` Python tasks that do nothing (no allGather)."""
+def bare_barrier(sc, tasks=2, task=_gather_once):
+    """Spark's floor for a gang of ``tasks`` Python tasks running ``task`` (by default one
+    allGather; ``_return_at_once``: nothing at all)."""
     start = time.perf_counter()
-    sc.parallelize(range(tasks), tasks).barrier().mapPartitions(_return_at_once).collect()
+    sc.parallelize(range(tasks), tasks).barrier().mapPartitions(task).collect()
     return time.perf_counter() - start
 
 
@@ -136,9 +131,9 @@ def main():
         sparktf_job(sc, 8)  # warm the Python workers of all 8 slots
         two = statistics.median(sparktf_job(sc, 2) for _ in range(a.repeats))
         eight = statistics.median(sparktf_job(sc, 8) for _ in range(a.repeats))
-        empty_barrier(sc, 8)
-        s2 = statistics.median(empty_barrier(sc, 2) for _ in range(a.repeats))
-        s8 = statistics.median(empty_barrier(sc, 8) for _ in range(a.repeats))
+        bare_barrier(sc, 8, _return_at_once)
+        s2 = statistics.median(bare_barrier(sc, 2, _return_at_once) for _ in range(a.repeats))
+        s8 = statistics.median(bare_barrier(sc, 8, _return_at_once) for _ in range(a.repeats))
         g2 = statistics.median(bare_barrier(sc, 2) for _ in range(a.repeats))
         g8 = statistics.median(bare_barrier(sc, 8) for _ in range(a.repeats))
         sc.stop()

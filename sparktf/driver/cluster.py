@@ -69,8 +69,7 @@ class Cluster:
     """
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], payload: bytes,
-                 settings: Settings, conf: dict | None = None) -> None:
-        conf = conf if conf is not None else dict(sc.getConf().getAll())
+                 settings: Settings, conf: dict[str, str]) -> None:
         self.sc = sc
         self.roles = roles
         self.input_mode = settings.input_mode

@@ -192,10 +192,9 @@ def conf_problems(conf) -> list[str]:
 
 
 def spark_problems(sc, num_nodes: int | None, slot_timeout: float,
-                   conf: dict | None = None) -> tuple[list[str], int]:
-    """Problems with the Spark side, and the task slots found (``conf``: as for
-    :func:`wait_for_slots`)."""
-    conf = conf if conf is not None else dict(sc.getConf().getAll())
+                   conf: dict[str, str]) -> tuple[list[str], int]:
+    """Problems with the Spark side (``conf``: the context's settings), and the task slots
+    found."""
     problems = conf_problems(conf)
     slots = wait_for_slots(sc, num_nodes, slot_timeout, conf)
     if num_nodes is not None and num_nodes > slots:

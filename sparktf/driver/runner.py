@@ -78,10 +78,10 @@ class Runner:
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], job_id: str, limits: Limits,
                  *, max_restarts: int, log_to_driver: bool, tail_lines: int,
-                 tf_startup_logs: bool = False, progress_interval: float | None = None,
-                 conf: dict | None = None) -> None:
+                 conf: dict[str, str], tf_startup_logs: bool = False,
+                 progress_interval: float | None = None) -> None:
         self.sc = sc
-        self._conf = conf  # the context's settings, read once by run(); None: read them here
+        self._conf = conf  # the context's settings, read once by run()
         self.roles = roles
         self.base_id = job_id
         self._launch: LaunchSpec | None = None  # set by start()
@@ -286,10 +286,9 @@ class Runner:
         """Build attempt ``number`` without starting it: a control server with a fresh secret
         (an earlier attempt's processes cannot reach it), its launch spec and its stage."""
         job_id = self.base_id if number == 0 else f"{self.base_id}-{number}"
-        conf = self._conf if self._conf is not None else dict(self.sc.getConf().getAll())
-        advertise = conf.get("spark.driver.host")
+        advertise = self._conf.get("spark.driver.host")
         secret = protocol.new_secret()
-        server = ControlServer(conf.get("spark.driver.bindAddress", advertise), advertise,
+        server = ControlServer(self._conf.get("spark.driver.bindAddress", advertise), advertise,
                                secret, _AttemptHandler(self, number))
         try:
             launch = dataclasses.replace(self._launch, job_id=job_id, secret=secret,

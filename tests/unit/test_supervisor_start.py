@@ -21,7 +21,7 @@ def test_jemallocs_background_thread_does_not_stop_the_fork():
     native thread does. (A bare native thread stands in for each here, named by prctl as
     jemalloc names its own; tests/spark/test_feed.py sees the real one.)"""
     code = r"""
-import _thread, ctypes, time
+import _thread, ctypes
 from sparktf.task.barrier import _may_fork
 
 def native(name, ready, hold):
