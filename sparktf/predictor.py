@@ -28,10 +28,12 @@ def _serving_fn(model_path: str, signature: str, startup_logs: bool = False):
 
 
 def _load(model_path: str, signature: str):
-    """(the loaded SavedModel, its signature function); Hadoop paths copied locally first."""
-    import tensorflow as tf
-
+    """(the loaded SavedModel, its signature function); Hadoop paths copied locally first.
+    TensorFlow without its eager Keras import: a signature needs no Keras (half the import)."""
     from sparktf import fs
+    from sparktf.common import tfimport
+
+    tf = tfimport.tensorflow()
 
     local = model_path
     if fs.is_hadoop(model_path):  # TF has no hdfs://: a local copy per Python worker

@@ -54,3 +54,30 @@ def test_predict_checks_its_arguments(spark, model_dir):
     with pytest.raises(sparktf.ConfigError) as err:
         sparktf.predict(df, model_dir, ["nope"], "id", output_type="int")
     assert len(err.value.problems) == 3
+
+
+def test_the_python_worker_loads_the_model_without_importing_keras(model_dir):
+    """What a predict worker runs (``_serving_fn``) in a fresh interpreter: TensorFlow without
+    its eager import of all of Keras (half of TF's import), the SavedModel's answers unchanged,
+    and Keras still there for whoever uses it afterwards in the same worker."""
+    code = textwrap.dedent(f"""
+        import json, os, sys
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        from sparktf import predictor
+        fn = predictor._serving_fn({model_dir!r}, "serving_default")
+        out = fn(dense_input=[[1.0, 2.0, 3.0]])
+        value = float(list(out.values())[0].numpy()[0][0])
+        loaded = sorted(m for m in ("keras", "tf_keras", "matplotlib", "sklearn")
+                        if m in sys.modules)
+        import tensorflow as tf
+        layer = tf.keras.layers.Dense(2)  # the lazy tf.keras still imports Keras on use
+        print(json.dumps({{"value": value, "loaded": loaded,
+                           "keras_after": type(layer).__module__}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    assert abs(got["value"] - (np.dot([1.0, 2.0, 3.0], W) + B)) < 1e-5
+    assert got["loaded"] == []
+    assert got["keras_after"].startswith("keras")
