@@ -3,7 +3,7 @@ the whole ``spark-submit examples/mnist.py`` next to the same CNN trained in one
 process, all in this one run.
 
     python3 bench/mainjob_timeline.py [--epochs 12] [--master local[2]] [--skip-submit]
-                                      [--predecessor]
+                                      [--predecessor] [--repeats N]
 
 (0) With ``--predecessor``: the same work with TensorFlowOnSpark 2.2.5 (bench/predecessor_mnist.py,
     its Keras MNIST pattern, 2 workers on local-cluster[2,1,2048]): process wall, "trained in",
@@ -222,23 +222,40 @@ def main():
     p.add_argument("--predecessor-master", default="local-cluster[2,1,2048]",
                    help="it does not run in local[N] on pyspark 4")
     p.add_argument("--predecessor-timeout", type=int, default=600)
+    p.add_argument("--repeats", type=int, default=1,
+                   help="run (0) and (1) this many times, alternately, and print medians")
     args = p.parse_args()
     args.export_dir = os.path.join("/tmp", f"bench-mainjob-{os.getpid()}")
     args.test_size, args.limit, args.data, args.model_dir = 1000, None, None, None
-    if args.predecessor:
-        p_wall, p_trained, p_acc = run_predecessor(args)
-        print(f"(0) predecessor, spark-submit --master {args.predecessor_master} "
-              f"bench/predecessor_mnist.py (2 workers): {p_wall:.1f} s process wall, trained "
-              f"in {p_trained:.1f} s, test_accuracy "
-              f"{'none reported' if p_acc is None else f'{p_acc:.4f}'}", flush=True)
-    if not args.skip_submit:
-        wall, trained, acc = submit(args)
-        print(f"(1) spark-submit --master {args.master} examples/mnist.py --epochs "
-              f"{args.epochs}: {wall:.1f} s process wall, trained in {trained:.1f} s, "
-              f"test_accuracy {acc:.4f}", flush=True)
+    p_walls, walls = [], []
+    for round_ in range(1, args.repeats + 1):  # interleaved: this VM's speed drifts
+        tag = f" [{round_}/{args.repeats}]" if args.repeats > 1 else ""
         if args.predecessor:
-            print(f"    = {wall / p_wall:.2f} x the predecessor's process wall "
-                  f"(target <= 0.3)", flush=True)
+            p_wall, p_trained, p_acc = run_predecessor(args)
+            p_walls.append(p_wall)
+            print(f"(0){tag} predecessor, spark-submit --master {args.predecessor_master} "
+                  f"bench/predecessor_mnist.py (2 workers): {p_wall:.1f} s process wall, "
+                  f"trained in {p_trained:.1f} s, test_accuracy "
+                  f"{'none reported' if p_acc is None else f'{p_acc:.4f}'}", flush=True)
+        if not args.skip_submit:
+            wall, trained, acc = submit(args)
+            walls.append(wall)
+            print(f"(1){tag} spark-submit --master {args.master} examples/mnist.py --epochs "
+                  f"{args.epochs}: {wall:.1f} s process wall, trained in {trained:.1f} s, "
+                  f"test_accuracy {acc:.4f}", flush=True)
+            if args.predecessor:
+                print(f"    = {wall / p_wall:.2f} x the predecessor's process wall "
+                      f"(target <= 0.3)", flush=True)
+    if args.repeats > 1 and walls:
+        import statistics
+
+        line = (f"(1) over {len(walls)} runs: median {statistics.median(walls):.1f} s, "
+                f"min {min(walls):.1f}, max {max(walls):.1f} (target <= 30 s)")
+        if p_walls:
+            line += (f"; the predecessor's median {statistics.median(p_walls):.1f} s: "
+                     f"{statistics.median(walls) / statistics.median(p_walls):.2f} x "
+                     f"(target <= 0.3)")
+        print(line, flush=True)
     (x, y), test = helpers.load_default(1000)
     secs, acc = plain_tf(args, x, y, test)
     print(f"(3) baseline, the same CNN in one plain TF process: fit {secs:.1f} s, "

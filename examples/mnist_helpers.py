@@ -436,6 +436,12 @@ def already_trained(spark, args):
     return result
 
 
+#: Held-out rows per scoring task. Each task's Python worker pays one TensorFlow import and
+#: model load (2-3 s of a core) and then scores ~10,000 digits a second: fewer rows per task
+#: would spend more cores importing than scoring (docs/benchmarks.md).
+ROWS_PER_SCORING_TASK = 10_000
+
+
 def score_with_predict(spark, args, x_test, y_test):
     """Distributed inference: the SavedModel scores the held-out digits on the executors."""
     import numpy as np
@@ -443,7 +449,9 @@ def score_with_predict(spark, args, x_test, y_test):
 
     import sparktf
 
-    test_df = to_dataframe(spark, x_test, y_test, spark.sparkContext.defaultParallelism)
+    tasks = min(spark.sparkContext.defaultParallelism,
+                -(-len(y_test) // ROWS_PER_SCORING_TASK))
+    test_df = to_dataframe(spark, x_test, y_test, max(1, tasks))
     scored = sparktf.predict(test_df, args.export_dir, ["image"], "logits",
                              output_type="array<double>")
     rows = scored.select("label", F.col("logits")).collect()
