@@ -56,16 +56,35 @@ def test_predict_checks_its_arguments(spark, model_dir):
     assert len(err.value.problems) == 3
 
 
-def test_the_python_worker_loads_the_model_without_importing_keras(model_dir):
+@pytest.fixture(scope="module")
+def keras3_export(tmp_path_factory):
+    """The same linear model written by Keras 3's ``model.export`` (a plain TF SavedModel)."""
+    path = tmp_path_factory.mktemp("model") / "keras3"
+    code = textwrap.dedent(f"""
+        import os
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        import numpy as np, keras
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        model.set_weights([np.array({W}, "float32").reshape(3, 1), np.array([{B}], "float32")])
+        model.export({str(path)!r}, verbose=False)
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    return str(path)
+
+
+@pytest.mark.parametrize("saved", ["tf_keras model.save", "keras 3 model.export"])
+def test_the_python_worker_loads_the_model_without_importing_keras(saved, model_dir, request):
     """What a predict worker runs (``_serving_fn``) in a fresh interpreter: TensorFlow without
     its eager import of all of Keras (half of TF's import), the SavedModel's answers unchanged,
     and Keras still there for whoever uses it afterwards in the same worker."""
+    path = model_dir if saved.startswith("tf_keras") else request.getfixturevalue("keras3_export")
     code = textwrap.dedent(f"""
         import json, os, sys
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
         from sparktf import predictor
-        fn = predictor._serving_fn({model_dir!r}, "serving_default")
-        out = fn(dense_input=[[1.0, 2.0, 3.0]])
+        fn = predictor._serving_fn({path!r}, "serving_default")
+        (name,) = fn.structured_input_signature[1]
+        out = fn(**{{name: [[1.0, 2.0, 3.0]]}})
         value = float(list(out.values())[0].numpy()[0][0])
         loaded = sorted(m for m in ("keras", "tf_keras", "matplotlib", "sklearn")
                         if m in sys.modules)
