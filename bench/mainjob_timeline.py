@@ -16,6 +16,9 @@ process, all in this one run.
     evaluation, ``main_fn`` end to ``shutdown()``'s return, inference with ``sparktf.predict``, Spark stop. Node stamps are
     wall-clock times taken inside the TF processes (the same machine). (3) Baseline: the same
     CNN on the same digits, ``model.fit`` in one plain TF process, batch 64.
+
+With ``--repeats N``, (0) and (1) run N times, alternately, and their medians are printed
+(with the ratio of the medians): on a shared VM one run of each is not enough to compare.
 """
 
 import argparse
