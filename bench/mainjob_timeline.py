@@ -149,7 +149,11 @@ def run_predecessor(args):
     wall = time.perf_counter() - t
     match = re.search(r"trained in ([\d.]+)s", out)
     if proc.returncode != 0 or not match:
-        sys.exit(f"the predecessor failed (rc {proc.returncode}):\n{out[-3000:]}")
+        # It fails now and then on its own (its standalone executors killed at its shutdown
+        # until the master gives up): said, and the round goes on without its figure.
+        print(f"(0) the predecessor failed (rc {proc.returncode}); its last lines:\n"
+              f"{out[-1500:]}", flush=True)
+        return None, None, None
     if not os.path.exists(result):
         # It ran to its end but its chief never wrote the accuracy: when its feed ends before
         # a node's last step, that node fails on the partial batch (executors' stderr), and
@@ -235,6 +239,7 @@ def main():
         tag = f" [{round_}/{args.repeats}]" if args.repeats > 1 else ""
         if args.predecessor:
             p_wall, p_trained, p_acc = run_predecessor(args)
+        if args.predecessor and p_wall is not None:
             p_walls.append(p_wall)
             print(f"(0){tag} predecessor, spark-submit --master {args.predecessor_master} "
                   f"bench/predecessor_mnist.py (2 workers): {p_wall:.1f} s process wall, "
@@ -246,7 +251,7 @@ def main():
             print(f"(1){tag} spark-submit --master {args.master} examples/mnist.py --epochs "
                   f"{args.epochs}: {wall:.1f} s process wall, trained in {trained:.1f} s, "
                   f"test_accuracy {acc:.4f}", flush=True)
-            if args.predecessor:
+            if args.predecessor and p_wall is not None:
                 print(f"    = {wall / p_wall:.2f} x the predecessor's process wall "
                       f"(target <= 0.3)", flush=True)
     if args.repeats > 1 and walls:
