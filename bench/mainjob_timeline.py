@@ -237,21 +237,22 @@ def main():
     p_walls, walls = [], []
     for round_ in range(1, args.repeats + 1):  # interleaved: this VM's speed drifts
         tag = f" [{round_}/{args.repeats}]" if args.repeats > 1 else ""
+        p_wall = None  # no predecessor run, or it failed
         if args.predecessor:
             p_wall, p_trained, p_acc = run_predecessor(args)
-        if args.predecessor and p_wall is not None:
-            p_walls.append(p_wall)
-            print(f"(0){tag} predecessor, spark-submit --master {args.predecessor_master} "
-                  f"bench/predecessor_mnist.py (2 workers): {p_wall:.1f} s process wall, "
-                  f"trained in {p_trained:.1f} s, test_accuracy "
-                  f"{'none reported' if p_acc is None else f'{p_acc:.4f}'}", flush=True)
+            if p_wall is not None:
+                p_walls.append(p_wall)
+                print(f"(0){tag} predecessor, spark-submit --master {args.predecessor_master} "
+                      f"bench/predecessor_mnist.py (2 workers): {p_wall:.1f} s process wall, "
+                      f"trained in {p_trained:.1f} s, test_accuracy "
+                      f"{'none reported' if p_acc is None else f'{p_acc:.4f}'}", flush=True)
         if not args.skip_submit:
             wall, trained, acc = submit(args)
             walls.append(wall)
             print(f"(1){tag} spark-submit --master {args.master} examples/mnist.py --epochs "
                   f"{args.epochs}: {wall:.1f} s process wall, trained in {trained:.1f} s, "
                   f"test_accuracy {acc:.4f}", flush=True)
-            if args.predecessor and p_wall is not None:
+            if p_wall is not None:
                 print(f"    = {wall / p_wall:.2f} x the predecessor's process wall "
                       f"(target <= 0.3)", flush=True)
     if args.repeats > 1 and walls:

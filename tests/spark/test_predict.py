@@ -1,5 +1,6 @@
 """sparktf.predict: a real tf-keras SavedModel scored over a DataFrame on Arrow batches."""
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -96,7 +97,7 @@ def test_the_python_worker_loads_the_model_without_importing_keras(saved, model_
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    got = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    got = json.loads(done.stdout.strip().splitlines()[-1])
     assert abs(got["value"] - (np.dot([1.0, 2.0, 3.0], W) + B)) < 1e-5
     assert got["loaded"] == []
     assert got["keras_after"].startswith("keras")
