@@ -87,8 +87,10 @@ def _mirror_log_dir(ctx: NodeContext):
     return mirror
 
 
-def _start_tensorboard(spec: NodeSpec, ctx: NodeContext, chan: protocol.Channel) -> None:
-    """TensorBoard on ``ctx.log_dir``, a child of this process; its URL goes to the driver."""
+def _start_tensorboard(spec: NodeSpec, ctx: NodeContext,
+                       chan: protocol.Channel) -> threading.Thread | None:
+    """TensorBoard on ``ctx.log_dir``, a child of this process; its URL goes to the driver
+    from the returned thread (None: it could not start, and the driver was told)."""
     from sparktf.node import tensorboard
 
     output = os.path.join(spec.work_dir or ".", "tensorboard.out")
@@ -97,9 +99,12 @@ def _start_tensorboard(spec: NodeSpec, ctx: NodeContext, chan: protocol.Channel)
     except OSError as exc:
         chan.send(messages.make("tensorboard", url=None, log_dir=ctx.log_dir,
                                 error=f"TensorBoard could not start: {exc}"))
-        return
-    threading.Thread(target=tensorboard.announce, name="sparktf-tensorboard", daemon=True,
-                     args=(proc, reservation, spec.host, ctx.log_dir, output, chan.send)).start()
+        return None
+    announcer = threading.Thread(
+        target=tensorboard.announce, name="sparktf-tensorboard", daemon=True,
+        args=(proc, reservation, spec.host, ctx.log_dir, output, chan.send))
+    announcer.start()
+    return announcer
 
 
 def run(spec: NodeSpec) -> int:
@@ -122,8 +127,9 @@ def run(spec: NodeSpec) -> int:
     except BaseException as exc:  # noqa: BLE001
         _report_error(chan, exc, where)
         return 1
+    announcer = None
     if spec.launch.tensorboard and ctx.is_chief:
-        _start_tensorboard(spec, ctx, chan)
+        announcer = _start_tensorboard(spec, ctx, chan)
     where = "main_fn"
     try:
         value = None
@@ -142,6 +148,12 @@ def run(spec: NodeSpec) -> int:
     except BaseException as exc:  # noqa: BLE001 - everything is reported, then we exit
         _report_error(chan, exc, where)
         return 1
+    if announcer is not None:
+        # A main_fn shorter than TensorBoard's start: its URL (or why it did not start) still
+        # reaches the driver before the result, instead of never.
+        from sparktf.node import tensorboard
+
+        announcer.join(tensorboard.START_TIMEOUT + 5)
     try:
         runtime.beat()  # the last step, metrics and rows, before the driver hears 'done'
         chan.send(messages.make("done", value=value))

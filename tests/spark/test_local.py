@@ -3,6 +3,7 @@ fail-fast checks, and that no process of a job outlives it."""
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -254,6 +255,16 @@ def test_tensorboard_serves_on_the_chief_and_stops_with_the_job(sc_local, tmp_pa
     assert cluster.results["worker:0"]["log_dir"] == str(tmp_path / "logs")
     assert cluster.tensorboard_url() is None
     assert wait_until(lambda: port_is_free(port), timeout=15)
+
+
+def test_tensorboard_url_reaches_the_driver_even_when_main_fn_ends_first(sc_local, tmp_path,
+                                                                         capfd):
+    """A chief whose main_fn returns before TensorBoard answers still tells the driver the
+    URL (or why not) before its result: the job did not end with --tensorboard silently off."""
+    cluster = sparktf.run(sc_local, jobs.describe, {}, num_executors=2, tensorboard=True,
+                          log_dir=str(tmp_path / "logs"))
+    cluster.shutdown()
+    assert re.search(r"TensorBoard at http://127\.0\.0\.1:\d+/", capfd.readouterr().out)
 
 
 def test_tensorboard_is_off_by_default(sc_local):
