@@ -55,7 +55,8 @@ _ALL = [
             "main_fn raised (where='main_fn'), its result, feed or Hadoop log_dir failed "
             "('result', 'feed', 'log_dir'), or the barrier task failed ('task')"),
     Message("feed_progress", "node", "driver", ("received", "ended"),
-            "InputMode.SPARK with equalize: rows this node's partition has delivered so far"),
+            "InputMode.SPARK with equalize: rows this node's partition has delivered so far; "
+            "where it takes moved rows (exchange), whether its share stopped early (stopped)"),
     Message("feed_done", "node", "driver", ("held_back", "results"),
             "the node's feed closed: rows equalization held back, inference results sent"),
     Message("tensorboard", "node", "driver", ("url", "log_dir", "error"),
@@ -65,14 +66,18 @@ _ALL = [
     Message("stop", "driver", "node", (),
             "end ctx.serve() and let a finished node exit: the job is over"),
     Message("feed_bound", "driver", "node", ("bound", "final"),
-            "equalize: rows every training node may hand out this epoch; final once known"),
+            "equalize: rows every training node may hand out this epoch; final once known; "
+            "whether a share has ended (ended); with the final bound, the rows this node "
+            "gives [[taker, address, rows], ...] (give) or takes [[giver, rows], ...] (take)"),
     Message("abort", "driver", "agent", (),
             "stop the TF process and everything below it now"),
 ]
 
 CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
 #: Fields a message may carry beyond the catalogue's (for the hello: its pid and port).
-_OPTIONAL = {"hello": ("pid", "port"), "heartbeat": ("epoch", "epoch_rows", "metrics")}
+_OPTIONAL = {"hello": ("pid", "port"), "heartbeat": ("epoch", "epoch_rows", "metrics"),
+             "feed_progress": ("exchange", "stopped"),
+             "feed_bound": ("ended", "give", "take")}
 
 
 def make(type_: str, **fields) -> dict:

@@ -35,9 +35,36 @@ def held_back_if_fed_as_is(counts: list[int]) -> int:
 
 
 def tolerable(counts: list[int]) -> bool:
-    """Whether partitions of these sizes may be fed as they are: equalization would hold back
-    at most one row per node, or 0.1% of the rows."""
+    """Whether shares of these sizes need no rows moved: equalization would hold back at most
+    one row per node, or 0.1% of the rows."""
     return held_back_if_fed_as_is(counts) <= max(len(counts), sum(counts) // 1000)
+
+
+def moves(counts: list[int]) -> tuple[int, list[tuple[int, int, int]]]:
+    """How to equalize shares of these sizes by moving rows between nodes, not reshuffling.
+
+    Returns ``(target, moves)``: every share ends with ``target = sum // len`` rows; each move
+    ``(giver, taker, rows)`` sends the giver's last rows to a node with fewer than ``target``
+    (givers and takers in rank order, each giver's tail dealt out in order). Only the
+    ``sum % len`` rows (fewer than one per node) that no node can take stay held back, at the
+    end of the last givers' shares.
+    """
+    if not counts:
+        return 0, []
+    target = sum(counts) // len(counts)
+    needs = [[j, target - c] for j, c in enumerate(counts) if c < target]
+    out: list[tuple[int, int, int]] = []
+    for giver, count in enumerate(counts):
+        spare = count - target
+        while spare > 0 and needs:
+            taker, need = needs[0]
+            rows = min(spare, need)
+            out.append((giver, taker, rows))
+            spare -= rows
+            needs[0][1] -= rows
+            if not needs[0][1]:
+                needs.pop(0)
+    return target, out
 
 
 def cached_counts(data) -> list[int] | None:

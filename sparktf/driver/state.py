@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparktf.common import messages, topology
+from sparktf.driver import partition
 from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError, SparkTFError
 from sparktf.common.procs import describe_exit
 from sparktf.common.topology import NodeRole
@@ -143,9 +144,14 @@ class JobState:
         self.job_error: str | None = None
         self.outcome: SparkTFError | None = None
         self.rows_held_back = 0
+        self.rows_moved = 0  # rows moved between training nodes to equalize their shares
         self.tensorboard: dict | None = None
         self._feed_progress: dict[str, tuple[int, bool]] = {}
         self._bound_sent: tuple[int, bool] | None = None
+        self._peers_ended = False  # some training node's share has ended (told with the bound)
+        self._exchange: dict[str, str] = {}  # training node -> where it takes moved rows
+        self._feed_stopped: set[str] = set()  # shares ended early: terminate(), main_fn done
+        self._moves: dict[str, dict] = {}  # node -> its part of the plan sent with the bound
         self.addresses_sent = False
 
     # ---------------------------------------------------------------------------- queries
@@ -260,6 +266,7 @@ class JobState:
                 out.append(Send((n.name,), messages.NODE, messages.make("stop")))
         if n.name in self._feed_progress:  # a finished node's share has ended too
             self._feed_progress[n.name] = (self._feed_progress[n.name][0], True)
+            self._feed_stopped.add(n.name)  # ... and can take no moved rows
             out += self._broadcast_bound()
         return out
 
@@ -284,6 +291,10 @@ class JobState:
 
     def _on_feed_progress(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
         self._feed_progress[n.name] = (msg["received"], msg["ended"])
+        if msg.get("exchange"):
+            self._exchange[n.name] = msg["exchange"]
+        if msg.get("stopped"):
+            self._feed_stopped.add(n.name)
         return self._broadcast_bound()
 
     def _on_feed_done(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
@@ -299,21 +310,50 @@ class JobState:
     # ------------------------------------------------------------------------- feed bound
     def _bound_message(self, to: tuple[str, ...]) -> Send:
         bound, final = self._bound_sent
-        return Send(to, messages.NODE, messages.make("feed_bound", bound=bound, final=final))
+        extra = {"ended": True} if self._peers_ended else {}
+        if len(to) == 1 and self._moves.get(to[0]):
+            extra.update(self._moves[to[0]])
+        return Send(to, messages.NODE, messages.make("feed_bound", bound=bound, final=final,
+                                                     **extra))
 
     def _broadcast_bound(self) -> list[Send]:
         """How many rows every training node may hand out (see :mod:`sparktf.node.feed`)."""
-        progress = [self._feed_progress.get(n.name, (0, False)) for n in self.trainers]
+        if self._bound_sent is not None and self._bound_sent[1]:
+            return []  # final: the epoch's length (and any plan to move rows) is settled
+        trainers = [n.name for n in self.trainers]
+        progress = [self._feed_progress.get(name, (0, False)) for name in trainers]
         ended = [rows for rows, done in progress if done]
         bound = (min(p[0] for p in progress), False)
+        peers_ended = bool(ended)
+        if self._exchange and not self._feed_stopped:
+            # Shares fed as they are, each node able to take rows: final once every share has
+            # ended. Unequal beyond what holding back would tolerate: move the surplus.
+            if len(ended) == len(trainers) and all(t in self._exchange for t in trainers):
+                target, moves = partition.moves(ended)
+                if partition.tolerable(ended) or not moves:
+                    bound = (min(ended), True)
+                else:
+                    return self._send_moves(trainers, target, moves)
         # Final as soon as every unfinished share already has as many rows as the smallest
         # finished one: it can only grow, so that smallest count is the epoch's length.
-        if ended and all(done or rows >= min(ended) for rows, done in progress):
+        elif ended and all(done or rows >= min(ended) for rows, done in progress):
             bound = (min(ended), True)
-        if bound == self._bound_sent:
+        if bound == self._bound_sent and peers_ended == self._peers_ended:
             return []
-        self._bound_sent = bound
-        return [self._bound_message(tuple(n.name for n in self.trainers))]
+        self._bound_sent, self._peers_ended = bound, peers_ended
+        return [self._bound_message(tuple(trainers))]
+
+    def _send_moves(self, trainers: list[str], target: int, moves) -> list[Send]:
+        """The final bound with each node's part of the plan: whom it gives its last rows to
+        (and where that node takes them), or from whom it takes rows, in order."""
+        for giver, taker, rows in moves:
+            g, t = trainers[giver], trainers[taker]
+            self._moves.setdefault(g, {"give": []})["give"].append(
+                [t, self._exchange[t], rows])
+            self._moves.setdefault(t, {"take": []})["take"].append([g, rows])
+        self._bound_sent, self._peers_ended = (target, True), True
+        self.rows_moved = sum(rows for _, _, rows in moves)
+        return [self._bound_message((name,)) for name in trainers]
 
     # ------------------------------------------------------------------------------- time
     def step(self, now: float) -> list[Send]:

@@ -239,8 +239,56 @@ def test_feed_bound_is_the_fewest_rows_and_final_once_known():
     b = s.apply("worker:0", NODE, messages.make("feed_progress", received=6, ended=False), 1.0)
     assert [x.message for x in b] == [messages.make("feed_bound", bound=6, final=False)]
     c = s.apply("worker:0", NODE, messages.make("feed_progress", received=8, ended=True), 1.0)
-    assert [x.message for x in c] == [messages.make("feed_bound", bound=8, final=True)]
+    assert [x.message for x in c] == [messages.make("feed_bound", bound=8, final=True,
+                                                    ended=True)]
     assert set(c[0].to) == {"chief:0", "worker:0"}
+
+
+def progress(s, name, received, ended, **extra):
+    return s.apply(name, NODE, messages.make("feed_progress", received=received, ended=ended,
+                                             **extra), 1.0)
+
+
+def test_shares_fed_as_they_are_wait_for_every_end_then_move_only_the_surplus():
+    s = job(num=3)
+    start(s)
+    progress(s, "chief:0", 0, False, exchange="h:1")
+    progress(s, "worker:0", 0, False, exchange="h:2")
+    progress(s, "worker:1", 0, False, exchange="h:3")
+    a = progress(s, "worker:1", 10, True)  # the smallest share ends: not final yet
+    assert [x.message for x in a] == [messages.make("feed_bound", bound=0, final=False,
+                                                    ended=True)]
+    progress(s, "chief:0", 50, False)
+    assert progress(s, "worker:0", 40, True)[0].message["final"] is False
+    final = {x.to: x.message for x in progress(s, "chief:0", 70, True)}
+    # 120 rows: 40 each; the chief gives its last 30 to worker:1, which had 10
+    assert final == {
+        ("chief:0",): messages.make("feed_bound", bound=40, final=True, ended=True,
+                                    give=[["worker:1", "h:3", 30]]),
+        ("worker:0",): messages.make("feed_bound", bound=40, final=True, ended=True),
+        ("worker:1",): messages.make("feed_bound", bound=40, final=True, ended=True,
+                                     take=[["chief:0", 30]])}
+    assert s.rows_moved == 30
+    assert progress(s, "chief:0", 70, True) == []  # final sticks
+    # a node connecting again is told its part of the plan
+    again = s.apply("worker:1", NODE, messages.hello(NODE, "worker:1", "h"), 2.0)
+    assert again[0].message["take"] == [["chief:0", 30]]
+
+
+def test_nearly_equal_shares_or_a_share_stopped_early_move_nothing():
+    s = job(num=2)
+    start(s)
+    progress(s, "chief:0", 500, True, exchange="h:1")
+    final = progress(s, "worker:0", 501, True, exchange="h:2")
+    assert [x.message for x in final] == [messages.make("feed_bound", bound=500, final=True,
+                                                        ended=True)]
+    s = job(num=2)
+    start(s)
+    progress(s, "chief:0", 0, False, exchange="h:1")
+    progress(s, "worker:0", 3, True, exchange="h:2", stopped=True)  # terminate()
+    final = progress(s, "chief:0", 900, False)
+    assert [x.message for x in final] == [messages.make("feed_bound", bound=3, final=True,
+                                                        ended=True)]
 
 
 def test_the_rendezvous_answers_every_task_once_every_address_is_in():
