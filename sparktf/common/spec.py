@@ -19,6 +19,9 @@ class FeedConfig:
     feed_timeout: float = 600.0
     shuffle: bool = False
     equalize: bool = False
+    #: The partitions are fed as they are (one per training node): with equalize, rows move
+    #: between nodes after the first pass if the shares turn out unequal.
+    exchange: bool = False
     read_ahead: int = 4  # frames buffered ahead of the consumer (and always >= 2 batches)
     read_ahead_bytes: int = 64 << 20  # ... and at most this many bytes (ditto)
     chunk_rows: int = 256  # RDD elements per pickled frame

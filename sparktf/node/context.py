@@ -152,10 +152,12 @@ class NodeContext:
             called = "cluster.train" if self.train_mode else "cluster.inference"
             raise FeedError(f"get_data_feed(train_mode={train_mode}) but the data came from "
                             f"{called}(); use train_mode={self.train_mode}")
-        runtime.feed = DataFeed(runtime.spec.feed_path, train_mode=self.train_mode,
-                                input_mapping=input_mapping, config=runtime.spec.launch.feed,
+        spec = runtime.spec
+        runtime.feed = DataFeed(spec.feed_path, train_mode=self.train_mode,
+                                input_mapping=input_mapping, config=spec.launch.feed,
                                 spool_dir=self.work_dir, report=runtime.send,
-                                bound=runtime.bound)
+                                bound=runtime.bound,
+                                peer=(spec.name, spec.host, spec.launch.secret))
         return runtime.feed
 
     def absolute_path(self, path: str) -> str:

@@ -60,7 +60,8 @@ class NodeRuntime:
                     self.training_done.set()
                     self.stop.set()
                 elif kind == "feed_bound":
-                    self.bound.update(msg["bound"], msg["final"])
+                    plan = {k: msg[k] for k in ("give", "take") if msg.get(k)}
+                    self.bound.update(msg["bound"], msg["final"], msg.get("ended", False), plan)
         except (OSError, EOFError, pickle.UnpicklingError):
             pass
         if not self.stop.is_set():

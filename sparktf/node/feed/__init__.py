@@ -12,8 +12,11 @@ every feed reports the rows it has received to the driver, which sends back the 
 fewest rows any training node is known to have. A feed never hands out a row beyond that
 bound, so no worker can get ahead of data another worker will never have, and none waits on a
 peer that waits on it. Once every partition has ended, the bound is final: each epoch delivers
-exactly that many rows, and the rows beyond it are held back (``rows_held_back``). The driver
-balances partitions before feeding, so that is a few rows at most.
+exactly that many rows, and the rows beyond it are held back (``rows_held_back``). Data dealt
+out by the driver over a shuffle is balanced, so that is a few rows at most. Data fed as it is
+(one partition per node) is equalized by moving rows instead: the bound is final only once
+every partition has ended, and if the shares are unequal it comes with a plan that sends the
+surplus rows from node to node (:mod:`~sparktf.node.feed.exchange`).
 
 The parts, each a module:
 
@@ -21,9 +24,11 @@ The parts, each a module:
   queue, and the progress reports that equalization needs;
 - :mod:`~sparktf.node.feed.spool`: the frames kept on local disk, replayed for later epochs;
 - :mod:`~sparktf.node.feed.equalize`: the driver's bound and the wait for it (pure threading);
+- :mod:`~sparktf.node.feed.exchange`: rows moved between nodes to equalize shares fed as they
+  are (a listener for rows taken, the sending of rows given);
 - :mod:`~sparktf.node.feed.batches`: chunks (Arrow record batches or lists of RDD elements)
   sliced and assembled into the batches ``next_batch`` returns, and ``tf.data`` signatures;
-- :mod:`~sparktf.node.feed.datafeed`: :class:`DataFeed`, the consumer's API over the four.
+- :mod:`~sparktf.node.feed.datafeed`: :class:`DataFeed`, the consumer's API over the rest.
 
 This package never imports pyspark; pyarrow and numpy are imported when a feed is created, and
 tensorflow only by :meth:`DataFeed.to_dataset`.

@@ -14,6 +14,7 @@ from sparktf.common.spec import FeedConfig
 from sparktf.errors import ConfigError, FeedError
 from sparktf.node.feed import batches
 from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.exchange import Exchange
 from sparktf.node.feed.spool import Spool
 from sparktf.node.feed.stream import EOF, Stream
 
@@ -29,7 +30,9 @@ class DataFeed:
 
     def __init__(self, sock_path: str, *, train_mode: bool, input_mapping: dict | None,
                  config: FeedConfig, spool_dir: str, report: Callable[[dict], None],
-                 bound: Bound) -> None:
+                 bound: Bound, peer: tuple[str, str, bytes] | None = None) -> None:
+        """``peer``: this node's name, host and the job's secret, where its share is fed as
+        it is and rows may have to move between nodes (``config.exchange``)."""
         import numpy  # noqa: F401 - fail early if missing
 
         self.train_mode = train_mode
@@ -38,10 +41,24 @@ class DataFeed:
         self._report = report
         self._equalizing = bool(config.equalize and train_mode)
         self._bound = bound
-        self._spool = (Spool(os.path.join(spool_dir, "epoch1.spool"), config.spool_max_bytes,
-                             config.num_epochs) if config.num_epochs > 1 else None)
-        self._stream = Stream(sock_path, config, self._spool,
-                              report if self._equalizing else None)
+        moving = self._equalizing and config.exchange and peer is not None
+        path = os.path.join(spool_dir, "epoch1.spool")
+        self._spool = (Spool(path, config.spool_max_bytes, config.num_epochs)
+                       if config.num_epochs > 1 else None)
+        self._waiting = False  # the consumer waits for the other nodes' rows (the bound)
+        self._exchange: Exchange | None = None
+        if moving:  # listening before the first progress report, which says where
+            name, host, secret = peer
+            self._exchange = Exchange(name, host, secret, bound, config.feed_timeout)
+        self._stream = Stream(
+            sock_path, config, self._spool, self._report_progress if self._equalizing else None,
+            # one epoch: a spool only for what must wait on disk (see Stream, Exchange)
+            spool_factory=(lambda: Spool(path, config.spool_max_bytes, config.num_epochs))
+            if moving else None,
+            spill_when=(lambda: self._waiting and bound.peers_ended) if moving else None)
+        if self._exchange is not None:
+            self._exchange.attach(self._stream)
+        self._taking: Iterator | None = None  # epoch 1's rows from other nodes, once planned
         self._stream_done = False  # the consumer has taken the end of the stream
         self._epoch0_delivered: int | None = None
         self._replay_held_back = 0
@@ -57,7 +74,39 @@ class DataFeed:
         #: Rows handed to the consumer so far, every epoch together (sent with heartbeats).
         self.rows_fed = 0
 
+    def _report_progress(self, message: dict) -> None:
+        if self._exchange is not None:
+            message = dict(message, exchange=self._exchange.address)
+        self._report(message)
+
+    @property
+    def _moved(self) -> int:
+        """Rows this node's share gained (taken) or lost (given) to equalizing moves."""
+        if not self._bound.final:
+            return 0
+        return (sum(rows for _, rows in self._bound.takes)
+                - sum(rows for _, _, rows in self._bound.gives))
+
+    def _share_rows(self) -> int:
+        """The rows of this node's share: its partition's, moves included."""
+        return self._stream.total + self._moved
+
     # --------------------------------------------------------------------------- chunks
+    def _replay_frames(self) -> list[tuple[int, int | None]]:
+        """The spool frames of this node's share, each with the rows to take from it (None:
+        all): its partition's frames, less the rows it gave away, then the rows it took."""
+        frames = self._spool.frames
+        if self._exchange is None:
+            return [(i, None) for i in range(len(frames))]
+        takes, gives = self._bound.takes, self._bound.gives
+        own = self._stream.total - sum(rows for _, _, rows in gives)
+        out, pos, i = [], 0, 0
+        while pos < own:
+            rows = frames[i][2]
+            out.append((i, None if pos + rows <= own else own - pos))
+            pos, i = pos + rows, i + 1
+        return out + [(j, None) for j in self._exchange.frames_taken(takes)]
+
     def _replay_chunks(self) -> Iterator:
         """The spooled share, frame by frame (shuffled if asked)."""
         import numpy as np
@@ -65,26 +114,40 @@ class DataFeed:
         stream = self._stream
         if not stream.ended.wait(self.config.feed_timeout) or stream.rows is None:
             raise FeedError("the first pass over the data did not complete; cannot replay it")
-        order = list(range(len(self._spool.frames)))
+        frames = self._replay_frames()
         rng = np.random.RandomState(self.config.seed + self._epoch)
         if self.config.shuffle:
-            rng.shuffle(order)
-        for kind, payload, _ in self._spool.replay(order):
+            rng.shuffle(frames)
+        for index, rows in frames:
+            kind, payload, _ = self._spool.read(index)
             chunk = batches.decode(kind, payload, stream.schema)
+            if rows is not None:
+                chunk = batches.cut(chunk, 0, rows)
             yield batches.shuffled(chunk, rng) if self.config.shuffle else chunk
 
     def _next_chunk(self):
         if self._epoch == 0:
-            if self._stream_done:
-                return EOF
-            item = self._stream.take()
-            if isinstance(item, BaseException):
-                raise item
-            self._stream_done = item is EOF
-            return item
+            if not self._stream_done:
+                item = self._stream.take()
+                if isinstance(item, BaseException):
+                    raise item
+                if item is not EOF:
+                    return item
+                self._stream_done = True
+            return self._taken_chunk()
         if self._replay is None:
             self._replay = self._replay_chunks()
         return next(self._replay, EOF)
+
+    def _taken_chunk(self):
+        """After this node's own partition: the rows other nodes give it (the plan comes with
+        the final bound), then :data:`EOF`."""
+        if self._taking is None:
+            takes = self._bound.takes if self._exchange is not None else []
+            if not takes:
+                return EOF
+            self._taking = self._exchange.taken(takes)
+        return next(self._taking, EOF)
 
     def _end_epoch(self, leftover: int) -> None:
         if self._epoch == 0:
@@ -110,17 +173,17 @@ class DataFeed:
         while got < batch_size and not self._stopped:
             if bound is not None and self._delivered >= bound.value:
                 if bound.final:  # this epoch is complete for every node
-                    self._end_epoch(self._stream.total - self._delivered)
+                    self._end_epoch(self._share_rows() - self._delivered)
                     break
                 # Wait even with a part of the batch in hand: batch boundaries must not depend
                 # on timing, or equal rows would still make unequal steps.
-                bound.wait_beyond(self._delivered, self.config.feed_timeout)
+                self._wait_for_peers(bound)
                 continue
             if self._chunk is None:
                 chunk = self._next_chunk()
                 if chunk is EOF:
                     if bound is not None and not bound.final:
-                        bound.wait_beyond(self._delivered, self.config.feed_timeout)
+                        self._wait_for_peers(bound)
                         continue
                     self._end_epoch(0)
                     break
@@ -133,17 +196,26 @@ class DataFeed:
             self._chunk_pos += take
             self._delivered += take
             self.rows_fed += take
+            if self._epoch == 0:
+                self._stream.release(self._delivered)
             got += take
             if self._chunk_pos >= batches.rows(self._chunk):
                 self._chunk = None
         return batches.assemble(parts, self._stream.schema, self.input_mapping)
+
+    def _wait_for_peers(self, bound: Bound) -> None:
+        self._waiting = True
+        try:
+            bound.wait_beyond(self._delivered, self.config.feed_timeout)
+        finally:
+            self._waiting = False
 
     @property
     def rows_held_back(self) -> int:
         """Rows of this node's share not delivered, over every epoch so far (equalization)."""
         held = self._replay_held_back
         if self._epoch0_delivered is not None:
-            held += self._stream.total - self._epoch0_delivered
+            held += self._share_rows() - self._epoch0_delivered
         return held
 
     @property
@@ -168,7 +240,8 @@ class DataFeed:
         self._terminated = self._stopped = True
         self._stream.terminate()
         if self.config.equalize:
-            self._report(messages.make("feed_progress", received=self._delivered, ended=True))
+            self._report(messages.make("feed_progress", received=self._delivered, ended=True,
+                                       stopped=True))
 
     def batch_results(self, results) -> None:
         """Send one output per row of the batch just taken (inference)."""
@@ -190,6 +263,8 @@ class DataFeed:
         try:
             if not self.train_mode:
                 self._check_answered()
+            elif self._exchange is not None and not self._terminated and self._bound.final:
+                self._exchange.finish()  # this node's surplus rows reach their takers
         finally:
             self._release()
 
@@ -213,8 +288,9 @@ class DataFeed:
             self._stream.ended.wait(self.config.feed_timeout)
         self._terminated = True
         self._stream.close()
-        if self._spool is not None:
-            self._spool.close()
+        if self._exchange is not None:
+            self._exchange.close()
+        self._stream.close_spool()
 
     def to_dataset(self, batch_size: int, output_signature=None):
         """A ``tf.data.Dataset`` of this node's batches for one epoch per iteration.

@@ -23,11 +23,28 @@ class Bound:
         self.cond = threading.Condition()
         self.value = 0
         self.final = False
+        #: Some training node's share has ended: a node ahead of the bound may be a giver.
+        self.peers_ended = False
+        #: With the final bound, this node's part of a plan to move rows: ``{"give": [[taker,
+        #: address, rows], ...]}`` or ``{"take": [[giver, rows], ...]}`` (see exchange).
+        self.plan: dict = {}
 
-    def update(self, value: int, final: bool) -> None:
+    def update(self, value: int, final: bool, peers_ended: bool = False,
+               plan: dict | None = None) -> None:
         with self.cond:
+            if plan and not self.plan:
+                self.plan = dict(plan)  # before final is seen: the consumer reads both
             self.value, self.final = max(self.value, value), final or self.final
+            self.peers_ended = self.peers_ended or peers_ended
             self.cond.notify_all()
+
+    @property
+    def gives(self) -> list:
+        return self.plan.get("give", []) if self.final else []
+
+    @property
+    def takes(self) -> list:
+        return self.plan.get("take", []) if self.final else []
 
     def allows(self, delivered: int, want: int) -> int:
         """Of ``want`` more rows after ``delivered``, how many may be handed out now."""

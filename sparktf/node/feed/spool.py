@@ -21,15 +21,18 @@ class Spool:
         self._max_bytes = max_bytes
         self._num_epochs = num_epochs
         self._file = open(path, "wb")
+        self._read_fd: int | None = None
         self.frames: list[tuple[int, int, int, bytes]] = []
 
     def append(self, kind: bytes, payload, rows: int) -> None:
         offset = self._file.tell()
         if self._max_bytes is not None and offset + len(payload) > self._max_bytes:
+            why = (f"num_epochs={self._num_epochs} keeps on local disk" if self._num_epochs > 1
+                   else "equalizing keeps on local disk to move rows between unequal "
+                   "partitions (pass rebalance=True to have Spark deal them out instead)")
             raise FeedError(
                 f"this node's share of the data is over spark.sparktf.spoolMaxBytes="
-                f"{self._max_bytes} bytes, which num_epochs={self._num_epochs} keeps on local "
-                "disk: raise the limit, or add nodes")
+                f"{self._max_bytes} bytes, which {why}: raise the limit, or add nodes")
         self._file.write(payload)
         self.frames.append((offset, len(payload), rows, kind))
 
@@ -53,8 +56,27 @@ class Spool:
                     got += n
                 yield kind, payload, rows
 
+    def read(self, index: int) -> tuple[bytes, bytearray, int]:
+        """``(kind, payload, rows)`` of one frame (appended and flushed before); safe to call
+        while another thread appends."""
+        offset, size, rows, kind = self.frames[index]
+        if self._read_fd is None:
+            self._read_fd = os.open(self.path, os.O_RDONLY)
+        payload = bytearray(size)
+        view, got = memoryview(payload), 0
+        while got < size:
+            n = os.preadv(self._read_fd, [view[got:]], offset + got)
+            if not n:
+                raise FeedError(f"the spool file {self.path} is shorter than what was "
+                                "written to it")
+            got += n
+        return kind, payload, rows
+
     def close(self) -> None:
         """Close and delete the file."""
+        if self._read_fd is not None:
+            os.close(self._read_fd)
+            self._read_fd = None
         self._file.close()
         try:
             os.unlink(self.path)

@@ -30,12 +30,27 @@ class Stream:
     """The reader thread and the read-ahead queue between it and the consumer."""
 
     def __init__(self, sock_path: str, config: FeedConfig, spool: Spool | None,
-                 report: Callable[[dict], None] | None) -> None:
+                 report: Callable[[dict], None] | None, *,
+                 spool_factory: Callable[[], Spool] | None = None,
+                 spill_when: Callable[[], bool] | None = None) -> None:
+        """``spool``: keeps every frame (later epochs replay it). ``spool_factory``: rows may
+        move to other nodes (see :mod:`~sparktf.node.feed.exchange`): every frame stays
+        readable with :meth:`frame` until the consumer has passed it, from memory, or from a
+        spool made when first needed (frames spilled, frames taken from other nodes).
+        ``spill_when``: see ``_put``."""
         import pyarrow as pa
 
         self._pa = pa
         self.config = config
         self._spool = spool
+        self._spool_factory = spool_factory if spool is None else None
+        self._spool_base = 0  # the frame the spool's first frame is
+        #: Rows of each frame received, in order (rows may move: see ``spool_factory``).
+        self.frame_rows: list[int] = []
+        self._frame_ends: list[int] = []
+        # frame -> (kind, payload) of frames not yet passed by the consumer, where there is
+        # no spool of every frame and rows may move
+        self._held: dict[int, tuple] | None = {} if spool_factory and spool is None else None
         self._report = report  # None: nobody needs our progress (no equalization)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(config.feed_timeout)
@@ -59,6 +74,14 @@ class Stream:
         self._batch_hint = 1
         self._reported, self._reported_at = 0, 0.0  # rows last reported to the driver, when
         self._gone = False  # the consumer has left epoch 1: frames are only spooled
+        # With a spool: when the read-ahead is full and spill_when() says so (the consumer
+        # waits for peers whose shares have ended: this node may hold rows to give away, and
+        # its partition must reach its end), later frames are only spooled and the consumer
+        # reads them back from there, from frame _spill_next on.
+        self._spill_when = spill_when if (spool is not None or spool_factory) else None
+        self._spill_next: int | None = None
+        self._spilled = 0  # frames the spool holds readable (flushed), spilling or not
+        self._failure: BaseException | None = None
         self._terminated = False
         self._reader = threading.Thread(target=self._read, name="sparktf-feed", daemon=True)
         self._reader.start()
@@ -83,25 +106,95 @@ class Stream:
                     self.rows = rows if rows >= 0 else self.received
                     self.ended.set()
                     self._progress(ended=True)
-                    self._put(EOF)
+                    if self._spill_next is None:
+                        self._put(EOF)
+                    else:
+                        self._wake()
                     return
                 chunk = batches.decode(kind, payload, self.schema)
                 n = batches.rows(chunk)
-                if self._spool is not None:
-                    self._spool.append(kind, payload, n)
+                index = self._count_frame(n)
+                if self._spool is not None and self._spool_factory is None:
+                    self._spool.append(kind, payload, n)  # the spool of every frame
                 self.received += n
-                self._put(chunk, len(payload))  # reports pending progress before it waits
+                if self._spill_next is None:
+                    if self._held is not None:
+                        self._held[index] = (kind, payload)
+                    self._put(chunk, len(payload), index)  # reports progress before it waits
+                if self._spill_next is not None:  # spilling, maybe from this frame on
+                    if self._spool_factory is not None:
+                        self._spool.append(kind, payload, n)
+                        if self._held is not None:
+                            self._held.pop(index, None)
+                    self._spool_flushed()
                 self._progress(ended=False, urgent=False)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            failure = FeedError(f"the data feed from Spark broke: {type(exc).__name__}: {exc}")
+            self._failure = failure
             self.ended.set()
             if not self._terminated:
-                self._put(FeedError(f"the data feed from Spark broke: {type(exc).__name__}: "
-                                    f"{exc}"))
+                if self._spill_next is None:
+                    self._put(failure)
+                else:
+                    self._wake()
 
-    def _put(self, item, size: int = 0) -> None:
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _spool_flushed(self) -> None:
+        """Flush the spool; the consumer may read what it holds."""
+        self._spool.flush()
+        with self._cond:
+            self._spilled = len(self._spool.frames)
+            self._cond.notify_all()
+
+    def _count_frame(self, rows: int) -> int:
+        """The next frame's number (from 0), its rows noted."""
+        self.frame_rows.append(rows)
+        self._frame_ends.append((self._frame_ends[-1] if self._frame_ends else 0) + rows)
+        return len(self.frame_rows) - 1
+
+    def spool(self) -> Spool:
+        """The spool, made now if there is none yet (its first frame is the next one)."""
+        with self._cond:
+            if self._spool is None:
+                self._spool = self._spool_factory()
+                self._spool_base = len(self.frame_rows)
+            return self._spool
+
+    def frame(self, index: int) -> tuple[bytes, bytearray]:
+        """``(kind, payload)`` of one of the partition's frames the consumer has not passed
+        (or any, with a spool of every frame)."""
+        held = self._held.get(index) if self._held is not None else None
+        if held is not None:
+            return held
+        kind, payload, _ = self._spool.read(index - self._spool_base)
+        return kind, payload
+
+    def release(self, delivered: int) -> None:
+        """The consumer has handed out ``delivered`` rows: frames wholly before them are no
+        longer kept for :meth:`frame`."""
+        held = self._held
+        if not held:
+            return
+        for index in list(held):  # in the order received
+            if self._frame_ends[index] > delivered:
+                return
+            held.pop(index, None)
+
+    def close_spool(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+        if self._held is not None:
+            self._held.clear()
+
+    def _put(self, item, size: int = 0, index: int | None = None) -> None:
         """Hand a chunk to the consumer, waiting while the read-ahead is full: at most
         ``read_ahead`` frames and ``read_ahead_bytes`` bytes, but never fewer than two of
-        the consumer's batches (an equalizing peer may wait for rows we have not read yet)."""
+        the consumer's batches (an equalizing peer may wait for rows we have not read yet).
+        ``index``: the chunk's frame in the spool, from where the consumer can read it
+        instead (see ``spill_when``)."""
         rows = 0 if item is EOF or isinstance(item, BaseException) else batches.rows(item)
         with self._cond:
             while not self._gone and self._buffer and (
@@ -115,6 +208,14 @@ class Stream:
                     finally:
                         self._cond.acquire()
                     continue
+                if index is not None and self._spill_when is not None and self._spill_when():
+                    if self._spool is None:
+                        self._spool = self._spool_factory()
+                        self._spool_base = index  # the reader appends this frame next
+                    self._spool.flush()
+                    self._spill_next = index
+                    self._cond.notify_all()
+                    return
                 self._cond.wait(0.2)
             if self._gone:
                 return  # epoch 1 is over for the consumer: the frame is only spooled
@@ -145,18 +246,32 @@ class Stream:
         deadline = time.monotonic() + self.config.feed_timeout
         with self._cond:
             while not self._buffer:
+                if self._spill_next is not None:  # the rest is in the spool
+                    if self._spill_next < self._spool_base + self._spilled:
+                        index = self._spill_next
+                        self._spill_next += 1
+                        break
+                    if self.ended.is_set():
+                        return self._failure or EOF
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise FeedError(f"no data arrived for feed_timeout="
                                     f"{self.config.feed_timeout:g}s (the Spark side made no "
                                     "progress)")
                 self._cond.wait(min(remaining, 1.0))
-            item, size = self._buffer.popleft()
-            self._buffer_bytes -= size
-            if not (item is EOF or isinstance(item, BaseException)):
-                self._buffer_rows -= batches.rows(item)
-            self._cond.notify_all()
-            return item
+            else:
+                return self._pop()
+        kind, payload, _ = self._spool.read(index - self._spool_base)
+        return batches.decode(kind, payload, self.schema)
+
+    def _pop(self):
+        """The read-ahead's first item (the condition held)."""
+        item, size = self._buffer.popleft()
+        self._buffer_bytes -= size
+        if not (item is EOF or isinstance(item, BaseException)):
+            self._buffer_rows -= batches.rows(item)
+        self._cond.notify_all()
+        return item
 
     def hint(self, batch_size: int) -> None:
         """The consumer takes batches this large: keep at least two of them read ahead."""

@@ -1,0 +1,196 @@
+"""Unequal shares fed as they are, equalized by moving rows between nodes: two real
+``DataFeed``s in one process, each fed the real feed wire over a Unix socket (what a barrier task
+sends), the driver's real :class:`JobState` deciding the bound and the plan, and the rows
+moving over real loopback TCP with the handshake. No Spark, no TensorFlow.
+
+The consumers run in lockstep, as MultiWorkerMirroredStrategy's all-reduce makes them: neither
+takes its next batch before the other has taken its own. The node that gives rows therefore
+cannot wait for its consumer before sending them, and its partition must be read to its end
+while its consumer waits for the other node.
+"""
+
+import json
+import os
+import socket
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from sparktf.common import feedwire, messages, protocol
+from sparktf.common.spec import FeedConfig
+from sparktf.common.topology import assign_roles
+from sparktf.driver.state import JobState, Limits
+from sparktf.errors import FeedError
+from sparktf.node.feed.datafeed import DataFeed
+from sparktf.node.feed.equalize import Bound
+
+SECRET = b"s" * 32
+
+
+def serve(path, frames):
+    """What a barrier task does: the frames, then the end; then it waits for the feed to close."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+
+    def send():
+        conn, _ = srv.accept()
+        rows = 0
+        for kind, payload, n in frames:
+            feedwire.send_frame(conn, kind, payload)
+            rows += n
+        feedwire.send_frame(conn, feedwire.END, json.dumps({"rows": rows}).encode())
+        try:
+            while conn.recv(1 << 16):
+                pass
+        finally:
+            conn.close()
+            srv.close()
+
+    threading.Thread(target=send, daemon=True).start()
+
+
+def arrow_frames(ids, per_frame):
+    batch = pa.RecordBatch.from_pydict({"id": pa.array(ids, type=pa.int64())})
+    frames = [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0)]
+    for start in range(0, len(ids), per_frame):
+        part = batch.slice(start, per_frame)
+        frames.append((feedwire.ARROW, part.serialize().to_pybytes(), part.num_rows))
+    return frames
+
+
+def pickled_frames(ids, per_frame):
+    import pickle
+
+    return [(feedwire.PICKLED, pickle.dumps(ids[i:i + per_frame]), len(ids[i:i + per_frame]))
+            for i in range(0, len(ids), per_frame)]
+
+
+class Driver:
+    """The driver's side as the runner carries it out: JobState's replies to the nodes' Bounds."""
+
+    def __init__(self, names):
+        self.state = JobState(assign_roles(len(names), 0, "chief", False), Limits(), 0.0)
+        self.bounds = {name: Bound() for name in names}
+        self.lock = threading.Lock()
+        for name in names:
+            self.state.apply(name, messages.NODE, messages.hello(messages.NODE, name, "h"), 0.0)
+
+    def report(self, name):
+        def apply(msg):
+            with self.lock:
+                sends = self.state.apply(name, messages.NODE, msg, 1.0)
+            for send in sends:
+                m = send.message
+                for to in send.to:
+                    self.bounds[to].update(m["bound"], m["final"], m.get("ended", False),
+                                           {k: m[k] for k in ("give", "take") if m.get(k)})
+        return apply
+
+
+def run_lockstep(tmp_path, shares, epochs, make_frames, per_frame=10, batch=8, **config):
+    """Feed each node its share, consume in lockstep; the ids each node took, per epoch."""
+    names = [r.name for r in assign_roles(len(shares), 0, "chief", False)]
+    driver = Driver(names)
+    feeds = {}
+    for name, ids in zip(names, shares):
+        path = os.path.join(tmp_path, f"{name.replace(':', '')}.sock")
+        serve(path, make_frames(ids, per_frame))
+        spool_dir = tmp_path / name.replace(":", "")
+        spool_dir.mkdir()
+        feeds[name] = DataFeed(
+            path, train_mode=True, input_mapping=None,
+            config=FeedConfig(num_epochs=epochs, equalize=True, exchange=True, read_ahead=2,
+                              feed_timeout=20, **config),
+            spool_dir=str(spool_dir), report=driver.report(name), bound=driver.bounds[name],
+            peer=(name, "127.0.0.1", SECRET))
+    step = threading.Barrier(len(names), timeout=30)
+    out = {name: [[] for _ in range(epochs)] for name in names}
+    errors = []
+
+    def consume(name):
+        feed = feeds[name]
+        try:
+            while not feed.should_stop():
+                epoch = feed.epoch
+                got = feed.next_batch(batch)
+                ids = got["id"].tolist() if isinstance(got, dict) else list(got)
+                out[name][epoch].extend(ids)
+                step.wait()  # the all-reduce: nobody steps ahead
+            feed.close()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append((name, exc))
+            step.abort()
+
+    threads = [threading.Thread(target=consume, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a consumer hung"
+    assert not errors, errors
+    return out, feeds, driver
+
+
+@pytest.mark.parametrize("epochs", [1, 3])
+@pytest.mark.parametrize("make_frames", [arrow_frames, pickled_frames])
+def test_the_surplus_moves_while_both_nodes_train_in_lockstep(tmp_path, epochs, make_frames):
+    chief_ids, worker_ids = list(range(30)), list(range(1000, 1171))
+    out, feeds, driver = run_lockstep(tmp_path, [chief_ids, worker_ids], epochs, make_frames,
+                                      shuffle=epochs > 1)
+    chief, worker = out["chief:0"], out["worker:0"]
+    # the chief's own rows as they came, then the worker's last 70; the worker's first 100
+    assert chief[0][:30] == chief_ids and sorted(chief[0][30:]) == list(range(1101, 1171))
+    assert worker[0] == list(range(1000, 1100))
+    for epoch in range(epochs):
+        assert len(chief[epoch]) == len(worker[epoch]) == 100
+        assert sorted(chief[epoch]) == sorted(chief[0])  # moved rows stay the chief's
+        assert set(worker[epoch]) <= set(range(1000, 1101))  # one row a epoch held back
+    assert driver.state.rows_moved == 70
+    held = [feeds[n].rows_held_back for n in ("chief:0", "worker:0")]
+    assert held == [0, epochs]
+
+
+def test_three_nodes_one_giving_to_two(tmp_path):
+    shares = [list(range(0, 5)), list(range(100, 300)), list(range(1000, 1010))]
+    out, feeds, driver = run_lockstep(tmp_path, shares, 2, arrow_frames, per_frame=7)
+    # 215 rows: 71 each; worker:0 gives 66 to the chief and 61 to worker:1, holds back 2
+    every = set()
+    for name in out:
+        assert [len(e) for e in out[name]] == [71, 71]
+        every |= set(out[name][0])
+    assert len(every) == 213 and every <= set(i for s in shares for i in s)
+    assert driver.state.rows_moved == 66 + 61
+    assert [feeds[n].rows_held_back for n in ("chief:0", "worker:0", "worker:1")] == [0, 4, 0]
+
+
+def test_equal_enough_shares_move_nothing_and_spool_nothing_for_one_epoch(tmp_path):
+    out, feeds, driver = run_lockstep(tmp_path, [list(range(100)), list(range(100, 201))], 1,
+                                      arrow_frames)
+    assert [len(out[n][0]) for n in out] == [100, 100]
+    assert driver.state.rows_moved == 0
+    assert not os.path.exists(tmp_path / "chief0" / "epoch1.spool")
+
+
+def test_the_exchange_turns_away_a_peer_without_the_job_secret(tmp_path):
+    from sparktf.common.topology import split_address
+    from sparktf.node.feed.exchange import Exchange
+
+    ex = Exchange("chief:0", "127.0.0.1", SECRET, Bound(), timeout=5)
+    try:
+        sock = socket.create_connection(split_address(ex.address), timeout=5)
+        with pytest.raises((protocol.AuthenticationError, ConnectionError, OSError)):
+            protocol.client_handshake(sock, b"x" * 32, 5)
+            feedwire.send_frame(sock, b"N", b"worker:0")
+            feedwire.send_frame(sock, feedwire.PICKLED, b"junk")
+            sock.recv(1)  # the exchange closes the connection
+            raise ConnectionError("not turned away")
+        sock.close()
+        taken = ex.taken([["worker:0", 5]])
+        ex.close()  # nothing came: a closed feed ends the wait with an error, not a hang
+        with pytest.raises(FeedError, match="worker:0"):
+            next(taken)
+    finally:
+        ex.close()
