@@ -220,3 +220,16 @@ def drain_then_describe_supervisor(args, ctx):
     while not feed.should_stop():
         feed.next_batch(64)
     return {"supervisor_cmdline": psutil.Process().parent().cmdline()}
+
+
+def give_then_die(args, ctx):
+    """ids_per_epoch, but the node named args["die"] exits (code 3) once it has taken
+    args["after"] rows: a giver that dies while its surplus rows are moving."""
+    feed = ctx.get_data_feed()
+    taken = 0
+    while not feed.should_stop():
+        batch = feed.next_batch(args.get("batch", 8))
+        taken += len(batch[args["col"]]) if isinstance(batch, dict) else len(batch)
+        if ctx.name == args["die"] and taken >= args["after"]:
+            os._exit(3)
+    return taken

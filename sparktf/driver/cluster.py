@@ -66,6 +66,8 @@ class Cluster:
         What made the cluster restart (``max_restarts``), oldest first.
     rows_held_back : int
         InputMode.SPARK: rows equalization held back so every worker took the same steps.
+    rows_moved : int
+        InputMode.SPARK: rows moved between training nodes to equalize shares fed as they are.
     """
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], payload: bytes,
@@ -132,6 +134,11 @@ class Cluster:
     def rows_held_back(self) -> int:
         state = self._runner.state
         return state.rows_held_back if state is not None else 0
+
+    @property
+    def rows_moved(self) -> int:
+        state = self._runner.state
+        return state.rows_moved if state is not None else 0
 
     @property
     def cluster_spec(self) -> dict[str, list[str]]:
@@ -267,10 +274,13 @@ class Cluster:
             reaches one node at most once per epoch; the few rows it holds back to keep the
             shares equal are counted in :attr:`rows_held_back` (and logged as a warning).
         rebalance : bool, optional
-            Deal rows out evenly over a shuffle. Default: when the data's partitions do not
-            match the nodes one to one; or, when equalizing, unless the data is cached and its
-            partitions are already equal enough (equalization would hold back at most one row
-            per node or 0.1% of the rows): then nothing is moved.
+            Deal rows out evenly over a Spark shuffle. Default: only when the data's
+            partitions do not match the training nodes one to one. Data that has one
+            partition per node is fed as it is (no Spark job counts or shuffles it first);
+            when equalizing and the shares turn out unequal (equalizing would hold back more
+            than one row per node and 0.1% of the rows), the surplus rows alone move from the
+            nodes with more to those with fewer after the first pass, node to node
+            (:attr:`rows_moved`). ``False``: feed as it is and hold back the surplus instead.
         """
         self._require_data_mode("train")
         trainers = sum(r.trains for r in self.roles)
@@ -280,11 +290,11 @@ class Cluster:
                                         rebalance)
         if problems:
             raise ConfigError.from_problems(problems)
-        factory = stages.training(self.sc, self.roles, data, rebalance, equalize,
-                                  self._profile)
+        factory, exchange = stages.training(self.sc, self.roles, data, rebalance, equalize,
+                                            self._profile)
         self._set_launch(train_mode=True, feed=FeedConfig(
             num_epochs=num_epochs, feed_timeout=float(feed_timeout), shuffle=shuffle,
-            equalize=equalize, spool_max_bytes=self.settings.spool_max_bytes))
+            equalize=equalize, exchange=exchange, spool_max_bytes=self.settings.spool_max_bytes))
         self._start(factory)
         with self._stop_on_error():
             self._wait(lambda s: s.training_done_at is not None or s.status is Status.FINISHED,

@@ -1,11 +1,12 @@
 """Driver side of InputMode.SPARK: give each node its partition of an RDD or a DataFrame.
 
 A barrier stage needs exactly one partition per node, and only the chief and workers (ranks
-``0..trainers-1``) may get rows. When the data does not already have that shape, or when
-synchronous training needs the trainers' shares to be equal, rows are dealt out round-robin
-(within each input partition, starting at an offset that depends on the partition) over a
-shuffle whose partitioner sends them exactly where chosen. Deterministic: the same input gives
-every trainer the same rows every time.
+``0..trainers-1``) may get rows. Data that already has that shape is fed as it is; when
+synchronous training needs the shares equal and they are not, only the surplus rows move
+afterwards, node to node (:func:`moves`; see :mod:`sparktf.node.feed`). Data of any other shape
+(or ``rebalance=True``) is dealt out round-robin (within each input partition, starting at an
+offset that depends on the partition) over a shuffle whose partitioner sends rows exactly where
+chosen. Deterministic: the same input gives every trainer the same rows every time.
 """
 
 from __future__ import annotations
@@ -67,40 +68,33 @@ def moves(counts: list[int]) -> tuple[int, list[tuple[int, int, int]]]:
     return target, out
 
 
-def cached_counts(data) -> list[int] | None:
-    """The rows of each partition of cached ``data`` (an RDD or DataFrame), counted by one
-    Spark job; None for uncached data (counting would compute its lineage twice). With
-    :func:`tolerable` they say whether the shares can be fed without a shuffle."""
+def barrier_ready(data) -> bool:
+    """Whether Spark can run a barrier stage straight over ``data`` (an RDD or DataFrame).
+
+    Spark refuses a barrier stage whose narrow lineage has an RDD with another number of
+    partitions than the stage's (``union``, ``coalesce``, partition pruning...): such data is
+    dealt out over a shuffle instead. Walks the lineage on the JVM; for a DataFrame, that of
+    ``df.rdd``, which pyspark keeps (counting the partitions built it already): no Spark job.
+    """
     from pyspark import RDD
 
-    if isinstance(data, RDD):
-        if not data.is_cached:
-            return None
-        counts = data.mapPartitions(lambda items: [sum(1 for _ in items)]).collect()
-    else:
-        level = data.storageLevel
-        if not (level.useMemory or level.useDisk):
-            return None
-        from pyspark.sql import functions as F
-
-        # One stage, no shuffle, no column read from the cache: a byte per row to Python,
-        # where each task counts its partition (a groupBy on spark_partition_id() was a
-        # second stage and took 0.2-0.4 s longer on 150k cached rows).
-        rows = data.select(F.lit(0).cast("byte").alias("z")).mapInArrow(
-            _count_batches, "p long, n long").collect()
-        by_part = {row["p"]: row["n"] for row in rows}
-        counts = [by_part.get(p, 0) for p in range(data.rdd.getNumPartitions())]
-    return counts
-
-
-def _count_batches(batches):
-    """In a Spark task: this partition's number and row count, as one Arrow record batch."""
-    import pyarrow as pa
-    from pyspark import TaskContext
-
-    rows = sum(batch.num_rows for batch in batches)
-    yield pa.RecordBatch.from_pydict({"p": [TaskContext.get().partitionId()], "n": [rows]},
-                                     schema=pa.schema([("p", pa.int64()), ("n", pa.int64())]))
+    rdd = data if isinstance(data, RDD) else data.rdd
+    root = rdd._jrdd.rdd()
+    shuffle = rdd.ctx._jvm.java.lang.Class.forName("org.apache.spark.ShuffleDependency")
+    n, seen, todo = root.getNumPartitions(), set(), [root]
+    while todo:
+        node = todo.pop()
+        if node.id() in seen:
+            continue
+        seen.add(node.id())
+        if node.getNumPartitions() != n:
+            return False
+        deps = node.dependencies()
+        for i in range(deps.size()):
+            dep = deps.apply(i)
+            if not shuffle.isInstance(dep):  # a shuffle starts another stage
+                todo.append(dep.rdd())
+    return True
 
 
 def partition_keys(spark, num_nodes: int, num_trainers: int) -> list[int]:

@@ -41,22 +41,20 @@ def _is_rdd(data) -> bool:
 
 
 def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
-             equalize: bool, profile=None) -> Callable[[LaunchSpec], Stage]:
-    """InputMode.SPARK, ``cluster.train(data)``: each chief/worker gets its share."""
+             equalize: bool, profile=None) -> tuple[Callable[[LaunchSpec], Stage], bool]:
+    """InputMode.SPARK, ``cluster.train(data)``: each chief/worker gets its share.
+
+    Returns the stage factory, and whether the partitions are fed as they are with rows to be
+    moved between nodes if equalizing needs it (``FeedConfig.exchange``)."""
     n = len(roles)
     trainers = sum(r.trains for r in roles)
     parts = data.getNumPartitions() if _is_rdd(data) else data.rdd.getNumPartitions()
-    counts = None  # rows per partition, where a check below counted them
+    exchange = False
     if rebalance is None:
-        if not parts == n == trainers:
-            rebalance = True
-        elif equalize and trainers > 1:
-            # One partition per node already: move nothing if equalizing would hold back only
-            # a few rows anyway (judged from a count of the cached data), else deal it out.
-            counts = partition.cached_counts(data)
-            rebalance = counts is None or not partition.tolerable(counts)
-        else:
-            rebalance = False
+        # One partition per training node already: fed as it is, without a Spark job to count
+        # it or a shuffle to deal it out; equalizing moves only the surplus rows afterwards.
+        rebalance = not (parts == n == trainers and partition.barrier_ready(data))
+        exchange = not rebalance and equalize and trainers > 1
     elif not rebalance and not parts == n == trainers:
         raise ConfigError(f"rebalance=False needs one data partition per node and no ps or "
                           f"evaluator; the data has {parts} partitions for {n} nodes "
@@ -65,27 +63,26 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
         rdd = partition.rdd_for_nodes(data, n, trainers) if rebalance else data
         raw = partition.raw_pickled_batches(rdd)
         if raw is not None:
-            return lambda launch: (lambda: _with(raw.barrier().mapPartitions(
-                barrier_task(launch, "pickled-batches")), profile).collect())
-        return lambda launch: (lambda: _with(rdd.barrier().mapPartitions(
-            barrier_task(launch, "pickle")), profile).collect())
+            return (lambda launch: (lambda: _with(raw.barrier().mapPartitions(
+                barrier_task(launch, "pickled-batches")), profile).collect())), exchange
+        return (lambda launch: (lambda: _with(rdd.barrier().mapPartitions(
+            barrier_task(launch, "pickle")), profile).collect())), exchange
     from pyspark.sql.pandas.types import to_arrow_schema
 
     df = partition.dataframe_for_nodes(data, n, trainers) if rebalance else data
     schema = to_arrow_schema(df.schema).serialize().to_pybytes()
     # Spark plans an empty DataFrame as no partitions at all (no barrier tasks, no nodes), and
     # a shuffle of nothing may be planned so too. Fed as it is, the data has one partition per
-    # node, empty or not: a task per node, no Spark job to ask. Otherwise the counts answer
-    # when there are some, else isEmpty(). Empty: start the nodes over empty partitions; they
-    # get the schema and the end.
-    if rebalance and ((sum(counts) == 0) if counts is not None else data.isEmpty()):
+    # node, empty or not: a task per node, no Spark job to ask. Dealt out: if it is empty,
+    # start the nodes over empty partitions; they get the schema and the end.
+    if rebalance and data.isEmpty():
         def empty(launch: LaunchSpec) -> Stage:
             task = barrier_task(launch, "arrow", schema)
             return lambda: _empty(sc, n, lambda _: task(iter(())), profile)
-        return empty
-    return lambda launch: (lambda: df.mapInArrow(
+        return empty, exchange
+    return (lambda launch: (lambda: df.mapInArrow(
         barrier_task(launch, "arrow", schema), "node string", barrier=True,
-        profile=profile).collect())
+        profile=profile).collect())), exchange
 
 
 def feed_problems(data, num_epochs, feed_timeout, shuffle, equalize, rebalance) -> list[str]:

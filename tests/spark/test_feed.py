@@ -164,7 +164,9 @@ def test_train_arguments_and_state_are_checked(sc_local):
 
 @pytest.mark.slow
 def test_multi_worker_mirrored_training_on_skewed_spark_data(spark):
-    """Real MWMS + tf-keras fit on a DataFrame split 2000 : 7 over two partitions."""
+    """Real MWMS + tf-keras fit on a DataFrame split 2000 : 7 over two partitions, fed as they
+    are: the worker's steps wait for the chief's last 996 rows while the chief's steps wait for
+    the worker's (MWMS's all-reduce), so the rows must move while both train."""
     from conftest import TF_ENV
 
     import numpy as np
@@ -173,14 +175,16 @@ def test_multi_worker_mirrored_training_on_skewed_spark_data(spark):
     x = rng.randn(2007, 4)
     y = x @ np.array([1.0, 2.0, 3.0, 4.0]) + 0.5
     rows = [(x[i].tolist(), float(y[i])) for i in range(2007)]
-    df = spark.createDataFrame(rows[:2000], "x array<float>, y float").coalesce(1).union(
-        spark.createDataFrame(rows[2000:], "x array<float>, y float").coalesce(1))
+    split = (spark.sparkContext.parallelize(list(enumerate(rows)), 4)
+             .partitionBy(2, lambda i: 0 if i < 2000 else 1).values())
+    df = spark.createDataFrame(split, "x array<float>, y float")
+    assert df.rdd.glom().map(len).collect() == [2000, 7]
     cluster = sparktf.run(spark.sparkContext, feed_jobs.mwms_on_feed, {"batch": 32, "epochs": 3},
                           num_executors=2, input_mode=SPARK, env=TF_ENV)
     cluster.train(df, num_epochs=3)
     chief = cluster.shutdown(timeout=300)
     assert chief["loss"][-1] < 0.1 * chief["loss"][0]
-    assert cluster.rows_held_back <= 3 * 2
+    assert cluster.rows_moved == 996 and cluster.rows_held_back == 3  # a row an epoch
     # batch=32 is the global batch: TF splits each of a node's 32-row batches over the 2
     # replicas, so a step takes 16 rows of each node and an epoch is ~2007 / 32 = 63 steps
     # (not 126, as a per-node batch of 16 would make it): 2 per 32-row batch of the share.
@@ -273,33 +277,104 @@ def test_default_equalization_delivers_each_row_at_most_once_and_counts_the_rest
     assert 0 < held <= 2 * 3  # a few rows at most
 
 
-def test_cached_counts_are_each_partitions_rows_and_none_for_uncached_data(spark, sc_local):
-    """The count that decides whether cached data is fed as it is: exact per partition, empty
-    partitions included, for a DataFrame and an RDD; None (no job) for data not cached."""
-    from pyspark.sql import functions as F
+def _barrier_runs(data) -> bool:
+    from pyspark import RDD
 
+    try:
+        if isinstance(data, RDD):
+            data.barrier().mapPartitions(lambda it: [sum(1 for _ in it)]).collect()
+        else:
+            data.mapInArrow(lambda it: it, data.schema, barrier=True).collect()
+        return True
+    except Exception as exc:  # noqa: BLE001 - which one is the point
+        assert "BarrierJobUnsupportedRDDChainException" in str(exc)
+        return False
+
+
+def test_lineages_spark_cannot_barrier_are_told_apart_without_a_job(spark, sc_local):
+    """Data with one partition per node is fed as it is only where Spark accepts a barrier
+    stage over it (a union or coalesce in its last stage must be dealt out instead); the
+    check runs no Spark job beyond counting the partitions, and agrees with what Spark does."""
     from sparktf.driver import partition
 
-    df = spark.range(0, 10, numPartitions=1).withColumn("x", F.col("id") * 2.0) \
-        .repartition(3, "id")
-    assert partition.cached_counts(df) is None
-    expected = [len(part) for part in df.rdd.glom().collect()]
-    assert sum(expected) == 10
-    df = df.cache()
+    sc = sc_local
+    data = [sc.parallelize(range(10), 2),
+            sc.parallelize(range(10), 4).map(lambda x: (x, x)).partitionBy(2).values(),
+            spark.range(0, 10, numPartitions=2).where("id > 3"),
+            spark.range(0, 10, numPartitions=5).repartition(2),
+            spark.range(0, 10, numPartitions=1).union(spark.range(0, 10, numPartitions=1)),
+            sc.parallelize(range(10), 1).union(sc.parallelize(range(10), 1)),
+            sc.parallelize(range(10), 4).coalesce(2),
+            spark.range(0, 10, numPartitions=4).coalesce(2),
+            spark.range(0, 10, numPartitions=1).union(spark.range(0, 10, numPartitions=1)
+                                                      .coalesce(1))]
+    for d in data:  # as train() does first
+        (d if hasattr(d, "getNumPartitions") else d.rdd).getNumPartitions()
+    jobs_before = set(sc.statusTracker().getJobIdsForGroup())
+    said = [partition.barrier_ready(d) for d in data]
+    assert set(sc.statusTracker().getJobIdsForGroup()) == jobs_before
+    assert said == [_barrier_runs(d) for d in data]
+    assert said.count(False) >= 3 and said.count(True) >= 4
+
+
+@pytest.mark.parametrize("kind", ["rdd", "dataframe", "dataframe in 18 batches"])
+def test_partitions_fed_as_they_are_move_only_the_surplus_rows(spark, kind):
+    """One partition per node, 30 : 171 rows, not cached: no Spark job counts them and no
+    shuffle deals them out; the chief keeps its 30 rows and takes 70 of the worker's last rows
+    after its own, the worker keeps its first 101 and holds back the one row that cannot be
+    split. Every epoch (shuffled from the spools) has the same rows on each node.
+
+    In 18 Arrow batches, the worker's partition is more than its read-ahead (4 frames) while
+    its consumer waits at the chief's 30 rows: it must still read to its end (the rest goes to
+    its spool), or no share would ever be known as final."""
+    ids = list(range(30)) + list(range(1000, 1171))
+    if kind == "rdd":
+        data = (spark.sparkContext.parallelize(ids, 4).map(lambda x: (x, x))
+                .partitionBy(2, lambda k: 0 if k < 1000 else 1).values())
+        assert data.glom().map(len).collect() == [30, 171]
+    else:
+        data = spark.range(0, 1171, numPartitions=2).where("id < 30 or id >= 1000")
+    sc = spark.sparkContext
+    cluster = sparktf.run(sc, feed_jobs.ids_per_epoch, {"col": "id", "batch": 8},
+                          num_executors=2, input_mode=SPARK)
+    jobs_before = set(sc.statusTracker().getJobIdsForGroup())
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    if "18 batches" in kind:
+        spark.conf.set(key, "10")
     try:
-        assert partition.cached_counts(df) == expected
-        sparse = spark.range(0, 2, numPartitions=4).cache()  # two partitions are empty
-        assert sorted(partition.cached_counts(sparse)) == [0, 0, 1, 1]
-        sparse.unpersist()
+        cluster.train(data, num_epochs=3, shuffle=True, feed_timeout=15)
     finally:
-        df.unpersist()
-    rdd = sc_local.parallelize(range(7), 3)
-    assert partition.cached_counts(rdd) is None
-    assert partition.cached_counts(rdd.cache()) == [2, 2, 3]
-    rdd.unpersist()
-    empty = sc_local.parallelize([], 2).cache()
-    assert partition.cached_counts(empty) == [0, 0]
-    empty.unpersist()
+        spark.conf.unset(key)
+    cluster.shutdown(timeout=120)
+    # no Spark job but the barrier stage's (which runs in a job group of its own)
+    assert set(sc.statusTracker().getJobIdsForGroup()) == jobs_before
+    chief, worker = cluster.results["chief:0"], cluster.results["worker:0"]
+    assert cluster.rows_moved == 70 and cluster.rows_held_back == 3  # one row, 3 epochs
+    first = chief["epochs"][0]
+    assert first[:30] == list(range(30))  # its own partition first, as it came
+    assert sorted(first[30:]) == list(range(1101, 1171))  # then the worker's last rows
+    assert worker["epochs"][0] == list(range(1000, 1100))  # its first rows, in order
+    for epoch in range(3):
+        mine, theirs = chief["epochs"][epoch], worker["epochs"][epoch]
+        assert len(mine) == len(theirs) == 100
+        assert set(mine) == set(first)  # the moved rows stay the chief's in later epochs
+        assert len(set(theirs)) == 100 and set(theirs) <= set(range(1000, 1101))
+    assert chief["epochs"][1] != chief["epochs"][2]  # shuffled between epochs
+
+
+def test_a_giver_that_dies_while_its_rows_move_fails_the_job_at_once(spark):
+    """The worker holds 171 of 201 rows and must give 70 to the chief; it exits as soon as it
+    has taken its 40th row. The chief, waiting for those rows, must not wait out the
+    feed_timeout: the job fails with the worker's exit, and nothing is left behind."""
+    data = spark.range(0, 1171, numPartitions=2).where("id < 30 or id >= 1000")
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.give_then_die,
+                          {"col": "id", "die": "worker:0", "after": 40}, num_executors=2,
+                          input_mode=SPARK)
+    started = time.monotonic()
+    with pytest.raises(sparktf.NodeError, match="worker:0") as err:
+        cluster.train(data)
+    assert "exited with code 3" in str(err.value)
+    assert time.monotonic() - started < 60  # feed_timeout is 600
 
 
 def test_a_dataframe_fed_node_has_a_forked_supervisor_too(spark):
