@@ -194,3 +194,12 @@ def test_the_exchange_turns_away_a_peer_without_the_job_secret(tmp_path):
             next(taken)
     finally:
         ex.close()
+
+
+@pytest.mark.parametrize("make_frames", [arrow_frames, pickled_frames])
+def test_an_empty_partition_gets_half_of_the_other(tmp_path, make_frames):
+    out, feeds, driver = run_lockstep(tmp_path, [[], list(range(51))], 2, make_frames)
+    assert [len(e) for e in out["chief:0"]] == [len(e) for e in out["worker:0"]] == [25, 25]
+    assert sorted(out["chief:0"][0]) == list(range(26, 51))  # the worker's last 25
+    assert out["worker:0"][0] == list(range(25))
+    assert driver.state.rows_moved == 25
