@@ -58,8 +58,11 @@ def test_the_spool_replays_frames_in_any_order_and_deletes_its_file(tmp_path):
     for f in frames:
         s.append(feedwire.PICKLED, f, 3)
     s.flush()
-    got = [pickle.loads(bytes(p)) for _, p, _ in s.replay([2, 0, 1])]
+    got = [pickle.loads(bytes(s.read(i)[1])) for i in (2, 0, 1)]
     assert got == [[6, 7, 8], [0, 1, 2], [3, 4, 5]]
+    s.append(feedwire.PICKLED, pickle.dumps([9]), 1)  # read while appending
+    s.flush()
+    assert s.read(3) == (feedwire.PICKLED, bytearray(pickle.dumps([9])), 1)
     s.close()
     assert not (tmp_path / "s").exists()
 

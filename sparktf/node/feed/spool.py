@@ -7,7 +7,6 @@ a time, each into a buffer of its own, so replaying holds one frame in memory, n
 from __future__ import annotations
 
 import os
-from typing import Iterator
 
 from sparktf.errors import FeedError
 
@@ -39,22 +38,6 @@ class Spool:
     def flush(self) -> None:
         """Make what was appended readable (before anyone may replay it)."""
         self._file.flush()
-
-    def replay(self, order: list[int]) -> Iterator[tuple[bytes, bytearray, int]]:
-        """``(kind, payload, rows)`` of the frames in ``order``, read one at a time."""
-        with open(self.path, "rb", buffering=0) as f:
-            for i in order:
-                offset, size, rows, kind = self.frames[i]
-                payload = bytearray(size)
-                view, got = memoryview(payload), 0
-                f.seek(offset)
-                while got < size:
-                    n = f.readinto(view[got:])
-                    if not n:
-                        raise FeedError(f"the spool file {self.path} is shorter than what was "
-                                        "written to it")
-                    got += n
-                yield kind, payload, rows
 
     def read(self, index: int) -> tuple[bytes, bytearray, int]:
         """``(kind, payload, rows)`` of one frame (appended and flushed before); safe to call
