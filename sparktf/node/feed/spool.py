@@ -1,4 +1,6 @@
-"""A node's share kept on local disk for epochs after the first.
+"""Frames kept on local disk: a node's share for epochs after the first, and, where rows may
+move between nodes, frames spilled while its consumer waits for its peers and the rows it takes
+from them (see :mod:`sparktf.node.feed.stream` and :mod:`sparktf.node.feed.exchange`).
 
 Frames are appended exactly as they arrived (Arrow IPC or pickled bytes) and read back one at
 a time, each into a buffer of its own, so replaying holds one frame in memory, not the share.
