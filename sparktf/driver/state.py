@@ -268,6 +268,7 @@ class JobState:
             self._feed_progress[n.name] = (self._feed_progress[n.name][0], True)
             self._feed_stopped.add(n.name)  # ... and can take no moved rows
             out += self._broadcast_bound()
+        self._check_unread_feeds(now)
         return out
 
     def _on_error(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
@@ -295,7 +296,28 @@ class JobState:
             self._exchange[n.name] = msg["exchange"]
         if msg.get("stopped"):
             self._feed_stopped.add(n.name)
+        self._check_unread_feeds(now)
         return self._broadcast_bound()
+
+    def _check_unread_feeds(self, now: float) -> None:
+        """Under equalization every training node's feed sets the bound: one whose main_fn
+        returned without opening its feed would keep the others waiting for its rows until
+        their feed_timeout. Fail it now, saying what to change."""
+        waiting = [m.name for m in self.trainers
+                   if m.name in self._feed_progress and not m.has_result]
+        if not waiting:
+            return
+        for n in self.trainers:
+            if n.has_result and n.name not in self._feed_progress and n.error is None:
+                n.error, n.error_at = messages.make(
+                    "error", where="feed", exc_type="FeedError", traceback="",
+                    message=f"main_fn returned without reading its data feed, while "
+                    f"{', '.join(waiting)} wait for its rows: with equalize (the default "
+                    "without parameter servers) every training node's share sets how many "
+                    "rows each may take. Read the feed on every training node (ctx."
+                    "get_data_feed() until should_stop()), or pass equalize=False to "
+                    "cluster.train()"), now
+                n.mark_failed(now)
 
     def _on_feed_done(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
         self.rows_held_back += msg.get("held_back", 0)

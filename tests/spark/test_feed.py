@@ -377,6 +377,19 @@ def test_a_giver_that_dies_while_its_rows_move_fails_the_job_at_once(spark):
     assert time.monotonic() - started < 60  # feed_timeout is 600
 
 
+def test_a_worker_that_ignores_its_feed_fails_the_job_instead_of_stalling_the_chief(sc_local):
+    """Under equalization the chief waits for the worker's rows; a worker whose main_fn returns
+    without opening its feed used to leave it waiting until feed_timeout (600 s)."""
+    started = time.monotonic()
+    with pytest.raises(sparktf.NodeError, match="without reading its data feed") as err:
+        train(sc_local, feed_jobs.only_the_chief_reads, {}, sc_local.parallelize(range(100), 2))
+    assert err.value.node == "worker:0" and "equalize=False" in str(err.value)
+    assert time.monotonic() - started < 60
+    cluster = train(sc_local, feed_jobs.only_the_chief_reads, {},
+                    sc_local.parallelize(range(100), 2), equalize=False)
+    assert cluster.results == {"chief:0": 50, "worker:0": 0}  # what equalize=False allows
+
+
 def test_a_dataframe_fed_node_has_a_forked_supervisor_too(spark):
     """The Spark Python worker of a barrier mapInArrow has pyarrow's jemalloc background
     thread besides its own: that thread is fork-safe (jemalloc's fork handlers), so the

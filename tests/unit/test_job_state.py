@@ -347,3 +347,33 @@ def test_a_real_error_is_not_replaced_by_the_broken_connection_it_caused():
     s.apply("chief:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.2)
     err = s.failure(2.3)
     assert isinstance(err, NodeError) and "bad input in main_fn" in str(err)
+
+
+@pytest.mark.parametrize("order", ["done first", "progress first"])
+def test_a_trainer_that_returns_without_reading_its_feed_fails_instead_of_a_long_wait(order):
+    s = job(num=2)
+    start(s)
+    events = [("worker:0", messages.make("done", value=None)),
+              ("chief:0", messages.make("feed_progress", received=10, ended=False))]
+    for name, msg in (events if order == "done first" else events[::-1]):
+        s.apply(name, NODE, msg, 1.0)
+    s.step(1.0 + s.limits.error_settle + 0.1)
+    assert isinstance(s.outcome, NodeError) and s.outcome.node == "worker:0"
+    assert "without reading its data feed" in str(s.outcome)
+    assert "chief:0" in str(s.outcome) and "equalize=False" in str(s.outcome)
+
+
+def test_trainers_that_all_ignore_the_feed_or_all_read_it_are_no_failure():
+    s = job(num=2)
+    start(s)
+    for name in ("chief:0", "worker:0"):
+        s.apply(name, NODE, messages.make("done", value=None), 1.0)
+    s.step(5.0)
+    assert s.outcome is None
+    s = job(num=2)
+    start(s)
+    for name in ("chief:0", "worker:0"):
+        s.apply(name, NODE, messages.make("feed_progress", received=5, ended=True), 1.0)
+    s.apply("worker:0", NODE, messages.make("done", value=None), 1.0)
+    s.step(5.0)
+    assert s.outcome is None

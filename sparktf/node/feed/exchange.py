@@ -86,7 +86,8 @@ class Exchange:
         try:
             with self._cond:
                 self._conns.append(conn)
-            protocol.server_handshake(conn, self._secret, time.monotonic() + self._timeout)
+            protocol.server_handshake(conn, self._secret,  # a stranger gets 30 s at most
+                                      time.monotonic() + min(self._timeout, 30.0))
             conn.settimeout(self._timeout)
             feedwire.tune(conn)
             kind, payload = feedwire.recv_frame(conn)
