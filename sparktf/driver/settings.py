@@ -192,7 +192,8 @@ TABLE: tuple[Setting, ...] = (
     Setting("log_dir", None, None, path,
             "TensorBoard's directory; an hdfs:// one is mirrored from a local ctx.log_dir"),
     Setting("spool_max_bytes", "spoolMaxBytes", None, optional(count(1)),
-            "cap on a node's spool of its share for later epochs (InputMode.SPARK)", arg=False),
+            "cap on a node's spool: its share for later epochs, rows spilled or moved to it "
+            "(InputMode.SPARK)", arg=False),
 )
 BY_NAME = {s.name: s for s in TABLE}
 
