@@ -167,7 +167,7 @@ def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0) -> C
     delay = 0.05
     while True:
         try:
-            return _connect_once(address, secret, max(0.1, deadline - time.monotonic()))
+            return connect_once(address, secret, max(0.1, deadline - time.monotonic()))
         except (ConnectionRefusedError, _TurnedAway):
             if time.monotonic() + delay >= deadline:
                 raise
@@ -175,7 +175,9 @@ def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0) -> C
             delay = min(1.0, delay * 2)
 
 
-def _connect_once(address: tuple[str, int], secret: bytes, timeout: float) -> Channel:
+def connect_once(address: tuple[str, int], secret: bytes, timeout: float) -> Channel:
+    """One authenticated connection to ``address``, no retry (a peer that is always there
+    before its address is known: a refusal is final)."""
     sock = socket.create_connection(address, timeout=timeout)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -147,8 +147,8 @@ class JobState:
         self.rows_moved = 0  # rows moved between training nodes to equalize their shares
         self.tensorboard: dict | None = None
         self._feed_progress: dict[str, tuple[int, bool]] = {}
-        self._bound_sent: tuple[int, bool] | None = None
-        self._peers_ended = False  # some training node's share has ended (told with the bound)
+        # the last bound sent: (rows, final, whether some training node's share has ended)
+        self._bound_sent: tuple[int, bool, bool] | None = None
         self._exchange: dict[str, str] = {}  # training node -> where it takes moved rows
         self._feed_stopped: set[str] = set()  # shares ended early: terminate(), main_fn done
         self._moves: dict[str, dict] = {}  # node -> its part of the plan sent with the bound
@@ -331,8 +331,8 @@ class JobState:
 
     # ------------------------------------------------------------------------- feed bound
     def _bound_message(self, to: tuple[str, ...]) -> Send:
-        bound, final = self._bound_sent
-        extra = {"ended": True} if self._peers_ended else {}
+        bound, final, peers_ended = self._bound_sent
+        extra = {"ended": True} if peers_ended else {}
         if len(to) == 1 and self._moves.get(to[0]):
             extra.update(self._moves[to[0]])
         return Send(to, messages.NODE, messages.make("feed_bound", bound=bound, final=final,
@@ -345,24 +345,21 @@ class JobState:
         trainers = [n.name for n in self.trainers]
         progress = [self._feed_progress.get(name, (0, False)) for name in trainers]
         ended = [rows for rows, done in progress if done]
-        bound = (min(p[0] for p in progress), False)
-        peers_ended = bool(ended)
+        bound = (min(p[0] for p in progress), False, bool(ended))
         if self._exchange and not self._feed_stopped:
             # Shares fed as they are, each node able to take rows: final once every share has
             # ended. Unequal beyond what holding back would tolerate: move the surplus.
             if len(ended) == len(trainers) and all(t in self._exchange for t in trainers):
-                target, moves = partition.moves(ended)
-                if partition.tolerable(ended) or not moves:
-                    bound = (min(ended), True)
-                else:
-                    return self._send_moves(trainers, target, moves)
+                if not partition.tolerable(ended):
+                    return self._send_moves(trainers, *partition.moves(ended))
+                bound = (min(ended), True, True)
         # Final as soon as every unfinished share already has as many rows as the smallest
         # finished one: it can only grow, so that smallest count is the epoch's length.
         elif ended and all(done or rows >= min(ended) for rows, done in progress):
-            bound = (min(ended), True)
-        if bound == self._bound_sent and peers_ended == self._peers_ended:
+            bound = (min(ended), True, True)
+        if bound == self._bound_sent:
             return []
-        self._bound_sent, self._peers_ended = bound, peers_ended
+        self._bound_sent = bound
         return [self._bound_message(tuple(trainers))]
 
     def _send_moves(self, trainers: list[str], target: int, moves) -> list[Send]:
@@ -373,7 +370,7 @@ class JobState:
             self._moves.setdefault(g, {"give": []})["give"].append(
                 [t, self._exchange[t], rows])
             self._moves.setdefault(t, {"take": []})["take"].append([g, rows])
-        self._bound_sent, self._peers_ended = (target, True), True
+        self._bound_sent = (target, True, True)
         self.rows_moved = sum(rows for _, _, rows in moves)
         return [self._bound_message((name,)) for name in trainers]
 

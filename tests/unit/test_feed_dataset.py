@@ -2,11 +2,8 @@
 task sends), without Spark: epochs, batch boundaries, structures, dtypes. Imports TensorFlow
 (a few seconds)."""
 
-import json
 import os
 import pickle
-import socket
-import threading
 
 import numpy as np
 import pyarrow as pa
@@ -17,36 +14,13 @@ from sparktf.common.spec import FeedConfig
 from sparktf.node.feed.datafeed import DataFeed
 from sparktf.node.feed.equalize import Bound
 
+from feed_wire import serve_partition
+
 tf = pytest.importorskip("tensorflow")
 
 
-def serve(tmp_path, frames):
-    """A listening socket that sends ``frames`` to the feed, then the end of the partition."""
-    path = os.path.join(tmp_path, "feed.sock")
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    srv.listen(1)
-
-    def send():
-        conn, _ = srv.accept()
-        rows = 0
-        for kind, payload, n in frames:
-            feedwire.send_frame(conn, kind, payload)
-            rows += n
-        feedwire.send_frame(conn, feedwire.END, json.dumps({"rows": rows}).encode())
-        try:
-            while conn.recv(1 << 16):  # until the feed closes
-                pass
-        finally:
-            conn.close()
-            srv.close()
-
-    threading.Thread(target=send, daemon=True).start()
-    return path
-
-
 def feed_of(tmp_path, frames, epochs, **config):
-    path = serve(tmp_path, frames)
+    path = serve_partition(os.path.join(tmp_path, "feed.sock"), frames)
     return DataFeed(path, train_mode=True, input_mapping=None,
                     config=FeedConfig(num_epochs=epochs, **config), spool_dir=str(tmp_path),
                     report=lambda msg: None, bound=Bound())

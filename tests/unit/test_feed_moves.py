@@ -9,12 +9,10 @@ cannot wait for its consumer before sending them, and its partition must be read
 while its consumer waits for the other node.
 """
 
-import json
 import os
 import socket
 import threading
 
-import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -26,30 +24,9 @@ from sparktf.errors import FeedError
 from sparktf.node.feed.datafeed import DataFeed
 from sparktf.node.feed.equalize import Bound
 
+from feed_wire import serve_partition
+
 SECRET = b"s" * 32
-
-
-def serve(path, frames):
-    """What a barrier task does: the frames, then the end; then it waits for the feed to close."""
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    srv.listen(1)
-
-    def send():
-        conn, _ = srv.accept()
-        rows = 0
-        for kind, payload, n in frames:
-            feedwire.send_frame(conn, kind, payload)
-            rows += n
-        feedwire.send_frame(conn, feedwire.END, json.dumps({"rows": rows}).encode())
-        try:
-            while conn.recv(1 << 16):
-                pass
-        finally:
-            conn.close()
-            srv.close()
-
-    threading.Thread(target=send, daemon=True).start()
 
 
 def arrow_frames(ids, per_frame):
@@ -97,7 +74,7 @@ def run_lockstep(tmp_path, shares, epochs, make_frames, per_frame=10, batch=8, *
     feeds = {}
     for name, ids in zip(names, shares):
         path = os.path.join(tmp_path, f"{name.replace(':', '')}.sock")
-        serve(path, make_frames(ids, per_frame))
+        serve_partition(path, make_frames(ids, per_frame))
         spool_dir = tmp_path / name.replace(":", "")
         spool_dir.mkdir()
         feeds[name] = DataFeed(

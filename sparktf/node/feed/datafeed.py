@@ -79,17 +79,9 @@ class DataFeed:
             message = dict(message, exchange=self._exchange.address)
         self._report(message)
 
-    @property
-    def _moved(self) -> int:
-        """Rows this node's share gained (taken) or lost (given) to equalizing moves."""
-        if not self._bound.final:
-            return 0
-        return (sum(rows for _, rows in self._bound.takes)
-                - sum(rows for _, _, rows in self._bound.gives))
-
     def _share_rows(self) -> int:
         """The rows of this node's share: its partition's, moves included."""
-        return self._stream.total + self._moved
+        return self._stream.total + self._bound.rows_taken - self._bound.rows_given
 
     # --------------------------------------------------------------------------- chunks
     def _replay_frames(self) -> list[tuple[int, int | None]]:
@@ -98,14 +90,13 @@ class DataFeed:
         frames = self._spool.frames
         if self._exchange is None:
             return [(i, None) for i in range(len(frames))]
-        takes, gives = self._bound.takes, self._bound.gives
-        own = self._stream.total - sum(rows for _, _, rows in gives)
+        own = self._stream.total - self._bound.rows_given
         out, pos, i = [], 0, 0
         while pos < own:
             rows = frames[i][2]
             out.append((i, None if pos + rows <= own else own - pos))
             pos, i = pos + rows, i + 1
-        return out + [(j, None) for j in self._exchange.frames_taken(takes)]
+        return out + [(j, None) for j in self._exchange.frames_taken(self._bound.takes)]
 
     def _replay_chunks(self) -> Iterator:
         """The spooled share, frame by frame (shuffled if asked)."""

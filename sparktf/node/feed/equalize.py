@@ -46,6 +46,14 @@ class Bound:
     def takes(self) -> list:
         return self.plan.get("take", []) if self.final else []
 
+    @property
+    def rows_given(self) -> int:
+        return sum(rows for _, _, rows in self.gives)
+
+    @property
+    def rows_taken(self) -> int:
+        return sum(rows for _, rows in self.takes)
+
     def allows(self, delivered: int, want: int) -> int:
         """Of ``want`` more rows after ``delivered``, how many may be handed out now."""
         return max(0, min(want, self.value - delivered))

@@ -56,8 +56,6 @@ class Exchange:
         self._broken: dict[str, str] = {}  # giver -> why its connection broke off
         self._closed = False
         self._conns: list[socket.socket] = []
-        #: Rows this node has given; set once all are sent. None while giving.
-        self.given: int | None = None
         self._give_error: BaseException | None = None
         self._giving = threading.Thread(target=self._give, name="sparktf-feed-give",
                                         daemon=True)
@@ -164,23 +162,19 @@ class Exchange:
         with bound.cond:
             while not bound.final and not self._closed:
                 bound.cond.wait(1.0)
-        gives = bound.gives
         try:
-            if gives and not self._closed:
-                self._send_all(gives)
-            self.given = sum(rows for _, _, rows in gives)
+            if bound.gives and not self._closed:
+                self._send_all(bound.gives)
         except BaseException as exc:  # noqa: BLE001 - raised where the node closes its feed
             self._give_error = exc
 
     def _send_all(self, gives: list) -> None:
         """The last rows of this node's share, in order, to each taker in the plan's order."""
-        start = self._stream.total - sum(rows for _, _, rows in gives)
+        start = self._stream.total - self._bound.rows_given
         for taker, address, rows in gives:
-            host, port = topology.split_address(address)
-            sock = socket.create_connection((host, port), timeout=self._timeout)
+            sock = protocol.connect_once(topology.split_address(address), self._secret,
+                                         self._timeout).sock
             try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                protocol.client_handshake(sock, self._secret, self._timeout)
                 sock.settimeout(self._timeout)
                 feedwire.tune(sock)
                 feedwire.send_frame(sock, GIVER, self._name.encode())
@@ -208,15 +202,14 @@ class Exchange:
             if pos >= start + n:
                 return
 
-    def finish(self) -> int:
-        """Wait until this node's rows are given (the feed timeout bounds each send); the
-        rows given, or a :class:`FeedError` saying why not."""
+    def finish(self) -> None:
+        """Wait until this node's rows are given (the feed timeout bounds each send); a
+        :class:`FeedError` says why not."""
         self._giving.join()
         if self._give_error is not None:
             exc = self._give_error
             raise FeedError(f"moving this node's surplus rows to its peers failed: "
                             f"{type(exc).__name__}: {exc}") from exc
-        return self.given or 0
 
     def close(self) -> None:
         with self._cond:

@@ -1,0 +1,32 @@
+"""A barrier task's side of the feed wire, for tests that run a real ``DataFeed`` without Spark."""
+
+import json
+import socket
+import threading
+
+from sparktf.common import feedwire
+
+
+def serve_partition(path, frames):
+    """Listen on the Unix socket ``path``; send ``frames`` ((kind, payload, rows) each) to the
+    feed that connects, then the end of the partition, and wait until the feed closes."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+
+    def send():
+        conn, _ = srv.accept()
+        rows = 0
+        for kind, payload, n in frames:
+            feedwire.send_frame(conn, kind, payload)
+            rows += n
+        feedwire.send_frame(conn, feedwire.END, json.dumps({"rows": rows}).encode())
+        try:
+            while conn.recv(1 << 16):  # until the feed closes
+                pass
+        finally:
+            conn.close()
+            srv.close()
+
+    threading.Thread(target=send, daemon=True).start()
+    return path
