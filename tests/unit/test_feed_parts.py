@@ -114,3 +114,35 @@ def test_decode_reads_each_data_frame_kind():
     assert batches.decode(feedwire.PICKLED, pickle.dumps([1, 2]), None) == [1, 2]
     with pytest.raises(FeedError, match="unexpected frame"):
         batches.decode(b"?", b"", None)
+
+
+def test_an_rdd_feed_reads_its_rows_without_importing_pyarrow(tmp_path):
+    """The node of an RDD feed never needs Arrow: a forked node of a Spark Python worker that
+    did not import it would pay ~50 ms of import before its feed connects (a fresh interpreter
+    shows whether reading a pickled partition pulls it in)."""
+    import subprocess
+    import sys
+
+    code = f"""
+import os, pickle, sys
+sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parents[1])!r})
+from feed_wire import serve_partition
+from sparktf.common import feedwire
+from sparktf.common.spec import FeedConfig
+from sparktf.node.feed import Bound, DataFeed
+rows = [(i, float(i)) for i in range(10)]
+path = serve_partition(os.path.join({str(tmp_path)!r}, "feed.sock"),
+                       [(feedwire.PICKLED, pickle.dumps(rows[:6]), 6),
+                        (feedwire.PICKLED, pickle.dumps(rows[6:]), 4)])
+feed = DataFeed(path, train_mode=True, input_mapping=None, config=FeedConfig(),
+                spool_dir={str(tmp_path)!r}, report=lambda m: None, bound=Bound())
+got = []
+while not feed.should_stop():
+    got += feed.next_batch(4)
+feed.close()
+assert got == rows, got
+print("pyarrow" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

@@ -13,6 +13,13 @@ from sparktf.common import feedwire
 from sparktf.errors import FeedError
 
 
+def read_schema(payload):
+    """A DataFrame partition's Arrow schema, from its SCHEMA frame."""
+    import pyarrow as pa
+
+    return pa.ipc.read_schema(pa.py_buffer(payload))
+
+
 def decode(kind: bytes, payload, schema):
     """One data frame of the feed wire as a chunk."""
     if kind == feedwire.ARROW:

@@ -38,9 +38,6 @@ class Stream:
         readable with :meth:`frame` until the consumer has passed it, from memory, or from a
         spool made when first needed (frames spilled, frames taken from other nodes).
         ``spill_when``: see ``_put``."""
-        import pyarrow as pa
-
-        self._pa = pa
         self.config = config
         self._spool = spool
         self._spool_factory = spool_factory if spool is None else None
@@ -97,7 +94,7 @@ class Stream:
             while True:
                 kind, payload = feedwire.recv_frame(self._sock)
                 if kind == feedwire.SCHEMA:
-                    self.schema = self._pa.ipc.read_schema(self._pa.py_buffer(payload))
+                    self.schema = batches.read_schema(payload)
                     continue
                 if kind == feedwire.END:
                     if self._spool is not None:
