@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 from sparktf.common import logfilter
 from sparktf.errors import ConfigError
@@ -132,6 +133,16 @@ def _predict_batches(batches, model_path: str, input_cols: Sequence[str], output
             yield part.append_column(output_col, column)
 
 
+def _local_master(df) -> bool:
+    """Whether ``df``'s Spark runs its executors on the driver's host (``local``,
+    ``local-cluster``)."""
+    from sparktf.driver import preflight
+
+    if preflight.is_connect(df):
+        return False
+    return df.sparkSession.sparkContext.master.startswith("local")
+
+
 def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "prediction", *,
             output_type: str = "double", signature: str = "serving_default",
             output_key: str | None = None, batch_size: int = 1024):
@@ -140,10 +151,12 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
     Parameters
     ----------
     df : pyspark.sql.DataFrame
-    model_path : str
+    model_path : str or os.PathLike
         A SavedModel directory every executor can read: a Hadoop path (``hdfs://...``, copied
         once to each Python worker through :mod:`sparktf.fs`), a local path on every host, or a
-        path shipped with ``--files``/``spark.archives``.
+        path shipped with ``--files``/``spark.archives``. Checked at the call where the driver
+        can see what the executors will (a Hadoop path; a local path under a ``local`` or
+        ``local-cluster`` master, where a relative path is the driver's).
     input_cols : list of str
         Columns fed to the signature's inputs, in the order of the inputs' sorted names.
     output_col : str
@@ -153,32 +166,62 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
     output_key : str, optional
         Which output of the signature (default: the first by name).
     """
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import ArrayType, DoubleType, StructField, StructType
 
+    from sparktf.driver import preflight
+
+    if not (isinstance(df, DataFrame) or preflight.is_connect(df)):
+        raise ConfigError(f"df must be a pyspark DataFrame, got {type(df).__name__} (an RDD: "
+                          "spark.createDataFrame(rdd, schema) first)")
     problems = []
-    if isinstance(input_cols, str) or not input_cols:
+    if isinstance(model_path, os.PathLike):
+        model_path = os.fspath(model_path)
+    if not isinstance(model_path, str) or not model_path:
+        problems.append(f"model_path must be the path of a SavedModel directory (a str), got "
+                        f"{model_path!r}")
+    if isinstance(input_cols, str) or not isinstance(input_cols, Sequence) or not input_cols \
+            or not all(isinstance(c, str) for c in input_cols):
         problems.append(f"input_cols must be a non-empty list of column names, got {input_cols!r}")
     else:
         missing = [c for c in input_cols if c not in df.columns]
         if missing:
             problems.append(f"input_cols {missing} are not columns of the DataFrame "
                             f"({df.columns})")
-    if output_col in df.columns:
+    if not isinstance(output_col, str) or not output_col:
+        problems.append(f"output_col must be a column name (a str), got {output_col!r}")
+    elif output_col in df.columns:
         problems.append(f"output_col {output_col!r} is already a column; pick another name")
     if output_type not in ("double", "array<double>"):
         problems.append(f"output_type must be 'double' or 'array<double>', got {output_type!r}")
+    if not isinstance(signature, str) or not signature:
+        problems.append(f"signature must be the name of one of the SavedModel's signatures "
+                        f"(a str, 'serving_default' by default), got {signature!r}")
+    if output_key is not None and not isinstance(output_key, str):
+        problems.append(f"output_key must be the name of one of the signature's outputs or "
+                        f"None, got {output_key!r}")
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        problems.append(f"batch_size must be an int >= 1, got {batch_size!r}")
     if problems:
         raise ConfigError.from_problems(problems)
     from sparktf import fs
 
-    if fs.is_hadoop(model_path) and not fs.exists(model_path.rstrip("/") + "/saved_model.pb"):
+    if fs.is_hadoop(model_path):
+        missing = not fs.exists(model_path.rstrip("/") + "/saved_model.pb")
+    elif _local_master(df):
+        # The executors share the driver's files and working directory only here; elsewhere
+        # a local path may exist on the executors' hosts alone (--files, an image).
+        model_path = os.path.abspath(model_path)
+        missing = not os.path.isfile(os.path.join(model_path, "saved_model.pb"))
+    else:
+        missing = False
+    if missing:
         raise ConfigError(f"model_path {model_path} holds no saved_model.pb: give the directory "
                           "a SavedModel was exported to")
     probe = output_type == "array<double>"
     out_type = ArrayType(DoubleType()) if probe else DoubleType()
     schema = StructType(df.schema.fields + [StructField(output_col, out_type)])
     cols = list(input_cols)
-    from sparktf.driver import preflight
     from sparktf.driver.cluster import hadoop_env
 
     session = df.sparkSession

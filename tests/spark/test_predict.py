@@ -57,6 +57,49 @@ def test_predict_checks_its_arguments(spark, model_dir):
     assert len(err.value.problems) == 3
 
 
+@pytest.mark.parametrize("call, says", [
+    (lambda df, m: sparktf.predict(df.rdd, m, ["id"]), "df must be a pyspark DataFrame"),
+    (lambda df, m: sparktf.predict(df, 123, ["id"]), "model_path must be"),
+    (lambda df, m: sparktf.predict(df, None, ["id"]), "model_path must be"),
+    (lambda df, m: sparktf.predict(df, m, ["id"], 7), "output_col must be"),
+    (lambda df, m: sparktf.predict(df, m, ["id"], batch_size=0), "batch_size must be"),
+    (lambda df, m: sparktf.predict(df, m, ["id"], batch_size="64"), "batch_size must be"),
+    (lambda df, m: sparktf.predict(df, m, ["id"], signature=None), "signature must be"),
+    (lambda df, m: sparktf.predict(df, m, ["id"], output_key=3), "output_key must be"),
+    (lambda df, m: sparktf.predict(df, m, [1]), "input_cols must be"),
+])
+def test_predict_refuses_arguments_of_the_wrong_type_before_any_spark_job(spark, model_dir,
+                                                                           call, says):
+    """Wrong types are named on the driver at the call, not as a Python worker's traceback
+    once the DataFrame is computed (or never, for a lazy DataFrame nobody collects)."""
+    with pytest.raises(sparktf.ConfigError, match=says):
+        call(spark.range(3), model_dir)
+
+
+def test_a_local_model_path_without_a_saved_model_is_refused_at_the_call(spark, tmp_path):
+    """Under a local master the executors share the driver's files: a wrong path is named at
+    once, not as a TensorFlow traceback from a Python worker when the output is computed."""
+    with pytest.raises(sparktf.ConfigError, match="holds no saved_model.pb"):
+        sparktf.predict(spark.range(3), str(tmp_path / "not-there"), ["id"])
+
+
+def test_a_relative_model_path_is_the_drivers(spark, model_dir, monkeypatch):
+    import os
+
+    monkeypatch.chdir(os.path.dirname(model_dir))
+    out = sparktf.predict(spark.range(1).selectExpr("array(1.0f, 0.0f, 0.0f) AS f"),
+                          os.path.basename(model_dir), ["f"])
+    assert round(out.collect()[0].prediction, 4) == round(0.5 + B, 4)
+
+
+def test_predict_takes_a_path_object(spark, model_dir):
+    import pathlib
+
+    out = sparktf.predict(spark.range(2).selectExpr("array(1.0f, 2.0f, 3.0f) AS f"),
+                          pathlib.Path(model_dir), ["f"])
+    assert [round(r.prediction, 4) for r in out.collect()] == [round(0.5 - 2 + 6 + B, 4)] * 2
+
+
 @pytest.fixture(scope="module")
 def keras3_export(tmp_path_factory):
     """The same linear model written by Keras 3's ``model.export`` (a plain TF SavedModel)."""
