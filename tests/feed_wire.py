@@ -17,13 +17,15 @@ def serve_partition(path, frames):
     def send():
         conn, _ = srv.accept()
         rows = 0
-        for kind, payload, n in frames:
-            feedwire.send_frame(conn, kind, payload)
-            rows += n
-        feedwire.send_frame(conn, feedwire.END, json.dumps({"rows": rows}).encode())
         try:
+            for kind, payload, n in frames:
+                feedwire.send_frame(conn, kind, payload)
+                rows += n
+            feedwire.send_frame(conn, feedwire.END, json.dumps({"rows": rows}).encode())
             while conn.recv(1 << 16):  # until the feed closes
                 pass
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the feed closed before the end, as the barrier task allows
         finally:
             conn.close()
             srv.close()

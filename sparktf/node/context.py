@@ -137,18 +137,23 @@ class NodeContext:
         -------
         sparktf.node.feed.DataFeed
         """
+        from sparktf.errors import ConfigError
         from sparktf.node.feed import DataFeed, FeedError
 
+        if self.train_mode is None:
+            raise FeedError("get_data_feed() needs InputMode.SPARK: start the cluster with "
+                            "sparktf.run(..., input_mode=sparktf.InputMode.SPARK) and give "
+                            "it data with cluster.train(data) or cluster.inference(data)")
+        if not isinstance(train_mode, bool):
+            raise ConfigError(f"get_data_feed: train_mode must be True or False (True under "
+                              f"cluster.train, False under cluster.inference), got "
+                              f"{train_mode!r}")
         runtime = self._runtime
         if runtime.feed is not None:
             return runtime.feed
         if runtime.spec.feed_path is None:
-            if self.train_mode is None:
-                raise FeedError("get_data_feed() needs InputMode.SPARK: start the cluster with "
-                                "sparktf.run(..., input_mode=sparktf.InputMode.SPARK) and give "
-                                "it data with cluster.train(data) or cluster.inference(data)")
             raise FeedError(f"{self.name} gets no data: only the chief and the workers do")
-        if bool(train_mode) != self.train_mode:
+        if train_mode != self.train_mode:
             called = "cluster.train" if self.train_mode else "cluster.inference"
             raise FeedError(f"get_data_feed(train_mode={train_mode}) but the data came from "
                             f"{called}(); use train_mode={self.train_mode}")

@@ -146,3 +146,72 @@ print("pyarrow" in sys.modules)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def _feed(tmp_path, frames, input_mapping=None):
+    import os
+
+    from feed_wire import serve_partition
+    from sparktf.common.spec import FeedConfig
+    from sparktf.node.feed import DataFeed
+
+    path = serve_partition(os.path.join(tmp_path, "feed.sock"), frames)
+    return DataFeed(path, train_mode=True, config=FeedConfig(), spool_dir=str(tmp_path),
+                    report=lambda m: None, bound=Bound(), input_mapping=input_mapping)
+
+
+def _arrow_frames():
+    batch = pa.RecordBatch.from_pydict({"id": pa.array([1, 2, 3]), "x": pa.array([.5, 1., 2.])})
+    return [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
+            (feedwire.ARROW, batch.serialize().to_pybytes(), 3)]
+
+
+@pytest.mark.parametrize("mapping", [["x"], "x", {"x": 3}, {1: "x"}])
+def test_an_input_mapping_that_is_not_a_dict_of_names_is_refused(tmp_path, mapping):
+    from sparktf.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="input_mapping must be a dict"):
+        _feed(tmp_path, _arrow_frames(), input_mapping=mapping)
+
+
+def test_an_input_mapping_of_a_missing_column_names_the_columns_there_are(tmp_path):
+    feed = _feed(tmp_path, _arrow_frames(), input_mapping={"nocol": "y", "x": "x"})
+    with pytest.raises(FeedError, match=r"\['nocol'\].*\['id', 'x'\]"):
+        feed.next_batch(2)
+    feed.close()
+
+
+def test_an_input_mapping_over_an_rdd_is_an_error_not_ignored(tmp_path):
+    feed = _feed(tmp_path, [(feedwire.PICKLED, pickle.dumps([1, 2, 3]), 3)],
+                 input_mapping={"x": "x"})
+    with pytest.raises(FeedError, match="RDD"):
+        feed.next_batch(2)
+    feed.close()
+
+
+def test_an_input_mapping_picks_and_renames_columns(tmp_path):
+    feed = _feed(tmp_path, _arrow_frames(), input_mapping={"x": "features"})
+    batch = feed.next_batch(5)
+    assert list(batch) == ["features"] and batch["features"].tolist() == [.5, 1., 2.]
+    feed.close()
+
+
+@pytest.mark.parametrize("size", [True, 0, "4", 2.0])
+def test_next_batch_takes_a_positive_int_only(tmp_path, size):
+    from sparktf.errors import ConfigError
+
+    feed = _feed(tmp_path, _arrow_frames())
+    with pytest.raises(ConfigError, match="batch_size must be a positive int"):
+        feed.next_batch(size)
+    feed.close()
+
+
+@pytest.mark.parametrize("mode", ["no", 0, None])
+def test_get_data_feed_takes_train_mode_as_a_bool(mode):
+    from sparktf.errors import ConfigError
+    from sparktf.node.context import NodeContext
+
+    ctx = NodeContext(job_name="worker", task_index=0, cluster_spec={}, tf_config={}, rank=0,
+                      host="h", port=1, num_cpus=1, train_mode=True)
+    with pytest.raises(ConfigError, match="train_mode must be True or False"):
+        ctx.get_data_feed(train_mode=mode)

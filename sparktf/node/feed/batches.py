@@ -66,9 +66,17 @@ def assemble(parts: list, schema, input_mapping: dict | None):
     """The batch ``next_batch`` returns from the chunk slices it took: a list of RDD elements,
     or a dict of column (or ``input_mapping`` name) to numpy array for a DataFrame."""
     if schema is None:  # an RDD: lists of elements
+        if input_mapping:
+            raise FeedError(f"input_mapping={input_mapping!r} names a DataFrame's columns, but "
+                            "this feed is an RDD's elements: leave input_mapping out")
         return [item for part in parts for item in part]
     import pyarrow as pa
 
+    if input_mapping:
+        missing = [c for c in input_mapping if c not in schema.names]
+        if missing:
+            raise FeedError(f"input_mapping names columns {missing} that the DataFrame does "
+                            f"not have; its columns are {schema.names}")
     table = pa.Table.from_batches(parts, schema=schema) if parts else schema.empty_table()
     names = input_mapping or {n: n for n in schema.names}
     return {out: column_to_numpy(col, table.column(col).combine_chunks())

@@ -35,6 +35,13 @@ class DataFeed:
         it is and rows may have to move between nodes (``config.exchange``)."""
         import numpy  # noqa: F401 - fail early if missing
 
+        if input_mapping is not None and not (
+                isinstance(input_mapping, dict)
+                and all(isinstance(k, str) and isinstance(v, str)
+                        for k, v in input_mapping.items())):
+            raise ConfigError(f"input_mapping must be a dict of DataFrame column -> name in the "
+                              f"batches, such as {{'image': 'x', 'label': 'y'}}, got "
+                              f"{input_mapping!r}")
         self.train_mode = train_mode
         self.input_mapping = dict(input_mapping) if input_mapping else None
         self.config = config
@@ -156,7 +163,7 @@ class DataFeed:
     # ------------------------------------------------------------------------ consumer API
     def next_batch(self, batch_size: int):
         """At most ``batch_size`` items of the current epoch (empty once ``should_stop()``)."""
-        if not isinstance(batch_size, int) or batch_size < 1:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
         self._stream.hint(batch_size)
         bound = self._bound if self._equalizing else None
