@@ -101,7 +101,16 @@ def environment(value: Any) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise _Invalid("map str to str, as a dict (e.g. {'TF_CPP_MIN_LOG_LEVEL': '2'})")
+    owned = sorted(set(value) & RESERVED_ENV)
+    if owned:
+        raise _Invalid(f"not set {', '.join(owned)}: sparktf writes it for every node from the "
+                       "cluster it reserved (ctx.tf_config, ctx.name); leave it out")
     return tuple(sorted(value.items()))
+
+
+#: What ``env`` may not override in a node: its TF_CONFIG must name the ports sparktf reserved,
+#: and SPARKTF_NODE is how a node's processes are found and stopped.
+RESERVED_ENV = frozenset({"TF_CONFIG", "SPARKTF_NODE"})
 
 
 def path(value: Any) -> str | None:
@@ -187,7 +196,9 @@ TABLE: tuple[Setting, ...] = (
             "needs spark.executor.resource.gpu.*); unset: what spark.task.resource.gpu.amount "
             "gives, if anything. Chief/workers see theirs as CUDA_VISIBLE_DEVICES, ps and "
             "evaluator none"),
-    Setting("env", None, None, environment, "extra environment variables for the TF processes"),
+    Setting("env", None, None, environment,
+            "extra environment variables for the TF processes (not TF_CONFIG or SPARKTF_NODE, "
+            "which sparktf sets)"),
     Setting("tensorboard", None, False, tensorboard, "the chief serves TensorBoard on log_dir"),
     Setting("log_dir", None, None, path,
             "TensorBoard's directory; an hdfs:// one is mirrored from a local ctx.log_dir"),

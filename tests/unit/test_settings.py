@@ -34,6 +34,8 @@ def test_none_is_a_value_for_master_node_and_unset_for_conf_keys():
     ({"num_ps": 1.0}, "num_ps must be an int >= 0"),
     ({"env": [("A", "1")]}, "env must map str to str"),
     ({"env": {"A": 1}}, "env must map str to str"),
+    ({"env": {"TF_CONFIG": "{}"}}, "env must not set TF_CONFIG"),
+    ({"env": {"SPARKTF_NODE": "x", "A": "1"}}, "env must not set SPARKTF_NODE"),
     ({"master_node": "boss"}, "master_node must be one of 'chief', 'master' or None"),
     ({"eval_node": "yes"}, "eval_node must be True or False"),
     ({"input_mode": "spark"}, "input_mode must be sparktf.InputMode"),
