@@ -225,14 +225,13 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
     from sparktf.driver.cluster import hadoop_env
 
     session = df.sparkSession
+    # The session's conf: the Spark conf, and what spark.conf.set changed since
+    startup_logs = (session.conf.get("spark.sparktf.tfStartupLogs", "false") or
+                    "false").lower() == "true"
     if preflight.is_connect(df):  # a Spark Connect client: only the DataFrame API is there
         defaults = ()  # the executors' own Hadoop environment applies
-        startup_logs = (session.conf.get("spark.sparktf.tfStartupLogs", "false") or
-                        "false").lower() == "true"
     else:
-        sc = session.sparkContext
-        defaults = hadoop_env(sc) if fs.is_hadoop(model_path) else ()
-        startup_logs = sc.getConf().get("spark.sparktf.tfStartupLogs", "false").lower() == "true"
+        defaults = hadoop_env(session.sparkContext) if fs.is_hadoop(model_path) else ()
 
     def run(batches):
         import os

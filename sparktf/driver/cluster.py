@@ -21,7 +21,7 @@ from sparktf.common import topology
 from sparktf.driver import preflight
 from sparktf.driver import stages
 from sparktf.driver.runner import Runner
-from sparktf.driver.settings import InputMode, Settings
+from sparktf.driver.settings import InputMode, Settings, session_conf
 from sparktf.driver.state import Limits, NodeState, Status
 from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, SparkTFError)
 from sparktf.common.spec import FeedConfig, LaunchSpec
@@ -360,6 +360,14 @@ class Cluster:
         return f"<sparktf.Cluster {self.job_id} {self.status.value} nodes={len(self.roles)}>"
 
 
+def _active_session(sc):
+    """This thread's active SparkSession on ``sc``, if any."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    return session if session is not None and session.sparkContext is sc else None
+
+
 def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = None,
         num_ps: int = 0, *, master_node: str | None = "chief", eval_node: bool = False,
         input_mode: InputMode = InputMode.TENSORFLOW, reservation_timeout: float | None = None,
@@ -417,12 +425,16 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     """
     if preflight.is_connect(sc):
         raise ConfigError(f"sparktf.run got a Spark Connect session: {preflight.CONNECT_CANNOT}")
+    session = sc if hasattr(sc, "sparkContext") else None
     sc = getattr(sc, "sparkContext", sc)  # a SparkSession is welcome too
     if not callable(getattr(sc, "getConf", None)):
         raise ConfigError(f"sc must be a pyspark SparkContext (or a SparkSession), got "
                           f"{type(sc).__name__}")
     problems = []
     conf = dict(sc.getConf().getAll())
+    session = session or _active_session(sc)
+    if session is not None:  # spark.conf.set("spark.sparktf....") counts too
+        conf.update(session_conf(session.conf))
     try:
         settings = Settings.resolve(
             conf, num_executors=num_executors, num_ps=num_ps,

@@ -272,6 +272,18 @@ class Settings:
         return cls(**values)
 
 
+def session_conf(runtime_conf) -> dict[str, str]:
+    """The ``spark.sparktf.*`` values of a SparkSession's conf (``spark.conf``: the Spark conf
+    it started with, and what ``spark.conf.set`` changed since), one lookup per key."""
+    out = {}
+    for s in TABLE:
+        if s.conf:
+            value = runtime_conf.get(f"spark.sparktf.{s.conf}", None)
+            if value is not None:
+                out[f"spark.sparktf.{s.conf}"] = value
+    return out
+
+
 def markdown_table() -> str:
     """The settings as the README's table."""
     rows = ["| setting | Spark conf | default | what it does |", "|---|---|---|---|"]

@@ -294,3 +294,25 @@ def test_a_large_return_value_is_never_lost_to_the_process_exit(sc_local):
         chief = cluster.shutdown(timeout=120)
         assert chief is not None and len(chief) == 48 << 20
         assert cluster.results["worker:0"] == "worker:0"
+
+
+def test_spark_sparktf_settings_set_on_the_session_at_runtime_count(sc_local):
+    """``spark.conf.set("spark.sparktf.…", …)`` on the running session is read like the
+    Spark conf (a bad value named, a good one used), not silently ignored."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession(sc_local)
+    try:
+        spark.conf.set("spark.sparktf.tailLines", "x")
+        with pytest.raises(sparktf.ConfigError, match="spark.sparktf.tailLines must"):
+            sparktf.run(spark, jobs.describe, num_executors=2)
+        spark.conf.set("spark.sparktf.tailLines", "7")
+        spark.conf.set("spark.sparktf.maxRestarts", "2")
+        cluster = sparktf.run(sc_local, jobs.describe, num_executors=2)  # the active session
+        cluster.shutdown()
+        assert (cluster.settings.tail_lines, cluster.settings.max_restarts) == (7, 2)
+        assert sparktf.run(sc_local, jobs.describe, num_executors=2,
+                           max_restarts=0).shutdown()  # an argument still comes first
+    finally:
+        spark.conf.unset("spark.sparktf.tailLines")
+        spark.conf.unset("spark.sparktf.maxRestarts")
