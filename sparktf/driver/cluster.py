@@ -286,8 +286,8 @@ class Cluster:
         trainers = sum(r.trains for r in self.roles)
         if equalize is None:
             equalize = trainers > 1 and not any(r.job == "ps" for r in self.roles)
-        problems = stages.feed_problems(data, num_epochs, feed_timeout, shuffle, equalize,
-                                        rebalance)
+        problems = stages.feed_problems(self.sc, data, num_epochs, feed_timeout, shuffle,
+                                        equalize, rebalance)
         if problems:
             raise ConfigError.from_problems(problems)
         factory, exchange = stages.training(self.sc, self.roles, data, rebalance, equalize,
@@ -315,7 +315,7 @@ class Cluster:
         parameter servers or an evaluator.
         """
         self._require_data_mode("inference")
-        problems = stages.feed_problems(data, 1, feed_timeout, False, False, None)
+        problems = stages.feed_problems(self.sc, data, 1, feed_timeout, False, False, None)
         if any(r.job in ("ps", "evaluator") for r in self.roles):
             problems.append("an inference cluster has no parameter servers or evaluator: "
                             "start it with num_ps=0 and eval_node=False")
@@ -339,6 +339,9 @@ class Cluster:
         if self.input_mode is not InputMode.SPARK:
             raise ClusterStateError(f"{what}() feeds data, which needs InputMode.SPARK: start "
                                     "with sparktf.run(..., input_mode=sparktf.InputMode.SPARK)")
+        if self.status is Status.CREATED and self._runner.aborted:
+            raise ClusterStateError(f"{what}(): this cluster was shut down before it was given "
+                                    "data; call sparktf.run() again for a new one")
         if self.status is not Status.CREATED or self._runner.aborted:
             raise ClusterStateError(
                 f"{what}() starts the cluster's nodes over the data and can be called once per "
@@ -430,6 +433,9 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     if not callable(getattr(sc, "getConf", None)):
         raise ConfigError(f"sc must be a pyspark SparkContext (or a SparkSession), got "
                           f"{type(sc).__name__}")
+    if getattr(sc, "_jsc", None) is None:
+        raise ClusterStateError("the SparkContext is stopped: give sparktf.run() a running one "
+                                "(SparkSession.builder.getOrCreate() makes a new one)")
     problems = []
     conf = dict(sc.getConf().getAll())
     session = session or _active_session(sc)

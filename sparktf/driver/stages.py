@@ -85,8 +85,9 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
         profile=profile).collect())), exchange
 
 
-def feed_problems(data, num_epochs, feed_timeout, shuffle, equalize, rebalance) -> list[str]:
-    """Every problem with the arguments of ``train()`` or ``inference()``."""
+def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize,
+                  rebalance) -> list[str]:
+    """Every problem with the arguments of ``train()`` or ``inference()`` on ``sc``'s cluster."""
     from pyspark import RDD
     from pyspark.sql import DataFrame
 
@@ -95,6 +96,12 @@ def feed_problems(data, num_epochs, feed_timeout, shuffle, equalize, rebalance) 
         problems.append(f"data is a Spark Connect DataFrame: {preflight.CONNECT_CANNOT}")
     elif not isinstance(data, (RDD, DataFrame)):
         problems.append(f"data must be a pyspark RDD or DataFrame, got {type(data).__name__}")
+    else:
+        made_on = data.context if isinstance(data, RDD) else data.sparkSession.sparkContext
+        if made_on is not sc:
+            stopped = " (a stopped one)" if getattr(made_on, "_jsc", None) is None else ""
+            problems.append(f"data was made on another SparkContext{stopped} than the "
+                            "cluster's: make it with the SparkContext given to sparktf.run()")
     if not isinstance(num_epochs, int) or isinstance(num_epochs, bool) or num_epochs < 1:
         problems.append(f"num_epochs must be an int >= 1, got {num_epochs!r}")
     if isinstance(feed_timeout, bool) or not isinstance(feed_timeout, (int, float)) \

@@ -34,6 +34,14 @@ def test_shutdown_arguments_are_checked(sc_local):
     assert cluster.shutdown()["name"] == "chief:0"  # the bad calls changed nothing
 
 
+def test_train_after_shutdown_says_the_cluster_was_shut_down(sc_local):
+    cluster = sparktf.run(sc_local, feed_jobs.sum_ids, {"col": "id"}, num_executors=2,
+                          input_mode=SPARK)
+    assert cluster.shutdown() is None  # never given data
+    with pytest.raises(sparktf.ClusterStateError, match="was shut down"):
+        cluster.train(sc_local.parallelize(range(4), 2))
+
+
 def test_inference_arguments_are_checked(sc_local):
     cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2,
                           input_mode=SPARK)
