@@ -57,6 +57,16 @@ def is_hadoop(path) -> bool:
     return isinstance(path, str) and urllib.parse.urlsplit(path).scheme in HADOOP_SCHEMES
 
 
+def _fspath(path, name: str = "path") -> str:
+    """A path argument as a str: a str, or an ``os.PathLike`` (a local path)."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str) or not path:
+        raise TypeError(f"sparktf.fs: {name} must be a non-empty str or os.PathLike, got "
+                        f"{path!r}")
+    return path
+
+
 def default_fs() -> str | None:
     """``fs.defaultFS``: ``SPARKTF_DEFAULT_FS`` (the driver passes its own to the nodes), else
     ``$HADOOP_CONF_DIR/core-site.xml``; None when neither says."""
@@ -72,6 +82,8 @@ def absolute_path(path: str, default: str | None = None, user: str | None = None
     path on ``fs.defaultFS``; a relative one under the user's home there
     (``/user/<name>``). With no Hadoop default file system, local paths become absolute
     ``file://`` paths (relative to the working directory)."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
     if not isinstance(path, str) or not path:
         raise HadoopFSError(f"absolute_path() needs a non-empty str path, got {path!r}")
     if urllib.parse.urlsplit(path).scheme:
@@ -388,6 +400,7 @@ def _local(path: str) -> str:
 
 # --------------------------------------------------------------------- the public calls
 def exists(path: str) -> bool:
+    path = _fspath(path)
     if not is_hadoop(path):
         return os.path.exists(_local(path))
     b, p = _resolve(path)
@@ -395,6 +408,7 @@ def exists(path: str) -> bool:
 
 
 def isdir(path: str) -> bool:
+    path = _fspath(path)
     if not is_hadoop(path):
         return os.path.isdir(_local(path))
     b, p = _resolve(path)
@@ -403,6 +417,7 @@ def isdir(path: str) -> bool:
 
 def listdir(path: str) -> list[str]:
     """Names in the directory ``path``, sorted."""
+    path = _fspath(path)
     if not is_hadoop(path):
         return sorted(os.listdir(_local(path)))
     return [name for name, _, _ in _scan(path)]
@@ -422,6 +437,7 @@ def _scan(path: str) -> list[tuple[str, str | None, int]]:
 def list_files(path: str) -> list[str]:
     """Every file under the directory ``path`` (recursively), as full paths, sorted; hidden
     and underscore names (``_SUCCESS``, ``.crc``) and files in flight are left out."""
+    path = _fspath(path)
     skip = (".", "_")
     if not is_hadoop(path):
         root = _local(path)
@@ -441,6 +457,7 @@ def list_files(path: str) -> list[str]:
 
 
 def makedirs(path: str) -> None:
+    path = _fspath(path)
     if not is_hadoop(path):
         os.makedirs(_local(path), exist_ok=True)
         return
@@ -451,6 +468,7 @@ def makedirs(path: str) -> None:
 def delete(path: str, recursive: bool = False) -> None:
     """Remove a file, or a directory (with ``recursive`` when it is not empty); nothing if
     it does not exist."""
+    path = _fspath(path)
     if not is_hadoop(path):
         p = _local(path)
         if os.path.isdir(p) and not os.path.islink(p):
@@ -463,6 +481,7 @@ def delete(path: str, recursive: bool = False) -> None:
 
 
 def rename(src: str, dst: str) -> None:
+    src, dst = _fspath(src, "src"), _fspath(dst, "dst")
     if not is_hadoop(src):
         os.rename(_local(src), _local(dst))
         return
@@ -474,6 +493,7 @@ def rename(src: str, dst: str) -> None:
 def open(path: str, mode: str = "rb") -> Iterator:  # noqa: A001 - as io.open
     """A binary file: ``rb`` streams it; ``wb`` writes a local temporary file and puts it in
     place atomically when the block ends without an error."""
+    path = _fspath(path)
     if mode not in ("rb", "wb"):
         raise ValueError(f"sparktf.fs.open supports 'rb' and 'wb', not {mode!r}")
     if not is_hadoop(path):
@@ -560,6 +580,7 @@ def write_bytes(path: str, data: bytes) -> None:
 def upload(local: str, remote: str) -> None:
     """Copy a local file or directory to ``remote`` (local or Hadoop), replacing what is there,
     atomically: it is written under a temporary name beside ``remote`` and renamed."""
+    local, remote = _local(_fspath(local, "local")), _fspath(remote, "remote")
     if not os.path.exists(local):
         raise HadoopFSError(f"{local}: upload failed: no such file or directory")
     if not is_hadoop(remote):
@@ -591,6 +612,7 @@ def _upload_tree(b: _Backend, remote: str, local: str, target: str) -> None:
 
 def download(remote: str, local: str) -> None:
     """Copy a file or directory at ``remote`` to the local path ``local`` (replacing it)."""
+    remote, local = _fspath(remote, "remote"), _local(_fspath(local, "local"))
     if not is_hadoop(remote):
         src = _local(remote)
         if os.path.isdir(src):
@@ -641,6 +663,7 @@ class SyncedDir:
 
     def __init__(self, remote: str, direction: str = "up", interval: float | None = None,
                  download_first: bool = True) -> None:
+        remote = _fspath(remote, "remote")
         if direction not in ("up", "down"):
             raise ValueError(f"direction must be 'up' or 'down', got {direction!r}")
         if interval is not None and interval <= 0:
@@ -759,6 +782,7 @@ def export_dir(path: str) -> Iterator[str]:
     """A local directory to save a model into; when the block ends without an error its
     contents are put at ``path`` (local or Hadoop) at once, replacing what was there, by a
     rename from a temporary name beside it. After an error nothing is written."""
+    path = _fspath(path)
     tmp = tempfile.mkdtemp(prefix="sparktf-export-")
     try:
         target = os.path.join(tmp, "model")

@@ -73,3 +73,37 @@ def test_local_paths_work_the_same_way(tmp_path):
                                             str(tmp_path / "model" / "saved_model.pb")]
     with fs.SyncedDir(str(tmp_path / "ck")) as local:
         assert local == str(tmp_path / "ck")
+
+
+def test_every_call_takes_path_objects(tmp_path):
+    """pathlib paths work wherever a str does (they are local paths)."""
+    d = tmp_path / "d"
+    fs.makedirs(d)
+    fs.write_bytes(d / "f.bin", b"abc")
+    with fs.open(d / "g.bin", "wb") as f:
+        f.write(b"g")
+    assert fs.exists(d / "f.bin") and fs.isdir(d) and fs.read_bytes(d / "f.bin") == b"abc"
+    assert fs.listdir(d) == ["f.bin", "g.bin"]
+    assert fs.list_files(d) == [str(d / "f.bin"), str(d / "g.bin")]
+    fs.rename(d / "g.bin", d / "h.bin")
+    fs.upload(d / "h.bin", tmp_path / "up.bin")
+    fs.download(tmp_path / "up.bin", tmp_path / "down.bin")
+    assert fs.read_bytes(tmp_path / "down.bin") == b"g"
+    fs.delete(tmp_path / "down.bin")
+    with fs.export_dir(tmp_path / "model") as local:
+        open(os.path.join(local, "saved_model.pb"), "w").write("m")
+    assert fs.exists(tmp_path / "model" / "saved_model.pb")
+    with fs.SyncedDir(tmp_path / "ck") as local:
+        assert local == str(tmp_path / "ck")
+    assert fs.absolute_path(d, default="file:///") == f"file://{d}"
+
+
+@pytest.mark.parametrize("call", [
+    lambda: fs.exists(None), lambda: fs.isdir(3), lambda: fs.listdir(b"/tmp"),
+    lambda: fs.makedirs(""), lambda: fs.read_bytes(None), lambda: fs.write_bytes(None, b""),
+    lambda: fs.delete(None), lambda: fs.rename(None, "/tmp/x"), lambda: fs.list_files(1.5),
+    lambda: fs.upload(None, "/tmp/x"), lambda: fs.download("/tmp", None),
+    lambda: fs.SyncedDir(None)])
+def test_a_path_of_the_wrong_type_is_named(call):
+    with pytest.raises(TypeError, match=r"must be a non-empty str or os\.PathLike"):
+        call()
