@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import importlib.util
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -116,6 +117,8 @@ RESERVED_ENV = frozenset({"TF_CONFIG", "SPARKTF_NODE"})
 def path(value: Any) -> str | None:
     if value is None:
         return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
     if not isinstance(value, str) or not value:
         raise _Invalid("be a non-empty path string or None")
     return value

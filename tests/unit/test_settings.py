@@ -103,3 +103,7 @@ def test_every_control_message_is_in_the_catalogue_with_its_fields():
         messages.make("feed_bound", bound=3)
     with pytest.raises(ValueError, match="unexpected \\['extra'\\]"):
         messages.make("heartbeat", step=1, rows=2, extra=3)
+
+
+def test_log_dir_takes_a_path_object(tmp_path):
+    assert Settings.resolve({}, log_dir=tmp_path / "logs").log_dir == str(tmp_path / "logs")
