@@ -7,10 +7,9 @@ here (``signature`` is given the module).
 
 from __future__ import annotations
 
-import pickle
-
 from sparktf.common import feedwire
 from sparktf.errors import FeedError
+from sparktf.node.feed import unpickle
 
 
 def read_schema(payload):
@@ -27,11 +26,11 @@ def decode(kind: bytes, payload, schema):
 
         return pa.ipc.read_record_batch(pa.py_buffer(payload), schema)
     if kind == feedwire.PICKLED:
-        return pickle.loads(payload)
+        return unpickle.loads(payload)
     if kind == feedwire.MULTI:
         items = []
         for part in feedwire.unpack_parts(payload):
-            items.extend(pickle.loads(part))
+            items.extend(unpickle.loads(part))
         return items
     raise FeedError(f"unexpected frame {kind!r} on the data feed")
 
