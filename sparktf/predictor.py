@@ -133,16 +133,6 @@ def _predict_batches(batches, model_path: str, input_cols: Sequence[str], output
             yield part.append_column(output_col, column)
 
 
-def _local_master(df) -> bool:
-    """Whether ``df``'s Spark runs its executors on the driver's host (``local``,
-    ``local-cluster``)."""
-    from sparktf.driver import preflight
-
-    if preflight.is_connect(df):
-        return False
-    return df.sparkSession.sparkContext.master.startswith("local")
-
-
 def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "prediction", *,
             output_type: str = "double", signature: str = "serving_default",
             output_key: str | None = None, batch_size: int = 1024):
@@ -171,7 +161,8 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
 
     from sparktf.driver import preflight
 
-    if not (isinstance(df, DataFrame) or preflight.is_connect(df)):
+    connect = preflight.is_connect(df)  # a Spark Connect client: only the DataFrame API
+    if not (isinstance(df, DataFrame) or connect):
         raise ConfigError(f"df must be a pyspark DataFrame, got {type(df).__name__} (an RDD: "
                           "spark.createDataFrame(rdd, schema) first)")
     problems = []
@@ -206,9 +197,11 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
         raise ConfigError.from_problems(problems)
     from sparktf import fs
 
-    if fs.is_hadoop(model_path):
+    session = df.sparkSession
+    hadoop = fs.is_hadoop(model_path)
+    if hadoop:
         missing = not fs.exists(model_path.rstrip("/") + "/saved_model.pb")
-    elif _local_master(df):
+    elif not connect and session.sparkContext.master.startswith("local"):  # local[-cluster]
         # The executors share the driver's files and working directory only here; elsewhere
         # a local path may exist on the executors' hosts alone (--files, an image).
         model_path = os.path.abspath(model_path)
@@ -224,14 +217,11 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
     cols = list(input_cols)
     from sparktf.driver.cluster import hadoop_env
 
-    session = df.sparkSession
     # The session's conf: the Spark conf, and what spark.conf.set changed since
     startup_logs = (session.conf.get("spark.sparktf.tfStartupLogs", "false") or
                     "false").lower() == "true"
-    if preflight.is_connect(df):  # a Spark Connect client: only the DataFrame API is there
-        defaults = ()  # the executors' own Hadoop environment applies
-    else:
-        defaults = hadoop_env(session.sparkContext) if fs.is_hadoop(model_path) else ()
+    # (Spark Connect: the executors' own Hadoop environment applies)
+    defaults = hadoop_env(session.sparkContext) if hadoop and not connect else ()
 
     def run(batches):
         import os

@@ -23,8 +23,8 @@ _REBUILDERS: dict = {}  # numpy's _frombuffer -> the rebuilder standing in for i
 def _rebuilder(frombuffer):
     from numpy import ndarray
 
-    def rebuild(buf, dtype, shape, order, *axis_order):
-        if not (axis_order and axis_order[0] is not None) and order in ("C", "F"):
+    def rebuild(buf, dtype, shape, order, *axis_order):  # axis_order: numpy 2, order "K"
+        if order in ("C", "F") and not any(a is not None for a in axis_order):
             return ndarray(shape, dtype, buf, 0, None, order)
         return frombuffer(buf, dtype, shape, order, *axis_order)
 
