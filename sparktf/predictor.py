@@ -96,13 +96,18 @@ def _load(model_path: str, signature: str):
 
     tf = _tensorflow_without_keras()
 
-    local = model_path
-    if fs.is_hadoop(model_path):  # TF has no hdfs://: a local copy per Python worker
+    if fs.is_hadoop(model_path):  # TF has no hdfs://: a local copy per Python worker, removed
+        import shutil  # once loaded (the worker may end without cleaning up after itself)
         import tempfile
 
         local = tempfile.mkdtemp(prefix="sparktf-model-")
-        fs.download(model_path, local)
-    loaded = tf.saved_model.load(local)
+        try:
+            fs.download(model_path, local)
+            loaded = tf.saved_model.load(local)
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
+    else:
+        loaded = tf.saved_model.load(model_path)
     if signature not in loaded.signatures:
         raise ConfigError(f"{model_path} has no signature {signature!r}; it has "
                           f"{sorted(loaded.signatures)}")

@@ -112,8 +112,15 @@ def test_predict_scores_from_a_savedmodel_on_hdfs(spark, hdfs, tmp_path):
     remote = hdfs.path("models", "double")
     fs.upload(str(tmp_path / "m"), remote)
     df = spark.createDataFrame([([1.0, 2.0],), ([3.0, 4.0],)], "x array<float>")
+    import glob
+    import tempfile
+
+    copies = os.path.join(tempfile.gettempdir(), "sparktf-model-*")
+    before = set(glob.glob(copies))
     out = sparktf.predict(df, remote, ["x"], "y").collect()
     assert sorted(r.y for r in out) == [6.0, 14.0]
+    # each Python worker's local copy of the model is gone once the model is loaded
+    assert set(glob.glob(copies)) <= before
     from sparktf.errors import ConfigError
 
     with pytest.raises(ConfigError, match="holds no saved_model.pb"):
