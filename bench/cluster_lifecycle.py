@@ -12,6 +12,9 @@ Prints, from one run on one SparkContext:
 * scaling: on ``--scale-master`` (local[8]), a warm trivial job of 2 nodes and of 8 nodes,
   next to Spark's own barrier stage of 2 and of 8 Python tasks (returning at once, and with
   one allGather) on the same SparkContext;
+* parameter servers: on the same SparkContext, the trivial job with ``num_ps=2`` (4 nodes),
+  next to the same 4 nodes without parameter servers (a ps imports TensorFlow to run its
+  server; a job shorter than that import should not wait for it);
 * crash detection: a worker kills itself with SIGKILL (or raises) and the time from that moment
   to the driver's NodeError (both clocks are this machine's ``time.time()``).
 
@@ -64,11 +67,12 @@ def bare_barrier(sc, tasks=2, task=_gather_once):
     return time.perf_counter() - start
 
 
-def sparktf_job(sc, nodes=2):
+def sparktf_job(sc, nodes=2, num_ps=0):
     import sparktf
 
     start = time.perf_counter()
-    sparktf.run(sc, trivial, num_executors=nodes, log_to_driver=False).shutdown()
+    sparktf.run(sc, trivial, num_executors=nodes, num_ps=num_ps,
+                log_to_driver=False).shutdown()
     return time.perf_counter() - start
 
 
@@ -136,6 +140,8 @@ def main():
         s8 = statistics.median(bare_barrier(sc, 8, _return_at_once) for _ in range(a.repeats))
         g2 = statistics.median(bare_barrier(sc, 2) for _ in range(a.repeats))
         g8 = statistics.median(bare_barrier(sc, 8) for _ in range(a.repeats))
+        four = statistics.median(sparktf_job(sc, 4) for _ in range(a.repeats))
+        with_ps = statistics.median(sparktf_job(sc, 4, 2) for _ in range(a.repeats))
         sc.stop()
         print(f"\n| {a.scale_master}, warm (median of {a.repeats}) | 2 | 8 | 8 / 2 |")
         print("|---|---|---|---|")
@@ -147,6 +153,9 @@ def main():
               f"{g8 / g2:.2f} x |")
         print(f"sparktf's own cost over the empty barrier stage: 2 nodes {two - s2:.2f} s, "
               f"8 nodes {eight - s8:.2f} s ({(eight - s8) / max(two - s2, 1e-9):.2f} x)")
+        print(f"\nthe mission's call, sparktf.run(sc, main_fn, num_ps=2), trivial main_fn, "
+              f"4 nodes (2 ps, chief, worker): {with_ps:.2f} s; the same 4 nodes without "
+              f"parameter servers: {four:.2f} s ({with_ps / four:.2f} x)")
 
 
 if __name__ == "__main__":

@@ -9,74 +9,13 @@ array) and appends the model's output as ``output_col``. In the spirit of Spark'
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import os
-import sys
-import threading
 from collections.abc import Sequence
 
-from sparktf.common import logfilter
+from sparktf.common import logfilter, tfimport
 from sparktf.errors import ConfigError
 
 _MODELS: dict = {}  # model path -> loaded serving function, per Python worker
-
-# --------------------------------------------------- TensorFlow without its eager Keras import
-# ``import tensorflow`` (2.16 and later) ends by importing ``keras.src.optimizers`` (or
-# ``tf_keras.src.optimizers`` under TF_USE_LEGACY_KERAS) "so that optimizers register at load
-# time". That runs Keras 3's whole package __init__: every layer, matplotlib, IPython, pandas,
-# scikit-learn wrappers, about half of the import (3.7 s -> 1.9 s on the 2-core test machine),
-# paid by every Python worker that only loads a signature and calls it, which needs no Keras.
-# TensorFlow wraps that import in try/except ImportError; here it is refused and nothing else
-# changes: tf.keras stays TF's lazy loader (Keras is imported on first use), and a later
-# ``import keras`` works as usual.
-
-#: The packages ``import tensorflow`` imports only for their optimizers' registration.
-_EAGER_KERAS = ("keras", "tf_keras")
-_LOCK = threading.Lock()
-
-
-class _Refused(importlib.abc.Loader):
-    """A loader that declines: the import raises ImportError, which TensorFlow expects."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def create_module(self, spec):  # noqa: D102 - the importlib protocol
-        raise ImportError(f"{self.name} is not imported along with TensorFlow here "
-                          "(sparktf.predict)", name=self.name)
-
-    def exec_module(self, module) -> None:  # noqa: D102
-        raise ImportError(self.name, name=self.name)
-
-
-class _KerasDeferred(importlib.abc.MetaPathFinder):
-    """Finds ``keras``/``tf_keras`` where they are (``importlib.util.find_spec`` still tells
-    TensorFlow their directories, which it needs for ``tf.keras``) but refuses to load them."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name not in _EAGER_KERAS:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is not None:
-            spec.loader = _Refused(name)
-        return spec
-
-
-def _tensorflow_without_keras():
-    """The ``tensorflow`` module, imported without its eager Keras import if not yet imported."""
-    if "tensorflow" in sys.modules or any(name in sys.modules for name in _EAGER_KERAS):
-        import tensorflow as tf  # already there, or Keras is: nothing to save
-
-        return tf
-    with _LOCK:
-        finder = _KerasDeferred()
-        sys.meta_path.insert(0, finder)
-        try:
-            import tensorflow as tf
-        finally:
-            sys.meta_path.remove(finder)
-    return tf
 
 
 def _serving_fn(model_path: str, signature: str, startup_logs: bool = False):
@@ -91,10 +30,11 @@ def _serving_fn(model_path: str, signature: str, startup_logs: bool = False):
 
 def _load(model_path: str, signature: str):
     """(the loaded SavedModel, its signature function); Hadoop paths copied locally first.
-    TensorFlow without its eager Keras import: a signature needs no Keras (half the import)."""
+    TensorFlow without its eager Keras import (:mod:`sparktf.common.tfimport`): a signature
+    needs no Keras, which is half the import."""
     from sparktf import fs
 
-    tf = _tensorflow_without_keras()
+    tf = tfimport.tensorflow_without_keras()
 
     if fs.is_hadoop(model_path):  # TF has no hdfs://: a local copy per Python worker, removed
         import shutil  # once loaded (the worker may end without cleaning up after itself)

@@ -395,8 +395,10 @@ class JobState:
         if (self.training_done_at is not None and not self.stop_sent
                 and now >= self.training_done_at + self.grace):
             self.stop_sent = True
-            out.append(Send(self._names(lambda n: n.state in (NodeState.SERVING,
-                                                                NodeState.DONE)),
+            # A parameter server whose server is not up yet is stopped too: it has nothing
+            # to finish, and its process leaves without completing TensorFlow's import.
+            out.append(Send(self._names(lambda n: n.state in (NodeState.SERVING, NodeState.DONE)
+                                        or (n.state is NodeState.RUNNING and n.role.job == "ps")),
                             messages.NODE, messages.make("stop")))
         if self._finished(now):
             self.status = Status.FINISHED

@@ -134,6 +134,7 @@ def run(spec: NodeSpec) -> int:
     try:
         value = None
         if spec.role.job == "ps":
+            runtime.exit_on_stop = log_mirror is None  # else its logs are copied first
             ctx.serve()
         else:
             value = _call_main(spec, ctx)

@@ -35,6 +35,9 @@ class NodeRuntime:
         self.server: Any = None  # the TF server, once started
         self.step: int | None = None  # ctx.report / ctx.report_progress
         self.metrics: dict[str, float] = {}  # ctx.report
+        # 'stop' ends the process from the control thread, whatever the main thread does: a
+        # parameter server run by sparktf, which has nothing to finish (not even its start).
+        self.exit_on_stop = False
 
     def start(self) -> None:
         """Listen to the driver and send heartbeats, on threads of their own."""
@@ -59,6 +62,8 @@ class NodeRuntime:
                 elif kind == "stop":
                     self.training_done.set()
                     self.stop.set()
+                    if self.exit_on_stop:
+                        self._leave()
                 elif kind == "feed_bound":
                     plan = {k: msg[k] for k in ("give", "take") if msg.get(k)}
                     self.bound.update(msg["bound"], msg["final"], msg.get("ended", False), plan)
@@ -68,6 +73,20 @@ class NodeRuntime:
             print(f"sparktf: {self.spec.name} lost its connection to the driver; exiting",
                   file=sys.stderr, flush=True)
             os._exit(EXIT_DRIVER_LOST)
+
+    def _leave(self) -> None:
+        """Exit now, with this node's (empty) result: the main thread may be in the middle of
+        ``import tensorflow``, seconds that shutdown() would otherwise wait for."""
+        try:
+            self.chan.send(messages.make("done", value=None))
+        except OSError:
+            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(0)
 
     def _heartbeats(self) -> None:
         """Every heartbeat interval until the process exits, whatever the node is doing

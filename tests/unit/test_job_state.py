@@ -74,6 +74,22 @@ def test_training_done_then_stop_after_the_grace_then_finished():
     assert s.results == {"chief:0": "chief:0", "worker:0": "worker:0", "ps:0": None}
 
 
+def test_a_parameter_server_still_starting_is_stopped_with_the_others():
+    """A ps whose server is not up yet when training ends (it still imports TensorFlow: a
+    short main_fn, or a chief that failed over at once) gets 'stop' with the others instead
+    of keeping shutdown() waiting until its server has started only to be stopped."""
+    s = job(num=4, num_ps=2)
+    start(s)
+    s.apply("ps:0", NODE, messages.make("state", state="serving"), 1.0)  # ps:1 still starting
+    for name in ("chief:0", "worker:0"):
+        s.apply(name, NODE, messages.make("done", value=name), 2.0)
+    actions = s.step(2.0)
+    assert sent(actions, "stop") == {"chief:0", "worker:0", "ps:0", "ps:1"}
+    # it reports serving after all (the stop crossed its start): told again, harmlessly
+    assert sent(s.apply("ps:1", NODE, messages.make("state", state="serving"), 2.1),
+                "stop") == {"ps:1"}
+
+
 def test_the_last_result_is_never_lost_to_its_processes_exit():
     """The supervisor's exit report may overtake the node's own 'done' on its channel."""
     s = job(num=2)

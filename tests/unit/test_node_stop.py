@@ -1,0 +1,61 @@
+"""A node process and the driver's 'stop' (real processes and a real socket, no Spark)."""
+
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+from sparktf.common import messages, protocol
+
+# A parameter server's process: its main thread is busy starting (importing TensorFlow takes
+# seconds); only its control thread can hear the driver.
+PS_STILL_STARTING = textwrap.dedent("""
+    import socket, sys, threading, time, types
+    from sparktf.common import protocol
+    from sparktf.node.runtime import NodeRuntime
+
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    spec = types.SimpleNamespace(name="ps:0")
+    runtime = NodeRuntime(spec, protocol.Channel(sock))
+    runtime.exit_on_stop = {exit_on_stop}
+    threading.Thread(target=runtime._listen, daemon=True).start()
+    print("starting", flush=True)
+    time.sleep(60)  # 'import tensorflow'
+    print("started", flush=True)
+""")
+
+
+def _node(exit_on_stop):
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PS_STILL_STARTING.format(exit_on_stop=exit_on_stop),
+         str(theirs.fileno())], pass_fds=[theirs.fileno()], stdout=subprocess.PIPE, text=True)
+    theirs.close()
+    assert proc.stdout.readline() == "starting\n"
+    return proc, protocol.Channel(ours)
+
+
+def test_a_parameter_server_told_to_stop_while_it_starts_leaves_at_once_with_its_result():
+    proc, chan = _node(exit_on_stop=True)
+    try:
+        chan.send(messages.make("stop"))
+        assert proc.wait(timeout=20) == 0  # not after its 60 s start
+        assert chan.recv()["type"] == "done"  # the driver gets its (empty) result
+        assert proc.stdout.read() == ""  # it never finished starting
+    finally:
+        proc.kill()
+        proc.wait()
+        chan.close()
+
+
+def test_a_node_with_work_to_finish_hears_stop_but_its_main_thread_decides():
+    proc, chan = _node(exit_on_stop=False)
+    try:
+        chan.send(messages.make("stop"))
+        time.sleep(1.0)
+        assert proc.poll() is None  # main_fn's thread (or the log copy) still runs
+    finally:
+        proc.kill()
+        proc.wait()
+        chan.close()
