@@ -99,6 +99,7 @@ class Runner:
         self._monitor: threading.Thread | None = None
         self._stage_factory: StageFactory | None = None
         self._closed = False
+        self._cancelled_jobs: set[int] = set()  # Spark job ids cancelled once (_cancel)
         #: The job's final failure (None while it runs, or when it finished).
         self.failure: SparkTFError | None = None
         #: Set once nothing may start any more: an abort, or the final outcome.
@@ -429,6 +430,15 @@ class Runner:
         self._cancel(attempt.job_id)
 
     def _cancel(self, job_id: str) -> None:
+        """Cancel the job group's running jobs, each once. A job that has ended, was already
+        cancelled, or is not yet submitted (the callers cancel again while they wait for it)
+        is left alone: Spark would answer with a warning that it "failed to cancel" the
+        group."""
+        running = _running_jobs(self.sc, job_id)
+        if running is not None:
+            if not running - self._cancelled_jobs:  # (the tracker lags: still "running")
+                return
+            self._cancelled_jobs |= running
         try:
             self.sc.cancelJobGroup(job_id)
         except Exception as exc:  # noqa: BLE001 - e.g. the SparkContext was stopped
@@ -492,6 +502,21 @@ class _AttemptHandler:
 
     def on_disconnect(self, node: str, role: str) -> None:
         self._guard(self._runner.on_disconnect, node, role)
+
+
+def _running_jobs(sc, job_group: str) -> set[int] | None:
+    """The jobs of ``job_group`` that Spark's status tracker has not seen end (None: it
+    cannot be asked)."""
+    try:
+        tracker = sc.statusTracker()
+        running = set()
+        for job in tracker.getJobIdsForGroup(job_group):
+            info = tracker.getJobInfo(job)
+            if info is None or info.status not in ("SUCCEEDED", "FAILED"):
+                running.add(job)
+        return running
+    except Exception:  # noqa: BLE001 - e.g. a stopped SparkContext
+        return None
 
 
 def _active_tasks(sc, job_group: str) -> int:

@@ -216,3 +216,42 @@ def test_bin_standalone_cluster_runs_the_main_job(tmp_path, no_spark):
     assert stop.returncode == 0, stop.stdout + stop.stderr
     assert wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), timeout=30)
     assert not (tmp_path / "standalone").exists()
+
+
+NODE_FAILS = '''
+import sys, time
+from pyspark.sql import SparkSession
+import sparktf
+
+spark = SparkSession.builder.config("spark.log.level", "WARN").getOrCreate()
+
+def main_fn(ctx):
+    if ctx.is_chief:
+        raise ValueError("bad input in main_fn")
+    time.sleep(60)
+
+try:
+    sparktf.run(spark.sparkContext, main_fn).shutdown()
+except sparktf.NodeError as err:
+    print(f"NodeError: {err}".splitlines()[0], flush=True)
+    sys.exit(3)
+'''
+
+
+def test_a_failing_node_is_reported_by_sparktf_without_spark_warning_it_failed_to_cancel(
+        tmp_path, no_spark):
+    """A user's main_fn raises on the first job of a fresh driver: the console has sparktf's
+    NodeError and the node's own traceback, and no warning from Spark that it "failed to
+    cancel" sparktf's job group (sparktf cancelled a job that had already ended)."""
+    script = tmp_path / "fails.py"
+    script.write_text(NODE_FAILS)
+    import pyspark
+
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    out = subprocess.run([spark_submit, "--master", "local[2]", "--conf",
+                          "spark.driver.host=127.0.0.1", str(script)], cwd=tmp_path,
+                         env=_env(), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "NodeError: sparktf node chief:0" in out.stdout
+    assert "[chief:0] ValueError: bad input in main_fn" in out.stdout  # the node's own words
+    assert "Failed to cancel job group" not in out.stderr, out.stderr[-5000:]
