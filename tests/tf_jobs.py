@@ -24,7 +24,8 @@ def _data(n=512, seed=0):
 
 
 def mwms_keras(args, ctx):
-    """Synchronous all-reduce: MultiWorkerMirroredStrategy + tf-keras model.fit (num_ps=0)."""
+    """Synchronous all-reduce: MultiWorkerMirroredStrategy + tf-keras model.fit (any
+    parameter servers stay idle); ``args`` may be None (3 epochs)."""
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import tensorflow as tf
     import tf_keras as keras
@@ -37,7 +38,8 @@ def mwms_keras(args, ctx):
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat()
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    hist = model.fit(ds.with_options(options), epochs=args["epochs"], steps_per_epoch=20,
+    hist = model.fit(ds.with_options(options), epochs=(args or {}).get("epochs", 3),
+                     steps_per_epoch=20,
                      verbose=0)
     return {"loss": [float(v) for v in hist.history["loss"]],
             "num_replicas": strategy.num_replicas_in_sync,

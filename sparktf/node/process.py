@@ -16,6 +16,7 @@ import threading
 import traceback
 
 from sparktf.common import gpus, messages, procs, protocol
+from sparktf.node import mwms
 from sparktf.node.context import NodeContext
 from sparktf.errors import ConfigError
 from sparktf.node.runtime import NodeRuntime
@@ -137,6 +138,8 @@ def run(spec: NodeSpec) -> int:
             runtime.exit_on_stop = log_mirror is None  # else its logs are copied first
             ctx.serve()
         else:
+            if mwms.needed(spec.role.job, spec.cluster_spec):
+                mwms.install()  # MultiWorkerMirroredStrategy beside parameter servers
             value = _call_main(spec, ctx)
         if runtime.feed is not None:
             where = "feed"

@@ -26,6 +26,20 @@ def test_multi_worker_mirrored_strategy_trains(sc_local):
     assert cluster.results["worker:0"]["kernel"] == pytest.approx(chief["kernel"], abs=1e-5)
 
 
+def test_the_readme_call_mwms_with_num_ps_2_and_defaults_trains(sc_local):
+    """The README's first snippet as written: a MultiWorkerMirroredStrategy main_fn under
+    ``sparktf.run(sc, main_fn, num_ps=2)``, every other argument left unset (local[4]: 2 ps,
+    a chief, a worker). TensorFlow makes ps:0 the coordination leader of any cluster that
+    has parameter servers, and a parameter server runs no coordination service, so the
+    strategy used to wait for it for ever (the driver saw both trainers go silent)."""
+    cluster = sparktf.run(sc_local, tf_jobs.mwms_keras, num_ps=2)
+    chief = cluster.shutdown(timeout=300)
+    assert chief["num_replicas"] == 2  # chief and worker, in sync; the ps idle
+    assert chief["loss"][-1] < 0.05 * chief["loss"][0]
+    assert cluster.results["worker:0"]["kernel"] == pytest.approx(chief["kernel"], abs=1e-5)
+    assert cluster.results["ps:0"] is None and cluster.results["ps:1"] is None
+
+
 def test_parameter_server_strategy_trains_with_variables_on_the_ps(sc_local):
     cluster = sparktf.run(sc_local, tf_jobs.ps_strategy_keras, {"epochs": 2}, num_executors=4,
                           num_ps=1, env=TF_ENV)

@@ -1,0 +1,92 @@
+"""MultiWorkerMirroredStrategy in a cluster that also has parameter servers.
+
+TensorFlow makes the first parameter server the coordination-service leader of any cluster
+that has one (``multi_worker_util.coordination_leader``), which suits ParameterServerStrategy.
+MultiWorkerMirroredStrategy coordinates only its chief and workers, yet asks that same leader,
+and a parameter server runs no coordination service: the strategy's constructor then waits
+for ever, holding the GIL. So ``sparktf.run(sc, main_fn, num_ps=2)`` with a mirrored main_fn
+froze both trainers.
+
+In a chief's or worker's process of such a cluster, :func:`install` arranges that when the
+strategy starts, the coordination service it would configure without the parameter servers
+(the chief leads, or worker 0; chief and workers coordinated) is configured first; the strategy
+then keeps it, as it keeps any service configured before it. Nothing else changes, and nothing
+is done unless that strategy is created. TensorFlow is not imported here: the patch is applied
+when the strategy's module is imported (or at once if it already is).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+
+MODULE = "tensorflow.python.distribute.collective_all_reduce_strategy"
+TRAINING_JOBS = ("chief", "worker")
+
+
+def needed(job: str, cluster_spec: dict) -> bool:
+    return job in TRAINING_JOBS and bool(cluster_spec.get("ps"))
+
+
+def install() -> None:
+    """Patch the strategy when its module is imported (now, if it is already)."""
+    module = sys.modules.get(MODULE)
+    if module is not None:
+        _patch(module)
+    elif not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport())
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module):  # this spec's own loader instance: nothing else changes
+            run(module)
+            _patch(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _patch(module) -> None:
+    extended = getattr(module, "CollectiveAllReduceExtended", None)
+    original = getattr(extended, "_initialize_multi_worker", None)
+    if original is None or getattr(original, "_sparktf", False):
+        return
+
+    def _initialize_multi_worker(self, cluster_resolver):
+        if not getattr(self, "_local_or_standalone_client_mode", False):
+            _coordinate_trainers(module, cluster_resolver)
+        return original(self, cluster_resolver)
+
+    _initialize_multi_worker._sparktf = True
+    extended._initialize_multi_worker = _initialize_multi_worker
+
+
+def _coordinate_trainers(module, cluster_resolver) -> None:
+    """Configure the coordination service the strategy would have without parameter servers,
+    unless one is configured already (by the user, or another strategy)."""
+    try:
+        util, context, ops = module.multi_worker_util, module.context, module.ops
+        coordinated_job = module.coordination_config_pb2.CoordinatedJob
+    except AttributeError:  # another TensorFlow: leave the strategy as it is
+        return
+    spec = util.normalize_cluster_spec(cluster_resolver.cluster_spec())
+    if ("ps" not in spec.jobs or cluster_resolver.task_type not in TRAINING_JOBS
+            or not ops.executing_eagerly_outside_functions()
+            or context.context().coordination_service is not None):
+        return
+    trainers = {job: spec.job_tasks(job) for job in TRAINING_JOBS if job in spec.jobs}
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=util.coordination_leader(trainers),
+        coordinated_jobs=[coordinated_job(name=job, num_tasks=len(tasks))
+                          for job, tasks in trainers.items()])
