@@ -118,7 +118,13 @@ def dataframe_for_nodes(df, num_nodes: int, num_trainers: int):
 
     keys = partition_keys(df.sparkSession, num_nodes, num_trainers)
     table = F.array(*[F.lit(k).cast("long") for k in keys])
-    slot = F.pmod(F.spark_partition_id() + F.monotonically_increasing_id(), F.lit(num_trainers))
+    # Each partition deals its rows round the trainers from an offset of its own (its index),
+    # as rdd_for_nodes does: the row's position in its partition is monotonically_increasing_id
+    # less the partition's part of it (index << 33; not the id itself: 2**33 mod 3 is 2, which
+    # cancelled the offset for 3 trainers and sent every partition's surplus to the first).
+    pid = F.spark_partition_id().cast("long")
+    position = F.monotonically_increasing_id() - F.shiftleft(pid, 33)
+    slot = F.pmod(pid + position, F.lit(num_trainers))
     return (df.withColumn(KEY, F.element_at(table, (slot + 1).cast("int")))
             .repartition(num_nodes, KEY).drop(KEY))
 
