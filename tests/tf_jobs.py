@@ -5,6 +5,7 @@ not be importable on the executors. The model: linear regression y = x . [1, 2, 
 which every topology learns to a small loss in a few dozen steps.
 """
 
+import inspect
 import os
 import time
 
@@ -134,4 +135,5 @@ def seed_style_tf1_late_worker(args, ctx):
         while not sess.should_stop():
             sess.run(step_op)
             steps += 1
-    return {"my_steps": steps}
+    waits = inspect.signature(v1.train.SessionManager.__init__).parameters["recovery_wait_secs"]
+    return {"my_steps": steps, "recovery_wait_secs": waits.default}

@@ -17,9 +17,7 @@ when the strategy's module is imported (or at once if it already is).
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
+from sparktf.node import imports
 
 MODULE = "tensorflow.python.distribute.collective_all_reduce_strategy"
 TRAINING_JOBS = ("chief", "worker")
@@ -31,29 +29,7 @@ def needed(job: str, cluster_spec: dict) -> bool:
 
 def install() -> None:
     """Patch the strategy when its module is imported (now, if it is already)."""
-    module = sys.modules.get(MODULE)
-    if module is not None:
-        _patch(module)
-    elif not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PatchOnImport())
-
-
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name != MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        run = loader.exec_module
-
-        def exec_module(module):  # this spec's own loader instance: nothing else changes
-            run(module)
-            _patch(module)
-
-        loader.exec_module = exec_module
-        return spec
+    imports.after_import(MODULE, _patch)
 
 
 def _patch(module) -> None:

@@ -1,9 +1,39 @@
 """Helpers for classic TF1 between-graph code (``tf.compat.v1``) on sparktf nodes.
 
-Runs in the TF process; imports tensorflow when called.
+Runs in the TF process; imports tensorflow when called (:func:`install_defaults` does not).
 """
 
 from __future__ import annotations
+
+from sparktf.node import imports
+
+#: How often a session that waits for the chief checks whether it has initialized the model.
+RECOVERY_WAIT_SECS = 1.0
+SESSION_MANAGER = "tensorflow.python.training.session_manager"
+
+
+def install_defaults() -> None:
+    """In this node process, a ``tf.compat.v1.train.SessionManager`` created without
+    ``recovery_wait_secs`` (as ``MonitoredTrainingSession`` creates it for a non-chief worker)
+    checks every ``RECOVERY_WAIT_SECS`` instead of every 30 s whether the chief has
+    initialized the variables: in the seeds' plain TF1 code, a worker whose session comes up a
+    moment before the chief's otherwise idles for half a minute. A value given explicitly is
+    kept. Applied when TensorFlow's module is imported; nothing else changes."""
+    imports.after_import(SESSION_MANAGER, _shorter_recovery_wait)
+
+
+def _shorter_recovery_wait(module) -> None:
+    init = getattr(getattr(module, "SessionManager", None), "__init__", None)
+    code, defaults = getattr(init, "__code__", None), getattr(init, "__defaults__", None)
+    if code is None or not defaults:
+        return
+    positional = code.co_varnames[1:code.co_argcount]
+    with_defaults = positional[len(positional) - len(defaults):]
+    if "recovery_wait_secs" not in with_defaults:
+        return  # another TensorFlow: leave it as it is
+    i = with_defaults.index("recovery_wait_secs")
+    if defaults[i] == 30:
+        init.__defaults__ = defaults[:i] + (RECOVERY_WAIT_SECS,) + defaults[i + 1:]
 
 
 def worker_session_creator(master: str = "", config=None, scaffold=None,
@@ -12,7 +42,8 @@ def worker_session_creator(master: str = "", config=None, scaffold=None,
     (TensorFlow's default: 30 s) whether the chief has initialized the variables.
 
     A non-chief ``MonitoredTrainingSession`` waits for the chief in steps of 30 s, so a worker
-    that comes up a moment before the chief idles for half a minute. Use this creator instead::
+    that comes up a moment before the chief idles for half a minute. On sparktf nodes that
+    default is 1 s already (:func:`install_defaults`); this creator sets it explicitly::
 
         creator = sparktf.node.tf1.worker_session_creator(master=server.target, config=config)
         with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:

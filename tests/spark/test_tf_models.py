@@ -77,3 +77,17 @@ def test_classic_tf1_code_with_a_worker_15_s_late_never_hangs(sc_local):
     assert cluster.results["chief:0"]["my_steps"] == 50
     # it came after the last step: its session opened (on every task's server) and stopped
     assert cluster.results["worker:0"]["my_steps"] <= 1
+
+
+def test_classic_tf1_code_under_the_mission_call_does_not_idle_for_the_chief(sc_local):
+    """The seeds' TF1 program under ``sparktf.run(sc, main_fn, num_ps=2)`` with its worker
+    ready as soon as the chief: TensorFlow's MonitoredTrainingSession makes a non-chief check
+    for the chief's initialized variables every 30 s, so the worker (and the job) idled for
+    half a minute. In sparktf's node processes a SessionManager made without
+    recovery_wait_secs checks every second; the job ends with both nodes' steps done."""
+    cluster = sparktf.run(sc_local, tf_jobs.seed_style_tf1_late_worker,
+                          {"late": 0, "steps": 60}, num_ps=2, env=TF_ENV)
+    cluster.shutdown(timeout=300)
+    chief, worker = cluster.results["chief:0"], cluster.results["worker:0"]
+    assert chief["recovery_wait_secs"] == worker["recovery_wait_secs"] == 1.0
+    assert chief["my_steps"] + worker["my_steps"] >= 60

@@ -1,0 +1,45 @@
+"""Run a function on a module as soon as it is imported in this (node) process.
+
+How sparktf adjusts a TensorFlow module it needs to (:mod:`sparktf.node.mwms`,
+:mod:`sparktf.node.tf1`) without importing TensorFlow before ``main_fn`` does.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+from typing import Callable
+
+_HOOKS: dict[str, Callable] = {}
+
+
+def after_import(name: str, patch: Callable) -> None:
+    """Call ``patch(module)`` once module ``name`` is imported (now, if it already is)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        patch(module)
+        return
+    _HOOKS[name] = patch
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        patch = _HOOKS.get(name)
+        if patch is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module):  # this spec's own loader instance: nothing else changes
+            run(module)
+            _HOOKS.pop(name, None)
+            patch(module)
+
+        loader.exec_module = exec_module
+        return spec
