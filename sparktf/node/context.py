@@ -117,10 +117,6 @@ class NodeContext:
         chief/worker that trains has returned, or the driver stops the job.
         """
         os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
-        if self.job_name == "ps":  # sparktf's own: runs no Keras, so imports none (half of TF's
-            from sparktf.common import tfimport  # import; a later tf.keras still works)
-
-            tfimport.tensorflow_without_keras()
         self.start_server()
         self._runtime.report_state("serving")
         self._runtime.stop.wait()

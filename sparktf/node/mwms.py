@@ -7,8 +7,8 @@ and a parameter server runs no coordination service: the strategy's constructor 
 for ever, holding the GIL. So ``sparktf.run(sc, main_fn, num_ps=2)`` with a mirrored main_fn
 froze both trainers.
 
-In a chief's or worker's process of such a cluster, :func:`install` arranges that when the
-strategy starts, the coordination service it would configure without the parameter servers
+In a node's process, :func:`install` arranges that when the strategy starts on a chief or
+worker of such a cluster, the coordination service it would configure without the parameter servers
 (the chief leads, or worker 0; chief and workers coordinated) is configured first; the strategy
 then keeps it, as it keeps any service configured before it. Nothing else changes, and nothing
 is done unless that strategy is created. TensorFlow is not imported here: the patch is applied
@@ -21,10 +21,6 @@ from sparktf.node import imports
 
 MODULE = "tensorflow.python.distribute.collective_all_reduce_strategy"
 TRAINING_JOBS = ("chief", "worker")
-
-
-def needed(job: str, cluster_spec: dict) -> bool:
-    return job in TRAINING_JOBS and bool(cluster_spec.get("ps"))
 
 
 def install() -> None:

@@ -15,7 +15,7 @@ import sys
 import threading
 import traceback
 
-from sparktf.common import gpus, messages, procs, protocol
+from sparktf.common import gpus, messages, procs, protocol, tfimport
 from sparktf.node import mwms, tf1
 from sparktf.node.context import NodeContext
 from sparktf.errors import ConfigError
@@ -134,12 +134,12 @@ def run(spec: NodeSpec) -> int:
     where = "main_fn"
     try:
         value = None
-        if spec.role.job == "ps":
-            runtime.exit_on_stop = log_mirror is None  # else its logs are copied first
+        if spec.role.job == "ps":  # sparktf's own server: no user code, so no Keras (half
+            runtime.exit_on_stop = log_mirror is None  # of TF's import); its logs copied first
+            tfimport.tensorflow_without_keras()
             ctx.serve()
         else:
-            if mwms.needed(spec.role.job, spec.cluster_spec):
-                mwms.install()  # MultiWorkerMirroredStrategy beside parameter servers
+            mwms.install()  # MultiWorkerMirroredStrategy beside parameter servers
             tf1.install_defaults()  # TF1 sessions wait for the chief in steps of 1 s, not 30
             value = _call_main(spec, ctx)
         if runtime.feed is not None:
