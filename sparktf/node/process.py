@@ -134,10 +134,12 @@ def run(spec: NodeSpec) -> int:
     where = "main_fn"
     try:
         value = None
-        if spec.role.job == "ps":  # sparktf's own server: no user code, so no Keras (half
-            runtime.exit_on_stop = log_mirror is None  # of TF's import); its logs copied first
-            tfimport.tensorflow_without_keras()
-            ctx.serve()
+        if spec.role.job == "ps":  # sparktf's own server: nothing to finish, but a log copy
+            if log_mirror is None:
+                runtime.leave_on_stop()  # 'stop' may well come before TF's import ends
+            if not runtime.stop.is_set():
+                tfimport.tensorflow_without_keras()  # no user code, so no Keras (half of it)
+                ctx.serve()
         else:
             mwms.install()  # MultiWorkerMirroredStrategy beside parameter servers
             tf1.install_defaults()  # TF1 sessions wait for the chief in steps of 1 s, not 30

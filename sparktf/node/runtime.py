@@ -37,7 +37,8 @@ class NodeRuntime:
         self.metrics: dict[str, float] = {}  # ctx.report
         # 'stop' ends the process from the control thread, whatever the main thread does: a
         # parameter server run by sparktf, which has nothing to finish (not even its start).
-        self.exit_on_stop = False
+        self._exit_on_stop = False
+        self._stop_lock = threading.Lock()  # 'stop' and leave_on_stop(), whichever comes first
 
     def start(self) -> None:
         """Listen to the driver and send heartbeats, on threads of their own."""
@@ -61,8 +62,10 @@ class NodeRuntime:
                     self.training_done.set()
                 elif kind == "stop":
                     self.training_done.set()
-                    self.stop.set()
-                    if self.exit_on_stop:
+                    with self._stop_lock:
+                        self.stop.set()
+                        leave = self._exit_on_stop
+                    if leave:
                         self._leave()
                 elif kind == "feed_bound":
                     plan = {k: msg[k] for k in ("give", "take") if msg.get(k)}
@@ -73,6 +76,16 @@ class NodeRuntime:
             print(f"sparktf: {self.spec.name} lost its connection to the driver; exiting",
                   file=sys.stderr, flush=True)
             os._exit(EXIT_DRIVER_LOST)
+
+    def leave_on_stop(self) -> None:
+        """From now on, the driver's 'stop' ends this process at once, from the control thread,
+        whatever the main thread is doing; and if 'stop' came already, end it now. For a node
+        with nothing to finish: a parameter server of sparktf's own, still starting."""
+        with self._stop_lock:
+            self._exit_on_stop = True
+            stopped = self.stop.is_set()
+        if stopped:
+            self._leave()
 
     def _leave(self) -> None:
         """Exit now, with this node's (empty) result: the main thread may be in the middle of
