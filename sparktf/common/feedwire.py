@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import socket
 import struct
+from typing import Any
 
 from sparktf.common.protocol import recv_exact_into
 
@@ -104,6 +105,8 @@ def unpack_parts(payload) -> list:
     return out
 
 
-def recv_frame(sock: socket.socket) -> tuple[bytes, bytearray]:
+def recv_frame(sock: socket.socket, buffer_for=None) -> tuple[bytes, Any]:
+    """One frame: its kind and its payload, received into ``buffer_for(kind, size)`` (by
+    default a new ``bytearray``)."""
     kind, size = HEADER.unpack(recv_exact_into(sock, HEADER.size))
-    return kind, recv_exact_into(sock, size)
+    return kind, recv_exact_into(sock, size, buffer_for(kind, size) if buffer_for else None)

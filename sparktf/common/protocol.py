@@ -49,10 +49,11 @@ def _mac(secret: bytes, label: bytes, nonce: bytes) -> bytes:
     return hmac.new(secret, label + nonce, hashlib.sha256).digest()
 
 
-def recv_exact_into(sock: socket.socket, n: int) -> bytearray:
-    """Exactly ``n`` bytes into a new buffer (no copy afterwards: Arrow can wrap it)."""
-    buf = bytearray(n)
-    view = memoryview(buf)
+def recv_exact_into(sock: socket.socket, n: int, buf=None):
+    """Exactly ``n`` bytes into ``buf`` (any writable buffer of ``n`` bytes; by default a new
+    ``bytearray``), which it returns (no copy afterwards: Arrow can wrap it)."""
+    buf = bytearray(n) if buf is None else buf
+    view = memoryview(buf).cast("B")
     got = 0
     while got < n:
         k = sock.recv_into(view[got:], n - got)

@@ -9,8 +9,10 @@ a time, each into a buffer of its own, so replaying holds one frame in memory, n
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from sparktf.errors import FeedError
+from sparktf.node.feed import batches
 
 
 class Spool:
@@ -41,14 +43,14 @@ class Spool:
         """Make what was appended readable (before anyone may replay it)."""
         self._file.flush()
 
-    def read(self, index: int) -> tuple[bytes, bytearray, int]:
+    def read(self, index: int) -> tuple[bytes, Any, int]:
         """``(kind, payload, rows)`` of one frame (appended and flushed before); safe to call
         while another thread appends."""
         offset, size, rows, kind = self.frames[index]
         if self._read_fd is None:
             self._read_fd = os.open(self.path, os.O_RDONLY)
-        payload = bytearray(size)
-        view, got = memoryview(payload), 0
+        payload = batches.buffer_for(kind, size)
+        view, got = memoryview(payload).cast("B"), 0
         while got < size:
             n = os.preadv(self._read_fd, [view[got:]], offset + got)
             if not n:

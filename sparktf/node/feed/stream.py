@@ -92,7 +92,7 @@ class Stream:
     def _read(self) -> None:
         try:
             while True:
-                kind, payload = feedwire.recv_frame(self._sock)
+                kind, payload = feedwire.recv_frame(self._sock, batches.buffer_for)
                 if kind == feedwire.SCHEMA:
                     self.schema = batches.read_schema(payload)
                     continue
