@@ -23,7 +23,7 @@ def buffer_for(kind: bytes, size: int):
     """A buffer to receive or read one frame into. An Arrow batch's (tens of MB with Spark's
     10,000-row batches) comes from Arrow's memory pool, uninitialized: its allocator reuses the
     pages of the frames already consumed, where a new ``bytearray`` is zeroed, and its fresh
-    pages are faulted in, every time (three times the node's CPU for receiving its share)."""
+    pages are faulted in, every time (it was half of a DataFrame-fed node's CPU)."""
     if kind == feedwire.ARROW:
         import pyarrow as pa
 
