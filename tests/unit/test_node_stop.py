@@ -65,7 +65,7 @@ def test_a_parameter_server_told_to_stop_while_it_starts_leaves_at_once_with_its
 
 def test_a_parameter_server_told_to_stop_before_it_chose_to_leave_on_stop_leaves_then():
     """A short job: the driver's 'stop' reaches a ps as soon as it said hello, before its
-    main thread has decided that it may leave on 'stop' (it had a log_dir to mirror first).
+    main thread has decided that it may leave on 'stop' (it first sets up its log_dir, if any).
     It must leave then, not after its whole start."""
     proc, chan = _node(exit_on_stop=True, stop_first=True)
     try:
