@@ -158,6 +158,7 @@ class ForkedSupervisor(procs.ForkedChild):
         # Imported here, once per Spark Python worker (Spark reuses them), rather than after
         # the fork in every supervisor and TF process of every job.
         import sparktf.node.process  # noqa: F401 - the TF process's code
+        import cloudpickle  # noqa: F401 - main_fn's payload needs it to load: ~5 ms a node
         from sparktf.task import supervisor
 
         parent = os.getpid()
