@@ -49,12 +49,28 @@ def become_subreaper() -> bool:
     return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
+def has_children() -> bool | None:
+    """Whether this process has a child, running or exited but not yet reaped (None where
+    ``waitid`` is missing). Asks the kernel about this process alone, without reading every
+    process on the host as finding descendants does."""
+    if not hasattr(os, "waitid"):
+        return None
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WSTOPPED | os.WCONTINUED | os.WNOHANG
+                  | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
 def kill_tree(root: psutil.Process | None = None, grace: float = 2.0,
               include_root: bool = False) -> list[int]:
     """Terminate every descendant of ``root`` (default: this process), then kill survivors.
 
     Returns the pids that had to be killed with SIGKILL.
     """
+    if root is None and not include_root and has_children() is False:
+        return []  # no child, so no descendant: a subreaper's orphans are its children
     root = root or psutil.Process()
     try:
         procs = root.children(recursive=True)
