@@ -437,7 +437,7 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         raise ClusterStateError("the SparkContext is stopped: give sparktf.run() a running one "
                                 "(SparkSession.builder.getOrCreate() makes a new one)")
     problems = []
-    conf = dict(sc.getConf().getAll())
+    conf = preflight.spark_conf(sc)
     session = session or _active_session(sc)
     if session is not None:  # spark.conf.set("spark.sparktf....") counts too
         conf.update(session_conf(session.conf))

@@ -55,6 +55,25 @@ def pickle_payload(main_fn: Callable, args: Any, n_params: int) -> tuple[bytes |
                       "capture a SparkContext, a SparkSession, locks or open files")
 
 
+#: What Spark shows in place of a value whose key or text looks secret (spark.redaction.regex).
+REDACTED = "*********(redacted)"
+
+
+def spark_conf(sc) -> dict[str, str]:
+    """The SparkContext's configuration as a dict, in a few py4j calls: ``sc.getConf()``
+    copies it entry by entry, two or three calls each (~20 ms of every ``run()``). Read as
+    Spark's one-string listing, with any redacted value read again on its own; where that
+    listing is ambiguous (a value with a line break in it), the entry-by-entry copy."""
+    jconf = getattr(getattr(sc, "_conf", None), "_jconf", None)
+    if jconf is None:
+        return dict(sc.getConf().getAll())
+    text = jconf.toDebugString()
+    entries = [line.partition("=") for line in text.split("\n")] if text else []
+    if any(not sep for _, sep, _ in entries) or len(entries) != len(jconf.getAll()):
+        return dict(sc.getConf().getAll())
+    return {k: (jconf.get(k) if v == REDACTED else v) for k, _, v in entries}
+
+
 _LOCAL = re.compile(r"^local\[(\d+|\*)(?:,\s*\d+)?\]$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
 

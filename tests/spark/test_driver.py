@@ -316,3 +316,31 @@ def test_spark_sparktf_settings_set_on_the_session_at_runtime_count(sc_local):
     finally:
         spark.conf.unset("spark.sparktf.tailLines")
         spark.conf.unset("spark.sparktf.maxRestarts")
+
+
+def test_the_spark_conf_is_read_exactly_in_one_string(sc_local):
+    """run() reads the SparkContext's conf from Spark's one-string listing: a value that looks
+    secret (redacted there) and one with a line break (ambiguous there) still arrive exactly
+    as ``sc.getConf()`` has them, and a spark.sparktf setting of the context counts."""
+    from sparktf.driver import preflight
+
+    jconf = sc_local._conf._jconf
+    added = {"spark.sparktf.test.password": "hunter2", "spark.sparktf.tailLines": "9"}
+    try:
+        for key, value in added.items():
+            jconf.set(key, value)
+        assert "(redacted)" in sc_local._conf.toDebugString()
+        conf = preflight.spark_conf(sc_local)
+        assert conf == dict(sc_local.getConf().getAll())
+        assert conf["spark.sparktf.test.password"] == "hunter2"
+        jconf.set("spark.sparktf.test.lines", "a\nspark.sparktf.tailLines=3")
+        added["spark.sparktf.test.lines"] = ""
+        conf = preflight.spark_conf(sc_local)
+        assert conf == dict(sc_local.getConf().getAll())
+        assert conf["spark.sparktf.tailLines"] == "9"
+        cluster = sparktf.run(sc_local, jobs.describe, num_executors=2)
+        cluster.shutdown()
+        assert cluster.settings.tail_lines == 9
+    finally:
+        for key in added:
+            jconf.remove(key)
