@@ -11,7 +11,9 @@ Prints, from one run on one SparkContext:
   Each side gets a fresh SparkContext, so both "cold" figures start from new executors;
 * scaling: on ``--scale-master`` (local[8]), a warm trivial job of 2 nodes and of 8 nodes,
   next to Spark's own barrier stage of 2 and of 8 Python tasks (returning at once, and with
-  one allGather) on the same SparkContext;
+  one allGather) on the same SparkContext; wall and the whole host's CPU-seconds (Linux
+  ``/proc/stat``: with 8 nodes on 2 cores the job is CPU-bound, and CPU is the steadier
+  figure on a shared machine);
 * parameter servers: on the same SparkContext, the trivial job with ``num_ps=2`` (4 nodes),
   next to the same 4 nodes without parameter servers (a ps imports TensorFlow to run its
   server; a job shorter than that import should not wait for it);
@@ -65,6 +67,25 @@ def bare_barrier(sc, tasks=2, task=_gather_once):
     start = time.perf_counter()
     sc.parallelize(range(tasks), tasks).barrier().mapPartitions(task).collect()
     return time.perf_counter() - start
+
+
+def host_cpu():
+    """CPU-seconds the whole host has spent so far (user, nice and system; Linux
+    ``/proc/stat``): every process of a job, the JVM's and the kernel's work included."""
+    with open("/proc/stat") as f:
+        user, nice, system = (int(x) for x in f.readline().split()[1:4])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
+def medians(fn, repeats, *args):
+    """Median wall seconds (as ``fn`` returns them) and median host CPU-seconds of
+    ``repeats`` calls of ``fn(*args)``."""
+    walls, cpus = [], []
+    for _ in range(repeats):
+        before = host_cpu()
+        walls.append(fn(*args))
+        cpus.append(host_cpu() - before)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def sparktf_job(sc, nodes=2, num_ps=0):
@@ -133,11 +154,11 @@ def main():
     if a.scale_master:
         sc = fresh_context(a.scale_master, 8)
         sparktf_job(sc, 8)  # warm the Python workers of all 8 slots
-        two = statistics.median(sparktf_job(sc, 2) for _ in range(a.repeats))
-        eight = statistics.median(sparktf_job(sc, 8) for _ in range(a.repeats))
+        two, two_cpu = medians(sparktf_job, a.repeats, sc, 2)
+        eight, eight_cpu = medians(sparktf_job, a.repeats, sc, 8)
         bare_barrier(sc, 8, _return_at_once)
-        s2 = statistics.median(bare_barrier(sc, 2, _return_at_once) for _ in range(a.repeats))
-        s8 = statistics.median(bare_barrier(sc, 8, _return_at_once) for _ in range(a.repeats))
+        s2, s2_cpu = medians(bare_barrier, a.repeats, sc, 2, _return_at_once)
+        s8, s8_cpu = medians(bare_barrier, a.repeats, sc, 8, _return_at_once)
         g2 = statistics.median(bare_barrier(sc, 2) for _ in range(a.repeats))
         g8 = statistics.median(bare_barrier(sc, 8) for _ in range(a.repeats))
         four = statistics.median(sparktf_job(sc, 4) for _ in range(a.repeats))
@@ -151,8 +172,14 @@ def main():
               f"{s8:.2f} s | {s8 / s2:.2f} x |")
         print(f"| baseline: the same, one allGather | {g2:.2f} s | {g8:.2f} s | "
               f"{g8 / g2:.2f} x |")
+        print(f"| sparktf: host CPU-seconds per job | {two_cpu:.2f} | {eight_cpu:.2f} | "
+              f"{eight_cpu / max(two_cpu, 1e-9):.2f} x |")
+        print(f"| baseline: host CPU-seconds per empty stage | {s2_cpu:.2f} | {s8_cpu:.2f} | "
+              f"{s8_cpu / max(s2_cpu, 1e-9):.2f} x |")
         print(f"sparktf's own cost over the empty barrier stage: 2 nodes {two - s2:.2f} s, "
-              f"8 nodes {eight - s8:.2f} s ({(eight - s8) / max(two - s2, 1e-9):.2f} x)")
+              f"8 nodes {eight - s8:.2f} s ({(eight - s8) / max(two - s2, 1e-9):.2f} x); "
+              f"CPU per node {(eight_cpu - s8_cpu) / 8 * 1000:.0f} ms "
+              f"({os.cpu_count()} cores)")
         print(f"\nthe mission's call, sparktf.run(sc, main_fn, num_ps=2), trivial main_fn, "
               f"4 nodes (2 ps, chief, worker): {with_ps:.2f} s; the same 4 nodes without "
               f"parameter servers: {four:.2f} s ({with_ps / four:.2f} x)")
