@@ -3,13 +3,15 @@
 import json
 import socket
 import threading
+import time
 
 from sparktf.common import feedwire
 
 
-def serve_partition(path, frames):
+def serve_partition(path, frames, delay=0.0):
     """Listen on the Unix socket ``path``; send ``frames`` ((kind, payload, rows) each) to the
-    feed that connects, then the end of the partition, and wait until the feed closes."""
+    feed that connects (``delay`` seconds before each: a slow Spark side), then the end of
+    the partition, and wait until the feed closes."""
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     srv.listen(1)
@@ -19,6 +21,8 @@ def serve_partition(path, frames):
         rows = 0
         try:
             for kind, payload, n in frames:
+                if delay:
+                    time.sleep(delay)
                 feedwire.send_frame(conn, kind, payload)
                 rows += n
             feedwire.send_frame(conn, feedwire.END, json.dumps({"rows": rows}).encode())

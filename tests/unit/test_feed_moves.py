@@ -52,12 +52,15 @@ class Driver:
         self.state = JobState(assign_roles(len(names), 0, "chief", False), Limits(), 0.0)
         self.bounds = {name: Bound() for name in names}
         self.lock = threading.Lock()
+        self.reports = {name: [] for name in names}  # each node's feed_progress messages
         for name in names:
             self.state.apply(name, messages.NODE, messages.hello(messages.NODE, name, "h"), 0.0)
 
     def report(self, name):
         def apply(msg):
             with self.lock:
+                if msg.get("type") == "feed_progress":
+                    self.reports[name].append(msg)
                 sends = self.state.apply(name, messages.NODE, msg, 1.0)
             for send in sends:
                 m = send.message
@@ -67,14 +70,16 @@ class Driver:
         return apply
 
 
-def run_lockstep(tmp_path, shares, epochs, make_frames, per_frame=10, batch=8, **config):
-    """Feed each node its share, consume in lockstep; the ids each node took, per epoch."""
+def run_lockstep(tmp_path, shares, epochs, make_frames, per_frame=10, batch=8, delays=None,
+                 **config):
+    """Feed each node its share (``delays``: seconds before each frame, per node), consume
+    in lockstep; the ids each node took, per epoch."""
     names = [r.name for r in assign_roles(len(shares), 0, "chief", False)]
     driver = Driver(names)
     feeds = {}
-    for name, ids in zip(names, shares):
+    for i, (name, ids) in enumerate(zip(names, shares)):
         path = os.path.join(tmp_path, f"{name.replace(':', '')}.sock")
-        serve_partition(path, make_frames(ids, per_frame))
+        serve_partition(path, make_frames(ids, per_frame), delays[i] if delays else 0.0)
         spool_dir = tmp_path / name.replace(":", "")
         spool_dir.mkdir()
         feeds[name] = DataFeed(
@@ -180,3 +185,20 @@ def test_an_empty_partition_gets_half_of_the_other(tmp_path, make_frames):
     assert sorted(out["chief:0"][0]) == list(range(26, 51))  # the worker's last 25
     assert out["worker:0"][0] == list(range(25))
     assert driver.state.rows_moved == 25
+
+
+def test_a_node_ahead_of_the_bound_holds_its_progress_back_until_the_bound_reaches_it(tmp_path):
+    """Each progress report costs the driver a round of bound messages to every node. While
+    the bound is below what a node last reported, another node holds it back, and the node
+    ahead need not say more until the bound reaches it (in lockstep, about every other frame of
+    the slow node's); the slow node reports as its rows come. Every row still arrives, and nobody waits on a report held back: the worker's
+    Spark side is slow (a frame every 10 ms), the chief's is not."""
+    share = list(range(400))
+    out, feeds, driver = run_lockstep(tmp_path, [share, [i + 1000 for i in share]], 1,
+                                      pickled_frames, delays=[0.0, 0.01])
+    assert out["chief:0"][0] == share and out["worker:0"][0] == [i + 1000 for i in share]
+    chief, worker = driver.reports["chief:0"], driver.reports["worker:0"]
+    assert chief[-1]["ended"] and worker[-1]["ended"]
+    # the chief is at most its read-ahead past the bound: it reports as the bound reaches
+    # its last count, about every other frame of the worker's
+    assert len(chief) <= 0.6 * len(worker), (len(chief), len(worker))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import threading
 from typing import Any, Callable, Iterator
 
 from sparktf.common import feedwire, messages
@@ -48,6 +49,13 @@ class DataFeed:
         self._report = report
         self._equalizing = bool(config.equalize and train_mode)
         self._bound = bound
+        # Progress reports: the rows last reported, and the newest report held back
+        # (see _report_progress).
+        self._report_lock = threading.Lock()
+        self._reported = 0
+        self._held_report: dict | None = None
+        if self._equalizing:
+            bound.listener = self._bound_moved
         moving = self._equalizing and config.exchange and peer is not None
         path = os.path.join(spool_dir, "epoch1.spool")
         self._spool = (Spool(path, config.spool_max_bytes, config.num_epochs)
@@ -82,8 +90,32 @@ class DataFeed:
         self.rows_fed = 0
 
     def _report_progress(self, message: dict) -> None:
+        """Tell the driver how many rows this node's share has so far. While the bound is
+        below the count last reported, another node is the one holding it back and a higher
+        count from this node changes nothing: the report is held back (the newest one), and
+        sent once the bound reaches the last count (:meth:`_bound_moved`). Each report costs
+        the driver a round of bound messages; this halves them in a steady feed."""
         if self._exchange is not None:
             message = dict(message, exchange=self._exchange.address)
+        bound = self._bound
+        with self._report_lock:
+            if not message.get("ended") and not message.get("stopped") and not bound.final \
+                    and bound.value < self._reported:
+                self._held_report = message
+                return
+            self._held_report = None
+            self._reported = max(self._reported, message["received"])
+        self._report(message)
+
+    def _bound_moved(self) -> None:
+        """The bound changed (the control thread): send the held-back report if this node
+        may now be the one holding the bound back."""
+        with self._report_lock:
+            message = self._held_report
+            if message is None or self._bound.value < self._reported:
+                return
+            self._held_report = None
+            self._reported = max(self._reported, message["received"])
         self._report(message)
 
     def _share_rows(self) -> int:

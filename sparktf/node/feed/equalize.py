@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Callable
 
 from sparktf.errors import FeedError
 
@@ -28,6 +29,9 @@ class Bound:
         #: With the final bound, this node's part of a plan to move rows: ``{"give": [[taker,
         #: address, rows], ...]}`` or ``{"take": [[giver, rows], ...]}`` (see exchange).
         self.plan: dict = {}
+        #: Called (without the lock) after every update: the feed sends a progress report it
+        #: held back once the bound has caught up with it.
+        self.listener: Callable[[], None] | None = None
 
     def update(self, value: int, final: bool, peers_ended: bool = False,
                plan: dict | None = None) -> None:
@@ -37,6 +41,9 @@ class Bound:
             self.value, self.final = max(self.value, value), final or self.final
             self.peers_ended = self.peers_ended or peers_ended
             self.cond.notify_all()
+        listener = self.listener
+        if listener is not None:
+            listener()
 
     @property
     def gives(self) -> list:
