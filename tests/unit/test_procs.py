@@ -2,11 +2,7 @@
 
 import subprocess
 import sys
-import time
 
-import psutil
-
-from sparktf.common import procs
 
 
 def _run(code: str) -> list[str]:
@@ -19,7 +15,6 @@ def test_has_children_sees_a_running_child_and_a_zombie_and_nothing_once_reaped(
     the scan of every process on the host that finding descendants takes."""
     out = _run(r"""
 import os, subprocess, sys, time
-from sparktf.common import procs
 a = procs.has_children()
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
 b = procs.has_children()
@@ -38,7 +33,6 @@ def test_kill_tree_stops_an_orphaned_grandchild_of_a_subreaper():
     so its being a child again is what makes kill_tree look for descendants and stop it."""
     out = _run(r"""
 import os, subprocess, sys, time
-from sparktf.common import procs
 procs.become_subreaper()
 middle = subprocess.Popen([sys.executable, "-c",
     "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
@@ -60,7 +54,7 @@ print(alive, gone, procs.has_children())
 
 
 def test_kill_tree_with_no_children_returns_at_once():
-    start = time.monotonic()
-    assert _run("from sparktf.common import procs; print(procs.kill_tree(grace=5.0))") == ["[]"]
-    assert time.monotonic() - start < 30  # the interpreter's start; no grace waited
-    assert psutil.Process().children() == []
+    """Nothing to stop: no scan, no grace waited, nothing killed."""
+    out = _run("import time; from sparktf.common import procs; t = time.monotonic(); "
+               "print(procs.kill_tree(grace=5.0), time.monotonic() - t < 1.0)")
+    assert out == ["[]", "True"]
