@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 
-
 def _run(code: str) -> list[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60).stdout.split()
