@@ -14,6 +14,7 @@ def test_has_children_sees_a_running_child_and_a_zombie_and_nothing_once_reaped(
     the scan of every process on the host that finding descendants takes."""
     out = _run(r"""
 import os, subprocess, sys, time
+from sparktf.common import procs
 a = procs.has_children()
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
 b = procs.has_children()
@@ -32,6 +33,7 @@ def test_kill_tree_stops_an_orphaned_grandchild_of_a_subreaper():
     so its being a child again is what makes kill_tree look for descendants and stop it."""
     out = _run(r"""
 import os, subprocess, sys, time
+from sparktf.common import procs
 procs.become_subreaper()
 middle = subprocess.Popen([sys.executable, "-c",
     "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
