@@ -68,7 +68,8 @@ _ALL = [
     Message("feed_bound", "driver", "node", ("bound", "final"),
             "equalize: rows every training node may hand out this epoch; final once known; "
             "whether a share has ended (ended); with the final bound, the rows this node "
-            "gives [[taker, address, rows], ...] (give) or takes [[giver, rows], ...] (take)"),
+            "gives [[taker, address, rows], ...] (give) or takes [[giver, rows], ...] (take); "
+            "before that, the fewest rows another training node has reported (others)"),
     Message("abort", "driver", "agent", (),
             "stop the TF process and everything below it now"),
 ]
@@ -77,7 +78,7 @@ CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
 #: Fields a message may carry beyond the catalogue's (for the hello: its pid and port).
 _OPTIONAL = {"hello": ("pid", "port"), "heartbeat": ("epoch", "epoch_rows", "metrics"),
              "feed_progress": ("exchange", "stopped"),
-             "feed_bound": ("ended", "give", "take")}
+             "feed_bound": ("ended", "give", "take", "others")}
 
 
 def make(type_: str, **fields) -> dict:

@@ -149,6 +149,8 @@ class JobState:
         self._feed_progress: dict[str, tuple[int, bool]] = {}
         # the last bound sent: (rows, final, whether some training node's share has ended)
         self._bound_sent: tuple[int, bool, bool] | None = None
+        #: Per training node: the fewest rows another training node has reported, as sent.
+        self._others_sent: dict[str, int] = {}
         self._exchange: dict[str, str] = {}  # training node -> where it takes moved rows
         self._feed_stopped: set[str] = set()  # shares ended early: terminate(), main_fn done
         self._moves: dict[str, dict] = {}  # node -> its part of the plan sent with the bound
@@ -335,6 +337,8 @@ class JobState:
         extra = {"ended": True} if peers_ended else {}
         if len(to) == 1 and self._moves.get(to[0]):
             extra.update(self._moves[to[0]])
+        if len(to) == 1 and not final and to[0] in self._others_sent:
+            extra["others"] = self._others_sent[to[0]]
         return Send(to, messages.NODE, messages.make("feed_bound", bound=bound, final=final,
                                                      **extra))
 
@@ -357,10 +361,15 @@ class JobState:
         # finished one: it can only grow, so that smallest count is the epoch's length.
         elif ended and all(done or rows >= min(ended) for rows, done in progress):
             bound = (min(ended), True, True)
-        if bound == self._bound_sent:
-            return []
-        self._bound_sent = bound
-        return [self._bound_message(tuple(trainers))]
+        # Each node also hears the fewest rows any other node has reported: with its own
+        # count, fresh, that bounds it without waiting for its own reports to come back.
+        others = {} if bound[1] else {
+            name: min(p[0] for other, p in zip(trainers, progress) if other != name)
+            for name in trainers if len(trainers) > 1}
+        to = [name for name in trainers if bound != self._bound_sent
+              or others.get(name) != self._others_sent.get(name)]
+        self._bound_sent, self._others_sent = bound, others
+        return [self._bound_message((name,)) for name in to]
 
     def _send_moves(self, trainers: list[str], target: int, moves) -> list[Send]:
         """The final bound with each node's part of the plan: whom it gives its last rows to

@@ -69,7 +69,8 @@ class NodeRuntime:
                         self._leave()
                 elif kind == "feed_bound":
                     plan = {k: msg[k] for k in ("give", "take") if msg.get(k)}
-                    self.bound.update(msg["bound"], msg["final"], msg.get("ended", False), plan)
+                    self.bound.update(msg["bound"], msg["final"], msg.get("ended", False), plan,
+                                      msg.get("others"))
         except (OSError, EOFError, pickle.UnpicklingError):
             pass
         if not self.stop.is_set():

@@ -202,3 +202,32 @@ def test_a_node_ahead_of_the_bound_holds_its_progress_back_until_the_bound_reach
     # the chief is at most its read-ahead past the bound: it reports as the bound reaches
     # its last count, about every other frame of the worker's
     assert len(chief) <= 0.6 * len(worker), (len(chief), len(worker))
+
+
+def test_a_node_goes_as_far_as_its_own_fresh_count_and_the_others_reported():
+    """Before the bound is final, a node may hand out as many rows as it has now and every
+    other node surely has (the fewest another node reported): not only the driver's bound,
+    which waits for the node's own report to come back. Never past the others, never lower
+    than before, and exactly the final length once that is known."""
+    bound, own = Bound(), [0]
+    bound.own = lambda: own[0]
+    bound.update(0, False, others=40)
+    assert bound.limit() == 0  # nothing of its own yet
+    own[0] = 25
+    assert bound.limit() == 25 and bound.allows(20, 10) == 5
+    own[0] = 90
+    assert bound.limit() == 40  # not past what another node surely has
+    bound.update(30, False, others=35)  # a report overtaken by a newer one lowers nothing
+    assert bound.limit() == 40
+    bound.update(60, True)  # final: the epoch's exact length
+    assert bound.limit() == 60
+
+    waiting, own2 = Bound(), [0]
+    waiting.own = lambda: own2[0]
+    waiting.update(0, False, others=100)
+    consumer = threading.Thread(target=waiting.wait_beyond, args=(0, 10))
+    consumer.start()
+    own2[0] = 10
+    waiting.poke()  # the node's own rows arrived: the consumer goes on at once
+    consumer.join(5)
+    assert not consumer.is_alive()

@@ -246,18 +246,34 @@ def test_a_failed_spark_job_waits_for_the_nodes_own_reports():
     assert isinstance(s.outcome, SparkJobError) and "Job aborted" in str(s.outcome)
 
 
+def by_node(sends):
+    """Each node's message, by name."""
+    assert all(len(x.to) == 1 for x in sends)
+    return {x.to[0]: x.message for x in sends}
+
+
 def test_feed_bound_is_the_fewest_rows_and_final_once_known():
+    """Every training node hears the bound (the fewest rows any node reported), and until
+    it is final, the fewest rows any *other* node reported: with its own count, fresh, that is
+    how far it may go without waiting for its own report to come back."""
     s = job(num=2)
     start(s)
     a = s.apply("chief:0", NODE, messages.make("feed_progress", received=10, ended=False), 1.0)
     # worker:0 has reported nothing yet: nobody may hand out a row
-    assert [x.message for x in a] == [messages.make("feed_bound", bound=0, final=False)]
+    assert by_node(a) == {
+        "chief:0": messages.make("feed_bound", bound=0, final=False, others=0),
+        "worker:0": messages.make("feed_bound", bound=0, final=False, others=10)}
     b = s.apply("worker:0", NODE, messages.make("feed_progress", received=6, ended=False), 1.0)
-    assert [x.message for x in b] == [messages.make("feed_bound", bound=6, final=False)]
-    c = s.apply("worker:0", NODE, messages.make("feed_progress", received=8, ended=True), 1.0)
-    assert [x.message for x in c] == [messages.make("feed_bound", bound=8, final=True,
-                                                    ended=True)]
-    assert set(c[0].to) == {"chief:0", "worker:0"}
+    assert by_node(b) == {
+        "chief:0": messages.make("feed_bound", bound=6, final=False, others=6),
+        "worker:0": messages.make("feed_bound", bound=6, final=False, others=10)}
+    # the chief's own count changes only what the worker may take: the worker alone hears it
+    c = s.apply("chief:0", NODE, messages.make("feed_progress", received=12, ended=False), 1.0)
+    assert by_node(c) == {"worker:0": messages.make("feed_bound", bound=6, final=False,
+                                                 others=12)}
+    d = s.apply("worker:0", NODE, messages.make("feed_progress", received=8, ended=True), 1.0)
+    assert by_node(d) == {name: messages.make("feed_bound", bound=8, final=True, ended=True)
+                       for name in ("chief:0", "worker:0")}
 
 
 def progress(s, name, received, ended, **extra):
@@ -272,8 +288,10 @@ def test_shares_fed_as_they_are_wait_for_every_end_then_move_only_the_surplus():
     progress(s, "worker:0", 0, False, exchange="h:2")
     progress(s, "worker:1", 0, False, exchange="h:3")
     a = progress(s, "worker:1", 10, True)  # the smallest share ends: not final yet
-    assert [x.message for x in a] == [messages.make("feed_bound", bound=0, final=False,
-                                                    ended=True)]
+    assert by_node(a) == {
+        "chief:0": messages.make("feed_bound", bound=0, final=False, ended=True, others=0),
+        "worker:0": messages.make("feed_bound", bound=0, final=False, ended=True, others=0),
+        "worker:1": messages.make("feed_bound", bound=0, final=False, ended=True, others=0)}
     progress(s, "chief:0", 50, False)
     assert progress(s, "worker:0", 40, True)[0].message["final"] is False
     final = {x.to: x.message for x in progress(s, "chief:0", 70, True)}
@@ -296,15 +314,15 @@ def test_nearly_equal_shares_or_a_share_stopped_early_move_nothing():
     start(s)
     progress(s, "chief:0", 500, True, exchange="h:1")
     final = progress(s, "worker:0", 501, True, exchange="h:2")
-    assert [x.message for x in final] == [messages.make("feed_bound", bound=500, final=True,
-                                                        ended=True)]
+    assert by_node(final) == {name: messages.make("feed_bound", bound=500, final=True,
+                                                  ended=True) for name in ("chief:0", "worker:0")}
     s = job(num=2)
     start(s)
     progress(s, "chief:0", 0, False, exchange="h:1")
     progress(s, "worker:0", 3, True, exchange="h:2", stopped=True)  # terminate()
     final = progress(s, "chief:0", 900, False)
-    assert [x.message for x in final] == [messages.make("feed_bound", bound=3, final=True,
-                                                        ended=True)]
+    assert by_node(final) == {name: messages.make("feed_bound", bound=3, final=True, ended=True)
+                              for name in ("chief:0", "worker:0")}
 
 
 def test_the_rendezvous_answers_every_task_once_every_address_is_in():

@@ -56,6 +56,7 @@ class DataFeed:
         self._held_report: dict | None = None
         if self._equalizing:
             bound.listener = self._bound_moved
+            bound.own = lambda: self._stream.received
         moving = self._equalizing and config.exchange and peer is not None
         path = os.path.join(spool_dir, "epoch1.spool")
         self._spool = (Spool(path, config.spool_max_bytes, config.num_epochs)
@@ -70,7 +71,8 @@ class DataFeed:
             # one epoch: a spool only for what must wait on disk (see Stream, Exchange)
             spool_factory=(lambda: Spool(path, config.spool_max_bytes, config.num_epochs))
             if moving else None,
-            spill_when=(lambda: self._waiting and bound.peers_ended) if moving else None)
+            spill_when=(lambda: self._waiting and bound.peers_ended) if moving else None,
+            on_rows=bound.poke if self._equalizing else None)
         if self._exchange is not None:
             self._exchange.attach(self._stream)
         self._taking: Iterator | None = None  # epoch 1's rows from other nodes, once planned
@@ -93,9 +95,9 @@ class DataFeed:
         """Tell the driver how many rows this node's share has so far. While the bound is
         below the count last reported, another node is the one holding it back and a higher
         count from this node changes nothing: the report is held back (the newest one), and
-        sent once the bound reaches the last count (:meth:`_bound_moved`). Each report can
-        cost the driver a round of bound messages to every node (a quarter fewer reports for
-        150,000 RDD rows on 2 nodes, docs/benchmarks.md). Reports are sent under the lock, so
+        sent once the bound reaches the last count (:meth:`_bound_moved`). Each report costs
+        the driver a message to every other node (a quarter fewer reports for 150,000 RDD
+        rows on 2 nodes, docs/benchmarks.md). Reports are sent under the lock, so
         the driver gets them in order: a held one never lands after this node's last."""
         if self._exchange is not None:
             message = dict(message, exchange=self._exchange.address)
@@ -203,7 +205,7 @@ class DataFeed:
         bound = self._bound if self._equalizing else None
         parts, got = [], 0
         while got < batch_size and not self._stopped:
-            if bound is not None and self._delivered >= bound.value:
+            if bound is not None and self._delivered >= bound.limit():
                 if bound.final:  # this epoch is complete for every node
                     self._end_epoch(self._share_rows() - self._delivered)
                     break

@@ -17,7 +17,11 @@ from sparktf.errors import FeedError
 class Bound:
     """The driver's word on how many rows every training node has: ``(value, final)``.
 
-    ``value`` only grows; once ``final`` it is every epoch's exact length.
+    ``value`` only grows; once ``final`` it is every epoch's exact length. Before that, the
+    driver also sends ``others``: the fewest rows any *other* training node has reported. A
+    node may hand out as many rows as it and every other node surely have, so its own
+    :meth:`limit` is the smaller of its own count, fresh (``own``), and ``others``: its
+    consumer does not wait for its own reports to go round the driver.
     """
 
     def __init__(self) -> None:
@@ -32,10 +36,27 @@ class Bound:
         #: Called (without the lock) after every update: the feed sends a progress report it
         #: held back once the bound has caught up with it.
         self.listener: Callable[[], None] | None = None
+        #: The fewest rows another training node has reported (None: not known, or none).
+        self.others: int | None = None
+        #: This node's own rows received so far (set by its feed).
+        self.own: Callable[[], int] | None = None
+
+    def limit(self) -> int:
+        """How many rows of this epoch this node may hand out now."""
+        if self.final or self.others is None or self.own is None:
+            return self.value
+        return max(self.value, min(self.own(), self.others))
+
+    def poke(self) -> None:
+        """This node's own count grew: a consumer waiting at the limit looks again."""
+        with self.cond:
+            self.cond.notify_all()
 
     def update(self, value: int, final: bool, peers_ended: bool = False,
-               plan: dict | None = None) -> None:
+               plan: dict | None = None, others: int | None = None) -> None:
         with self.cond:
+            if others is not None:
+                self.others = max(self.others or 0, others)  # reports only grow
             if plan and not self.plan:
                 self.plan = dict(plan)  # before final is seen: the consumer reads both
             self.value, self.final = max(self.value, value), final or self.final
@@ -63,14 +84,14 @@ class Bound:
 
     def allows(self, delivered: int, want: int) -> int:
         """Of ``want`` more rows after ``delivered``, how many may be handed out now."""
-        return max(0, min(want, self.value - delivered))
+        return max(0, min(want, self.limit() - delivered))
 
     def wait_beyond(self, delivered: int, timeout: float) -> None:
         """Wait until the bound passes ``delivered`` or is final; :class:`FeedError` after
         ``timeout`` seconds without either (the other nodes' feeds made no progress)."""
         deadline = time.monotonic() + timeout
         with self.cond:
-            while self.value <= delivered and not self.final:
+            while self.limit() <= delivered and not self.final:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise FeedError(

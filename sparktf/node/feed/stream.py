@@ -32,12 +32,14 @@ class Stream:
     def __init__(self, sock_path: str, config: FeedConfig, spool: Spool | None,
                  report: Callable[[dict], None] | None, *,
                  spool_factory: Callable[[], Spool] | None = None,
-                 spill_when: Callable[[], bool] | None = None) -> None:
+                 spill_when: Callable[[], bool] | None = None,
+                 on_rows: Callable[[], None] | None = None) -> None:
         """``spool``: keeps every frame (later epochs replay it). ``spool_factory``: rows may
         move to other nodes (see :mod:`~sparktf.node.feed.exchange`): every frame stays
         readable with :meth:`frame` until the consumer has passed it, from memory, or from a
         spool made when first needed (frames spilled, frames taken from other nodes).
-        ``spill_when``: see ``_put``."""
+        ``spill_when``: see ``_put``. ``on_rows``: called after each frame's rows are counted
+        in :attr:`received` (an equalizing consumer may be waiting for them)."""
         self.config = config
         self._spool = spool
         self._spool_factory = spool_factory if spool is None else None
@@ -49,6 +51,7 @@ class Stream:
         # no spool of every frame and rows may move
         self._held: dict[int, tuple] | None = {} if spool_factory and spool is None else None
         self._report = report  # None: nobody needs our progress (no equalization)
+        self._on_rows = on_rows
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(config.feed_timeout)
         feedwire.tune(self._sock)
@@ -114,6 +117,8 @@ class Stream:
                 if self._spool is not None and self._spool_factory is None:
                     self._spool.append(kind, payload, n)  # the spool of every frame
                 self.received += n
+                if self._on_rows is not None:
+                    self._on_rows()
                 if self._spill_next is None:
                     if self._held is not None:
                         self._held[index] = (kind, payload)
