@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -363,9 +364,12 @@ class JobState:
             bound = (min(ended), True, True)
         # Each node also hears the fewest rows any other node has reported: with its own
         # count, fresh, that bounds it without waiting for its own reports to come back.
-        others = {} if bound[1] else {
-            name: min(p[0] for other, p in zip(trainers, progress) if other != name)
-            for name in trainers if len(trainers) > 1}
+        # (the fewest of all, or for the node that has it, the next fewest: two smallest)
+        others = {}
+        if not bound[1] and len(trainers) > 1:
+            (low, low_at), (second, _) = heapq.nsmallest(
+                2, ((p[0], i) for i, p in enumerate(progress)))
+            others = {name: second if i == low_at else low for i, name in enumerate(trainers)}
         to = [name for name in trainers if bound != self._bound_sent
               or others.get(name) != self._others_sent.get(name)]
         self._bound_sent, self._others_sent = bound, others

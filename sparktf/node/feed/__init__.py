@@ -12,8 +12,8 @@ every feed reports the rows it has received to the driver, which sends back the 
 fewest rows any training node is known to have, and the fewest any *other* node reported. A
 feed never hands out a row beyond the smaller of that and its own count (fresh, without
 waiting for its own report to come back), so no worker can get ahead of data another worker
-will never have, and none waits on a peer that waits on it. Once every partition has ended, the bound is final: each epoch delivers
-exactly that many rows, and the rows beyond it are held back (``rows_held_back``). Data dealt
+will never have, and none waits on a peer that waits on it. Once every partition has ended,
+the bound is final: each epoch delivers exactly that many rows, and the rows beyond it are held back (``rows_held_back``). Data dealt
 out by the driver over a shuffle is balanced, so that is a few rows at most. Data fed as it is
 (one partition per node) is equalized by moving rows instead: the bound is final only once
 every partition has ended, and if the shares are unequal it comes with a plan that sends the

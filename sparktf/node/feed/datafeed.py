@@ -107,20 +107,20 @@ class DataFeed:
                     and bound.value < self._reported:
                 self._held_report = message
                 return
-            self._held_report = None
-            self._reported = max(self._reported, message["received"])
-            self._report(message)
+            self._send_report(message)
 
     def _bound_moved(self) -> None:
         """The bound changed (the control thread): send the held-back report if this node
         may now be the one holding the bound back."""
         with self._report_lock:
-            message = self._held_report
-            if message is None or self._bound.value < self._reported:
-                return
-            self._held_report = None
-            self._reported = max(self._reported, message["received"])
-            self._report(message)
+            if self._held_report is not None and self._bound.value >= self._reported:
+                self._send_report(self._held_report)
+
+    def _send_report(self, message: dict) -> None:
+        """Send ``message`` (the report lock held); nothing is held back any more."""
+        self._held_report = None
+        self._reported = max(self._reported, message["received"])
+        self._report(message)
 
     def _share_rows(self) -> int:
         """The rows of this node's share: its partition's, moves included."""
