@@ -8,10 +8,11 @@ import time
 from sparktf.common import feedwire
 
 
-def serve_partition(path, frames, delay=0.0):
+def serve_partition(path, frames, delay=0.0, before_end=None):
     """Listen on the Unix socket ``path``; send ``frames`` ((kind, payload, rows) each) to the
-    feed that connects (``delay`` seconds before each: a slow Spark side), then the end of
-    the partition, and wait until the feed closes."""
+    feed that connects (``delay`` seconds before each: a slow Spark side), then (after
+    ``before_end()`` returns, if given) the end of the partition, and wait until the feed
+    closes."""
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     srv.listen(1)
@@ -25,6 +26,8 @@ def serve_partition(path, frames, delay=0.0):
                     time.sleep(delay)
                 feedwire.send_frame(conn, kind, payload)
                 rows += n
+            if before_end is not None:
+                before_end()
             feedwire.send_frame(conn, feedwire.END, json.dumps({"rows": rows}).encode())
             while conn.recv(1 << 16):  # until the feed closes
                 pass

@@ -7,6 +7,8 @@ here (``signature`` is given the module).
 
 from __future__ import annotations
 
+import pickle
+
 from sparktf.common import feedwire
 from sparktf.errors import FeedError
 from sparktf.node.feed import unpickle
@@ -45,6 +47,13 @@ def decode(kind: bytes, payload, schema):
             items.extend(unpickle.loads(part))
         return items
     raise FeedError(f"unexpected frame {kind!r} on the data feed")
+
+
+def encode(chunk) -> tuple[bytes, bytes]:
+    """A chunk as a data frame: an Arrow record batch (IPC message), or a pickled list."""
+    if hasattr(chunk, "num_rows"):
+        return feedwire.ARROW, chunk.serialize()
+    return feedwire.PICKLED, pickle.dumps(list(chunk), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def rows(chunk) -> int:

@@ -40,6 +40,8 @@ class Bound:
         self.others: int | None = None
         #: This node's own rows received so far (set by its feed).
         self.own: Callable[[], int] | None = None
+        #: The rows the consumer has handed out while it waits in :meth:`wait_beyond`.
+        self._waiting_at: int | None = None
 
     def limit(self) -> int:
         """How many rows of this epoch this node may hand out now."""
@@ -48,9 +50,12 @@ class Bound:
         return max(self.value, min(self.own(), self.others))
 
     def poke(self) -> None:
-        """This node's own count grew: a consumer waiting at the limit looks again."""
+        """This node's own count grew: a consumer waiting at the limit goes on if that moved
+        its limit. Called for every frame that arrives: a consumer held by the others' count
+        is not woken (a thread woken for nothing costs more than the frame's bookkeeping)."""
         with self.cond:
-            self.cond.notify_all()
+            if self._waiting_at is not None and self.limit() > self._waiting_at:
+                self.cond.notify_all()
 
     def update(self, value: int, final: bool, peers_ended: bool = False,
                plan: dict | None = None, others: int | None = None) -> None:
@@ -91,10 +96,14 @@ class Bound:
         ``timeout`` seconds without either (the other nodes' feeds made no progress)."""
         deadline = time.monotonic() + timeout
         with self.cond:
-            while self.limit() <= delivered and not self.final:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise FeedError(
-                        f"no progress from the other training nodes' feeds for "
-                        f"feed_timeout={timeout:g}s")
-                self.cond.wait(min(remaining, 1.0))
+            self._waiting_at = delivered
+            try:
+                while self.limit() <= delivered and not self.final:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise FeedError(
+                            f"no progress from the other training nodes' feeds for "
+                            f"feed_timeout={timeout:g}s")
+                    self.cond.wait(min(remaining, 1.0))
+            finally:
+                self._waiting_at = None

@@ -20,7 +20,6 @@ Never imports pyspark or tensorflow.
 from __future__ import annotations
 
 import json
-import pickle
 import select
 import socket
 import threading
@@ -197,7 +196,7 @@ class Exchange:
                     yield kind, payload
                 else:
                     chunk = batches.decode(kind, payload, self._stream.schema)
-                    yield encode(batches.cut(chunk, lo - pos, hi - lo))
+                    yield batches.encode(batches.cut(chunk, lo - pos, hi - lo))
             pos += rows
             if pos >= start + n:
                 return
@@ -224,10 +223,3 @@ class Exchange:
             except OSError:
                 pass
         self._listener.close()
-
-
-def encode(chunk) -> tuple[bytes, bytes]:
-    """A chunk as a data frame: an Arrow record batch (IPC message), or a pickled list."""
-    if hasattr(chunk, "num_rows"):
-        return feedwire.ARROW, chunk.serialize()
-    return feedwire.PICKLED, pickle.dumps(list(chunk), protocol=pickle.HIGHEST_PROTOCOL)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import json
+import select
 import socket
 import threading
 import time
@@ -57,6 +58,7 @@ class Stream:
         feedwire.tune(self._sock)
         self._sock.connect(sock_path)
         self._send_lock = threading.Lock()
+        self._rx = bytearray()  # receives the RDD frames, one after the other
         #: The partition's Arrow schema (None for an RDD).
         self.schema = None
         #: Rows received so far.
@@ -95,7 +97,8 @@ class Stream:
     def _read(self) -> None:
         try:
             while True:
-                kind, payload = feedwire.recv_frame(self._sock, batches.buffer_for)
+                self._report_before_waiting()
+                kind, payload = feedwire.recv_frame(self._sock, self._buffer_for)
                 if kind == feedwire.SCHEMA:
                     self.schema = batches.read_schema(payload)
                     continue
@@ -121,7 +124,10 @@ class Stream:
                     self._on_rows()
                 if self._spill_next is None:
                     if self._held is not None:
-                        self._held[index] = (kind, payload)
+                        # An Arrow batch is a view of its frame: keep the frame. A pickled
+                        # frame's buffer is reused for the next one: keep the elements.
+                        self._held[index] = ((kind, payload) if kind == feedwire.ARROW
+                                             else (None, chunk))
                     self._put(chunk, len(payload), index)  # reports progress before it waits
                 if self._spill_next is not None:  # spilling, maybe from this frame on
                     if self._spool_factory is not None:
@@ -139,6 +145,17 @@ class Stream:
                     self._put(failure)
                 else:
                     self._wake()
+
+    def _buffer_for(self, kind: bytes, size: int):
+        """Where the reader receives a frame: an Arrow batch into memory of its own (the
+        batch is a view of it); RDD elements into one buffer, reused: they are unpickled into
+        objects of their own (and spooled by copy) before the next frame comes, so a frame's
+        memory is neither zeroed nor faulted in anew, every frame."""
+        if kind not in (feedwire.PICKLED, feedwire.MULTI):
+            return batches.buffer_for(kind, size)
+        if len(self._rx) < size:
+            self._rx = bytearray(size)
+        return memoryview(self._rx)[:size]
 
     def _wake(self) -> None:
         with self._cond:
@@ -167,10 +184,10 @@ class Stream:
 
     def frame(self, index: int) -> tuple[bytes, bytearray]:
         """``(kind, payload)`` of one of the partition's frames the consumer has not passed
-        (or any, with a spool of every frame)."""
+        (or any, with a spool of every frame); RDD elements as one pickled list."""
         held = self._held.get(index) if self._held is not None else None
         if held is not None:
-            return held
+            return held if held[0] is not None else batches.encode(held[1])
         kind, payload, _ = self._spool.read(index - self._spool_base)
         return kind, payload
 
@@ -226,17 +243,28 @@ class Stream:
             self._buffer_bytes += size
             self._cond.notify_all()
 
+    def _report_before_waiting(self) -> None:
+        """Before the reader waits for the next frame: rows not reported yet are reported
+        when no frame comes within what is left of PROGRESS_INTERVAL (a slow partition's
+        rows are never held back for longer than that)."""
+        if self._report is None or self._reported == self.received:
+            return
+        wait = PROGRESS_INTERVAL - (time.monotonic() - self._reported_at)
+        if wait > 0 and select.select([self._sock], [], [], wait)[0]:
+            return  # the next frame is here: reported with it when due
+        self._progress(ended=False)
+
     def _progress(self, ended: bool, urgent: bool = True) -> None:
-        """Tell the driver how many rows arrived: at the end, before the reader waits, when
-        the consumer has nothing left, and otherwise at most every PROGRESS_INTERVAL seconds
-        (each report costs the driver a round of bound messages to every node)."""
+        """Tell the driver how many rows arrived: at the end, before the reader waits (for
+        room in the read-ahead, or for a frame that does not come in time), and otherwise at
+        most every PROGRESS_INTERVAL seconds: each report costs the driver a message to every
+        other training node, and each of those wakes a thread there."""
         if self._report is None:
             return
         if not ended and self._reported == self.received:
             return  # nothing new
         now = time.monotonic()
-        due = (ended or urgent or now - self._reported_at >= PROGRESS_INTERVAL
-               or self._buffer_rows <= self._batch_hint)
+        due = ended or urgent or now - self._reported_at >= PROGRESS_INTERVAL
         if not due:
             return
         self._reported, self._reported_at = self.received, now
