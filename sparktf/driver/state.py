@@ -370,8 +370,14 @@ class JobState:
             (low, low_at), (second, _) = heapq.nsmallest(
                 2, ((p[0], i) for i, p in enumerate(progress)))
             others = {name: second if i == low_at else low for i, name in enumerate(trainers)}
-        to = [name for name in trainers if bound != self._bound_sent
-              or others.get(name) != self._others_sent.get(name)]
+        # A node hears a change of its own others, of final or ended, and, where it has no
+        # others (a single training node), of the bound: the bound's value alone moving (a
+        # node's report coming back to it) changes nothing a node with others decides.
+        prev = self._bound_sent
+        to = [name for name in trainers
+              if prev is None or bound[1:] != prev[1:]
+              or others.get(name) != self._others_sent.get(name)
+              or (name not in others and bound != prev)]
         self._bound_sent, self._others_sent = bound, others
         return [self._bound_message((name,)) for name in to]
 

@@ -66,7 +66,8 @@ class Driver:
                 m = send.message
                 for to in send.to:
                     self.bounds[to].update(m["bound"], m["final"], m.get("ended", False),
-                                           {k: m[k] for k in ("give", "take") if m.get(k)})
+                                           {k: m[k] for k in ("give", "take") if m.get(k)},
+                                           m.get("others"))  # as the node's runtime does
         return apply
 
 

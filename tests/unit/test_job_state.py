@@ -263,10 +263,11 @@ def test_feed_bound_is_the_fewest_rows_and_final_once_known():
     assert by_node(a) == {
         "chief:0": messages.make("feed_bound", bound=0, final=False, others=0),
         "worker:0": messages.make("feed_bound", bound=0, final=False, others=10)}
+    # the worker's report moves the bound, but what the worker decides by (its others: the
+    # chief's 10) does not change: the chief alone hears it
     b = s.apply("worker:0", NODE, messages.make("feed_progress", received=6, ended=False), 1.0)
     assert by_node(b) == {
-        "chief:0": messages.make("feed_bound", bound=6, final=False, others=6),
-        "worker:0": messages.make("feed_bound", bound=6, final=False, others=10)}
+        "chief:0": messages.make("feed_bound", bound=6, final=False, others=6)}
     # the chief's own count changes only what the worker may take: the worker alone hears it
     c = s.apply("chief:0", NODE, messages.make("feed_progress", received=12, ended=False), 1.0)
     assert by_node(c) == {"worker:0": messages.make("feed_bound", bound=6, final=False,
@@ -274,6 +275,18 @@ def test_feed_bound_is_the_fewest_rows_and_final_once_known():
     d = s.apply("worker:0", NODE, messages.make("feed_progress", received=8, ended=True), 1.0)
     assert by_node(d) == {name: messages.make("feed_bound", bound=8, final=True, ended=True)
                        for name in ("chief:0", "worker:0")}
+
+
+def test_a_single_training_node_hears_every_move_of_the_bound():
+    """With no other node there is no others count: the bound's value is what the node goes
+    by (equalize=True on one node), so every move of it is sent."""
+    s = job(num=1)
+    start(s)
+    for received in (5, 9):
+        sent = s.apply("chief:0", NODE, messages.make("feed_progress", received=received,
+                                                       ended=False), 1.0)
+        assert by_node(sent) == {
+            "chief:0": messages.make("feed_bound", bound=received, final=False)}
 
 
 def progress(s, name, received, ended, **extra):

@@ -49,6 +49,13 @@ class Bound:
             return self.value
         return max(self.value, min(self.own(), self.others))
 
+    def others_behind(self, reported: int) -> bool:
+        """Whether another training node is known to have reported fewer rows than
+        ``reported`` (this node's last report): then the bound is that node's, and a higher
+        count from this node changes nothing until it catches up."""
+        low = self.others if self.others is not None else self.value
+        return low < reported
+
     def poke(self) -> None:
         """This node's own count grew: a consumer waiting at the limit goes on if that moved
         its limit. Called for every frame that arrives: a consumer held by the others' count
