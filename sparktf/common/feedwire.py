@@ -41,6 +41,12 @@ def frame(kind: bytes, payload) -> list:
     return [HEADER.pack(kind, view.nbytes), view]
 
 
+def parts_frame(kind: bytes, parts: list) -> list:
+    """One frame whose payload is ``parts`` one after the other (buffers; none is copied)."""
+    views = [memoryview(p).cast("B") for p in parts]
+    return [HEADER.pack(kind, sum(v.nbytes for v in views)), *views]
+
+
 def multi_frame(parts: list) -> list:
     """Several byte strings as one ``M`` frame's buffers (no copy to join them)."""
     buffers = []

@@ -57,9 +57,10 @@ def _frames(partition: Iterator, kind: str, arrow_schema: bytes | None, chunk_ro
     (-1 for Spark's pickled batches, which are forwarded unopened: the TF process counts)."""
     if kind == "arrow":
         yield feedwire.frame(feedwire.SCHEMA, arrow_schema)
+        messages = _ArrowMessages()
         for batch in partition:
             counted[0] += batch.num_rows
-            yield feedwire.frame(feedwire.ARROW, batch.serialize())
+            yield feedwire.parts_frame(feedwire.ARROW, messages.of(batch))
     elif kind == "pickled-batches":
         counted[0] = -1
         for parts in _packs(partition, feedwire.MULTI_BYTES):
@@ -112,6 +113,46 @@ def feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema)
     finally:
         reader.close()
         conn.close()
+
+
+class _ArrowMessages:
+    """Record batches as Arrow IPC messages, each a list of buffers: the body buffers are the
+    batch's own, not copied into one buffer as ``batch.serialize()`` does (a tenth of a
+    second per 470 MB fed), and ``sendmsg`` gathers them. The bytes are the same as
+    ``serialize()``'s; a batch whose message is not (pyarrow would have to write dictionaries
+    before it) is serialized instead."""
+
+    closed = False  # the pyarrow output sink protocol: a file-like object that stays open
+
+    def __init__(self) -> None:
+        self._parts: list = []
+        self._writer = None
+
+    def write(self, data) -> int:
+        self._parts.append(data)
+        return memoryview(data).nbytes
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def of(self, batch) -> list:
+        import pyarrow as pa
+
+        if self._writer is None:
+            self._writer = pa.ipc.new_stream(self, batch.schema)
+            self._writer.write_batch(batch.slice(0, 0))  # the stream's schema goes first
+        self._parts = []
+        try:
+            self._writer.write_batch(batch)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return [batch.serialize()]  # not the stream's schema: serialize() says if bad
+        parts, self._parts = self._parts, []
+        if sum(memoryview(p).nbytes for p in parts) != pa.ipc.get_record_batch_size(batch):
+            return [batch.serialize()]
+        return parts
 
 
 def _then_end(frames: Iterator[list], counted: list) -> Iterator[list]:

@@ -62,3 +62,52 @@ def test_an_arrow_frame_is_received_and_replayed_into_arrow_memory_unchanged(tmp
     kind, again, rows = spool.read(0)
     assert isinstance(again, pa.Buffer) and again.equals(payload) and rows == 1000
     spool.close()
+
+
+def test_a_partitions_arrow_batches_go_out_as_their_own_buffers_and_arrive_as_serialized():
+    """The barrier task sends each record batch as its IPC message gathered from the batch's
+    own buffers (no copy into one buffer first): the TF process gets the bytes
+    ``batch.serialize()`` gives, for batches sliced, empty, of strings, or dictionary-encoded
+    (serialized the old way where a stream would need a dictionary message first)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from sparktf.node.feed import batches
+    from sparktf.task import feeder
+
+    n = 3000
+    features = pa.FixedSizeListArray.from_arrays(
+        pa.array(np.arange(n * 8, dtype="float32")), 8).cast(pa.list_(pa.float32()))
+    batch = pa.RecordBatch.from_arrays(
+        [features, pa.array(np.arange(n)), pa.array([str(i) for i in range(n)])],
+        ["features", "label", "name"])
+    sent = [batch, batch.slice(100, 1000), batch.slice(0, 0), batch]
+    schema = batch.schema.serialize().to_pybytes()
+    counted = [0]
+    frames = list(feeder._frames(iter(sent), "arrow", schema, 256, counted))
+    assert counted == [sum(b.num_rows for b in sent)]
+    assert len(frames[1]) > 3  # header + the batch's buffers, gathered
+    big = max(frames[1][1:], key=lambda v: v.nbytes)
+    assert big.nbytes >= n * 8 * 4  # the features' values, not a copy joined with the rest
+    ours, theirs = socket.socketpair()
+    try:
+        got = []
+        reader = threading.Thread(target=lambda: got.extend(
+            feedwire.recv_frame(ours, batches.buffer_for) for _ in frames))
+        reader.start()
+        for buffers in frames:
+            feedwire.send_buffers(theirs, buffers)
+        reader.join(10)
+    finally:
+        ours.close()
+        theirs.close()
+    assert got[0] == (feedwire.SCHEMA, bytearray(schema))
+    for (kind, payload), b in zip(got[1:], sent):
+        assert kind == feedwire.ARROW and payload.equals(b.serialize())
+        assert batches.decode(kind, payload, batch.schema).equals(b)
+
+    coded = pa.RecordBatch.from_arrays([pa.array(["a", "b", "a"]).dictionary_encode()], ["d"])
+    other = pa.RecordBatch.from_arrays([pa.array(["c", "a"]).dictionary_encode()], ["d"])
+    for b, (header, *buffers) in zip([coded, other], list(feeder._frames(
+            iter([coded, other]), "arrow", b"", 256, [0]))[1:]):
+        assert b"".join(bytes(v) for v in buffers) == b.serialize().to_pybytes()
