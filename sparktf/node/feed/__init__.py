@@ -8,8 +8,9 @@ that file back frame by frame (memory holds the read-ahead, not the share) inste
 recomputing the Spark lineage.
 
 Synchronous training needs every worker to take the same number of steps. With ``equalize``,
-every feed reports the rows it has received to the driver, which sends back the bound: the
-fewest rows any training node is known to have, and the fewest any *other* node reported. A
+every feed reports the rows it has received to the driver, which sends each training node what
+changes its limit: the fewest rows any *other* node reported (and the bound, the fewest rows
+any training node is known to have, once it is final or some share has ended). A
 feed never hands out a row beyond the smaller of that and its own count (fresh, without
 waiting for its own report to come back), so no worker can get ahead of data another worker
 will never have, and none waits on a peer that waits on it. Once every partition has ended,
