@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import pickle
 import secrets
+import select
 import socket
 import struct
 import threading
@@ -61,6 +62,22 @@ def recv_exact_into(sock: socket.socket, n: int, buf=None):
             raise ChannelClosed(f"connection closed after {got} of {n} bytes")
         got += k
     return buf
+
+
+def wait_readable(sock, timeout: float) -> bool:
+    """Whether ``sock`` (a socket or a descriptor) has something to read, or an error or hang-up
+    to report, within ``timeout`` seconds. ``poll``, not ``select``: a TensorFlow process may
+    well hold more than 1024 descriptors, and ``select`` fails on any numbered above that."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(max(0.0, timeout) * 1000))
+
+
+def wait_writable(sock, timeout: float) -> bool:
+    """Whether ``sock`` can take more bytes (or has an error to report) within ``timeout``."""
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT)
+    return bool(poller.poll(max(0.0, timeout) * 1000))
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import pickle
 import queue
-import select
 import socket
 import subprocess
 import threading
 import time
 from typing import Iterable, Iterator
 
-from sparktf.common import feedwire
+from sparktf.common import feedwire, protocol
 from sparktf.common.spec import LaunchSpec
 from sparktf.errors import FeedError
 
@@ -42,8 +41,7 @@ def _accept(listener: socket.socket, proc: subprocess.Popen,
     """The TF process's feed connection (``timeout`` then bounds each send); None if the node
     ends without asking for data. A main_fn may do other work first: no limit on the wait."""
     while proc.poll() is None:
-        ready, _, _ = select.select([listener], [], [], 0.2)
-        if ready:
+        if protocol.wait_readable(listener, 0.2):
             conn, _ = listener.accept()
             conn.settimeout(timeout)
             feedwire.tune(conn)
@@ -204,7 +202,7 @@ def _send_draining(conn, buffers: list, results: queue.Queue, reader: "_ReplyRea
             raise BrokenPipeError("the TF process stopped reading")
         elif time.monotonic() - idle_since > timeout:
             raise socket.timeout()
-        select.select([], [conn], [], 0.05)
+        protocol.wait_writable(conn, 0.05)
     yield from _drain(results, reader)
 
 
@@ -269,7 +267,7 @@ class _ReplyReader:
         socket's feed_timeout apply only inside a frame."""
         try:
             while True:
-                while not select.select([self.conn], [], [], 1.0)[0]:
+                while not protocol.wait_readable(self.conn, 1.0):
                     pass
                 kind, payload = feedwire.recv_frame(self.conn)
                 if kind == feedwire.TERMINATE:

@@ -232,3 +232,12 @@ def test_a_node_goes_as_far_as_its_own_fresh_count_and_the_others_reported():
     waiting.poke()  # the node's own rows arrived: the consumer goes on at once
     consumer.join(5)
     assert not consumer.is_alive()
+
+
+def test_rows_move_between_nodes_whose_sockets_are_numbered_above_1024(tmp_path,
+                                                                       many_descriptors):
+    """A TensorFlow process may hold over 1024 descriptors: the exchange's listener still
+    accepts the rows a peer gives (select() would fail on it, and the taker wait in vain)."""
+    out, feeds, driver = run_lockstep(tmp_path, [[], list(range(51))], 1, pickled_frames)
+    assert [len(e) for e in out["chief:0"]] == [len(e) for e in out["worker:0"]] == [25]
+    assert driver.state.rows_moved == 25

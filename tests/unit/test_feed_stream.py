@@ -6,6 +6,8 @@ import pickle
 import threading
 import time
 
+import pytest
+
 from sparktf.common import feedwire
 from sparktf.common.spec import FeedConfig
 from sparktf.node.feed import batches
@@ -130,3 +132,43 @@ def test_a_consumer_held_by_the_others_count_is_not_woken_by_its_own_rows():
     bound.poke()
     consumer.join(5)
     assert not consumer.is_alive()
+
+
+def test_a_feed_whose_socket_is_numbered_above_1024_still_reports_and_reads(
+        tmp_path, many_descriptors):
+    """select() fails on a descriptor numbered 1024 or more; the feed's waits use poll()."""
+    reports, reported_all = [], threading.Event()
+
+    def report(msg):
+        reports.append((msg["received"], msg["ended"]))
+        if msg["received"] == 40:
+            reported_all.set()
+
+    frames = [(feedwire.PICKLED, pickle.dumps(list(range(i, i + 10))), 10)
+              for i in range(0, 40, 10)]
+    path = str(tmp_path / "feed.sock")
+    serve_partition(path, frames, before_end=lambda: reported_all.wait(10))
+    stream = Stream(path, FeedConfig(equalize=True, feed_timeout=20), None, report)
+    try:
+        assert stream._sock.fileno() >= 1024
+        assert [r for c in read_all(stream) for r in c] == list(range(40))
+        assert (40, False) in reports and reports[-1] == (40, True)
+    finally:
+        stream.close()
+
+
+def test_waits_on_a_socket_numbered_above_1024(many_descriptors):
+    import socket
+
+    from sparktf.common import protocol
+
+    a, b = socket.socketpair()
+    try:
+        assert b.fileno() >= 1024
+        assert not protocol.wait_readable(b, 0.01)
+        assert protocol.wait_writable(a, 0.01)
+        a.sendall(b"x")
+        assert protocol.wait_readable(b, 1.0)
+    finally:
+        a.close()
+        b.close()

@@ -20,7 +20,6 @@ Never imports pyspark or tensorflow.
 from __future__ import annotations
 
 import json
-import select
 import socket
 import threading
 import time
@@ -70,7 +69,7 @@ class Exchange:
         while not self._closed:
             try:
                 # polled: closing a socket does not wake a blocked accept() on Linux
-                if not select.select([self._listener], [], [], 0.2)[0]:
+                if not protocol.wait_readable(self._listener, 0.2):
                     continue
                 conn, _ = self._listener.accept()
             except (OSError, ValueError):

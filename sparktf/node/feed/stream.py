@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import collections
 import json
-import select
 import socket
 import threading
 import time
 from typing import Callable
 
-from sparktf.common import feedwire, messages
+from sparktf.common import feedwire, messages, protocol
 from sparktf.common.spec import FeedConfig
 from sparktf.errors import FeedError
 from sparktf.node.feed import batches
@@ -250,7 +249,7 @@ class Stream:
         if self._report is None or self._reported == self.received:
             return
         wait = PROGRESS_INTERVAL - (time.monotonic() - self._reported_at)
-        if wait > 0 and select.select([self._sock], [], [], wait)[0]:
+        if wait > 0 and protocol.wait_readable(self._sock, wait):
             return  # the next frame is here: reported with it when due
         self._progress(ended=False)
 
