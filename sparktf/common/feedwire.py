@@ -37,8 +37,7 @@ MULTI_BYTES = 1 << 20
 
 def frame(kind: bytes, payload) -> list:
     """One frame as a list of buffers (an Arrow buffer is not copied)."""
-    view = memoryview(payload).cast("B")
-    return [HEADER.pack(kind, view.nbytes), view]
+    return parts_frame(kind, [payload])
 
 
 def parts_frame(kind: bytes, parts: list) -> list:

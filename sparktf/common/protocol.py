@@ -64,20 +64,23 @@ def recv_exact_into(sock: socket.socket, n: int, buf=None):
     return buf
 
 
+def _ready(sock, event: int, timeout: float) -> bool:
+    """``poll``, not ``select``: a TensorFlow process may well hold more than 1024
+    descriptors, and ``select`` fails on any numbered above that."""
+    poller = select.poll()
+    poller.register(sock, event)
+    return bool(poller.poll(max(0.0, timeout) * 1000))
+
+
 def wait_readable(sock, timeout: float) -> bool:
     """Whether ``sock`` (a socket or a descriptor) has something to read, or an error or hang-up
-    to report, within ``timeout`` seconds. ``poll``, not ``select``: a TensorFlow process may
-    well hold more than 1024 descriptors, and ``select`` fails on any numbered above that."""
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(max(0.0, timeout) * 1000))
+    to report, within ``timeout`` seconds."""
+    return _ready(sock, select.POLLIN, timeout)
 
 
 def wait_writable(sock, timeout: float) -> bool:
     """Whether ``sock`` can take more bytes (or has an error to report) within ``timeout``."""
-    poller = select.poll()
-    poller.register(sock, select.POLLOUT)
-    return bool(poller.poll(max(0.0, timeout) * 1000))
+    return _ready(sock, select.POLLOUT, timeout)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:

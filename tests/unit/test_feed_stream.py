@@ -69,6 +69,14 @@ def test_rows_are_reported_when_the_next_frame_does_not_come_in_time(tmp_path):
     """A slow Spark side: rows that came in a burst are reported within PROGRESS_INTERVAL,
     not only when the next frame (or the end) finally arrives. The other nodes' consumers
     wait for this count; the end here comes only after the report (or 10 s)."""
+    reports = feed_a_burst_then_pause(tmp_path)
+    assert (40, False) in reports, reports  # before the end, not with it
+    assert reports[-1] == (40, True)
+
+
+def feed_a_burst_then_pause(tmp_path, check_stream=None):
+    """40 rows in 4 frames back to back, then a pause that ends only once all 40 are reported
+    (or after 10 s); every row is read. The (received, ended) reports, in order."""
     reports, reported_all = [], threading.Event()
 
     def report(msg):
@@ -77,16 +85,17 @@ def test_rows_are_reported_when_the_next_frame_does_not_come_in_time(tmp_path):
             reported_all.set()
 
     frames = [(feedwire.PICKLED, pickle.dumps(list(range(i, i + 10))), 10)
-              for i in range(0, 40, 10)]  # back to back, then a long pause
+              for i in range(0, 40, 10)]
     path = str(tmp_path / "feed.sock")
     serve_partition(path, frames, before_end=lambda: reported_all.wait(10))
     stream = Stream(path, FeedConfig(equalize=True, feed_timeout=20), None, report)
     try:
+        if check_stream is not None:
+            check_stream(stream)
         assert [r for c in read_all(stream) for r in c] == list(range(40))
-        assert (40, False) in reports, reports  # before the end, not with it
-        assert reports[-1] == (40, True)
     finally:
         stream.close()
+    return reports
 
 
 class CountingCondition(threading.Condition):
@@ -137,24 +146,12 @@ def test_a_consumer_held_by_the_others_count_is_not_woken_by_its_own_rows():
 def test_a_feed_whose_socket_is_numbered_above_1024_still_reports_and_reads(
         tmp_path, many_descriptors):
     """select() fails on a descriptor numbered 1024 or more; the feed's waits use poll()."""
-    reports, reported_all = [], threading.Event()
 
-    def report(msg):
-        reports.append((msg["received"], msg["ended"]))
-        if msg["received"] == 40:
-            reported_all.set()
-
-    frames = [(feedwire.PICKLED, pickle.dumps(list(range(i, i + 10))), 10)
-              for i in range(0, 40, 10)]
-    path = str(tmp_path / "feed.sock")
-    serve_partition(path, frames, before_end=lambda: reported_all.wait(10))
-    stream = Stream(path, FeedConfig(equalize=True, feed_timeout=20), None, report)
-    try:
+    def numbered_above_1024(stream):
         assert stream._sock.fileno() >= 1024
-        assert [r for c in read_all(stream) for r in c] == list(range(40))
-        assert (40, False) in reports and reports[-1] == (40, True)
-    finally:
-        stream.close()
+
+    reports = feed_a_burst_then_pause(tmp_path, numbered_above_1024)
+    assert (40, False) in reports and reports[-1] == (40, True)
 
 
 def test_waits_on_a_socket_numbered_above_1024(many_descriptors):
