@@ -169,3 +169,23 @@ def test_waits_on_a_socket_numbered_above_1024(many_descriptors):
     finally:
         a.close()
         b.close()
+
+
+def test_a_full_read_ahead_waits_without_spinning_when_nobody_needs_progress(tmp_path):
+    """Without equalization (nobody to report progress to) a reader whose read-ahead is full
+    waits for the consumer; it used to loop on "rows not reported yet" with the GIL held,
+    a core burnt for as long as the consumer was slower than Spark (asynchronous training)."""
+    frames = [(feedwire.PICKLED, pickle.dumps(list(range(i, i + 10))), 10)
+              for i in range(0, 200, 10)]
+    path = str(tmp_path / "feed.sock")
+    serve_partition(path, frames)
+    stream = Stream(path, FeedConfig(feed_timeout=20, read_ahead=2), None, None)
+    try:
+        assert stream.take() == list(range(10))
+        time.sleep(0.2)  # the read-ahead fills
+        cpu = time.process_time()
+        time.sleep(1.0)
+        assert time.process_time() - cpu < 0.3
+        assert [r for c in read_all(stream) for r in c] == list(range(10, 200))
+    finally:
+        stream.close()

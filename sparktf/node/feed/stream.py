@@ -219,7 +219,8 @@ class Stream:
                     (len(self._buffer) >= self.config.read_ahead
                      or self._buffer_bytes + size > self.config.read_ahead_bytes)
                     and self._buffer_rows >= 2 * self._batch_hint):
-                if self._reported != self.received:  # peers may wait for these rows
+                if self._report is not None and self._reported != self.received:
+                    # peers may wait for these rows
                     self._cond.release()
                     try:
                         self._progress(ended=False)
