@@ -244,3 +244,18 @@ def only_the_chief_reads(args, ctx):
     while not feed.should_stop():
         rows += len(feed.next_batch(16))
     return rows
+
+
+def sum_ids_saying_where_from(args, ctx):
+    """sum_ids, and whether the feed read Spark's own socket (the barrier task passed it on)
+    or frames the task forwarded."""
+    out = sum_ids(args, ctx)
+    out["from_spark_socket"] = ctx.get_data_feed()._stream._spark is not None
+    return out
+
+
+def read_some_then_return(args, ctx):
+    """Take ``rows`` rows of the partition and return without reading the rest."""
+    feed = ctx.get_data_feed()
+    got = len(feed.next_batch(args["rows"]))
+    return {"rows": got, "from_spark_socket": feed._stream._spark is not None}

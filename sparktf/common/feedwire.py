@@ -11,9 +11,15 @@ kind     direction               payload
 ``P``    task -> TF              a pickled list of RDD elements
 ``M``    task -> TF              several pickled lists, each ``length(4) | pickle``
 ``E``    task -> TF              end of the partition: JSON ``{"rows": n}``
+``E``    TF -> task              (reading Spark's socket itself) read to the data's end
+``D``    task -> TF              the rest of the partition is Spark's own data section on the
+                                 socket passed with this frame (SCM_RIGHTS), after these
+                                 bytes; only as the first frame (see ``node.feed.sparkstream``)
 ``R``    TF -> task              pickled inference results for the rows of one batch
 ``F``    TF -> task              end of results
 ``T``    TF -> task              terminate: stop reading the partition
+``I``    TF -> task              (reading Spark's socket itself) the consumer took nothing for
+                                 ``feed_timeout``: JSON ``{"seconds": t}``
 =======  ======================  ===========================================================
 
 Imports neither pyspark nor tensorflow.
@@ -21,16 +27,18 @@ Imports neither pyspark nor tensorflow.
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 from typing import Any
 
-from sparktf.common.protocol import recv_exact_into
+from sparktf.common.protocol import ChannelClosed, recv_exact_into
 
 HEADER = struct.Struct("!cQ")
 PART = struct.Struct("!I")
 SCHEMA, ARROW, PICKLED, MULTI, END, RESULT, RESULTS_END, TERMINATE = (
     b"S", b"A", b"P", b"M", b"E", b"R", b"F", b"T")
+SPARK_SOCKET, IDLE = b"D", b"I"
 #: Spark's own pickled batches are ~64 KB; the task packs them into frames of about this size.
 MULTI_BYTES = 1 << 20
 
@@ -108,6 +116,36 @@ def unpack_parts(payload) -> list:
         out.append(view[pos + PART.size:pos + PART.size + size])
         pos += PART.size + size
     return out
+
+
+def send_frame_with_fd(sock: socket.socket, kind: bytes, payload, fd: int) -> None:
+    """One frame, with a copy of the descriptor ``fd`` passed along with its header."""
+    view = memoryview(payload).cast("B")
+    socket.send_fds(sock, [HEADER.pack(kind, view.nbytes)], [fd])
+    send_buffers(sock, [view])
+
+
+def recv_first_frame(sock: socket.socket, buffer_for=None) -> tuple[bytes, Any, int | None]:
+    """The connection's first frame (see :func:`recv_frame`) and the descriptor passed with it,
+    if one was (the caller owns it; it is not inherited by child processes)."""
+    head, fds, _, _ = socket.recv_fds(sock, HEADER.size, 1)
+    fd = fds[0] if fds else None
+    for extra in fds[1:]:
+        os.close(extra)
+    if fd is not None:
+        os.set_inheritable(fd, False)
+    try:
+        if not head:
+            raise ChannelClosed("connection closed before its first frame")
+        if len(head) < HEADER.size:
+            head += recv_exact_into(sock, HEADER.size - len(head))
+        kind, size = HEADER.unpack(head)
+        return kind, recv_exact_into(sock, size, buffer_for(kind, size) if buffer_for
+                                     else None), fd
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
 
 
 def recv_frame(sock: socket.socket, buffer_for=None) -> tuple[bytes, Any]:

@@ -8,14 +8,18 @@ iterator and Arrow batches come from Spark; pyarrow is imported where outputs ar
 
 from __future__ import annotations
 
+import inspect
+import io
 import json
+import os
 import pickle
 import queue
 import socket
+import stat as statmod
 import subprocess
 import threading
 import time
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from sparktf.common import feedwire, protocol
 from sparktf.common.spec import LaunchSpec
@@ -86,17 +90,28 @@ def feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema)
     stop = threading.Event()
     reader = _ReplyReader(conn, results, stop)
     counted, produced = [0], 0
+    spark = None
     try:
-        frames = _frames(partition, kind, arrow_schema, launch.feed.chunk_rows, counted)
-        for buffers in _then_end(frames, counted):
-            if stop.is_set():
-                break
-            if not inference:
-                feedwire.send_buffers(conn, buffers)
-                continue
-            for chunk in _send_draining(conn, buffers, results, reader, proc, launch):
-                produced += len(chunk)
-                yield from _emit(chunk, kind, launch)
+        if kind == "pickled-batches":
+            spark = spark_data_socket(partition)
+        if spark is not None:
+            feedwire.send_frame_with_fd(conn, feedwire.SPARK_SOCKET, spark.head, spark.fd)
+            counted[0] = -1  # the TF process counts the rows
+            while not inference and proc.poll() is None and not reader.finished.wait(0.2):
+                pass  # training: the TF process reads, and goes on until main_fn returns
+        else:
+            frames = _frames(partition, kind, arrow_schema, launch.feed.chunk_rows, counted)
+            for buffers in _then_end(frames, counted):
+                if stop.is_set():
+                    break
+                if not inference:
+                    feedwire.send_buffers(conn, buffers)
+                    continue
+                for chunk in _send_draining(conn, buffers, results, reader, proc, launch):
+                    produced += len(chunk)
+                    yield from _emit(chunk, kind, launch)
+        if reader.idle:
+            raise socket.timeout()
     except socket.timeout:
         raise TaskFeedError(f"the TF process took no data for feed_timeout={timeout:g}s") \
             from None
@@ -107,10 +122,68 @@ def feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema)
             for chunk in _results(results, reader, proc):
                 produced += len(chunk)
                 yield from _emit(chunk, kind, launch)
+            if reader.idle:
+                raise TaskFeedError(f"the TF process took no data for "
+                                    f"feed_timeout={timeout:g}s")
             _check_outputs(produced, counted[0], reader, proc)
     finally:
         reader.close()
         conn.close()
+        if spark is not None and not reader.spark_ended:
+            spark.stream.close()
+
+
+class SparkDataSocket(NamedTuple):
+    fd: int  # the worker's socket to the executor
+    head: bytes  # the partition's first bytes, already read off it by the worker's reader
+    stream: io.BufferedReader  # the worker's reader of it
+
+
+def spark_data_socket(partition) -> SparkDataSocket | None:
+    """The socket this Python worker reads the partition from, and the bytes of it the
+    worker's reader has already buffered, taken out of that buffer: from there on the TF
+    process can read the rest of the partition itself (:mod:`sparktf.node.feed.sparkstream`),
+    and the task no longer reads and resends every byte. Only while the partition is what
+    PySpark hands a ``mapPartitions`` over its pickled batches, unstarted: its framed
+    serializer's generator over a buffered reader of a socket. None otherwise (and with
+    ``SPARKTF_FEED_SPARK_SOCKET=0`` in the executors' environment): the task forwards the
+    frames itself.
+
+    The task must not touch the partition afterwards. If the TF process does not say that
+    it read the data to its end (and so stopped there, where the worker reads on), the
+    task closes the worker's reader: the worker then ends after this task (Spark starts
+    another) instead of reading the socket from the middle of the data.
+    """
+    if os.environ.get("SPARKTF_FEED_SPARK_SOCKET", "1") == "0":
+        return None
+    if not inspect.isgenerator(partition) or partition.gi_code.co_name != "load_stream" \
+            or inspect.getgeneratorstate(partition) != inspect.GEN_CREATED:
+        return None
+    stream = partition.gi_frame.f_locals.get("stream")
+    if type(stream) is not io.BufferedReader:
+        return None
+    try:
+        fd = stream.fileno()
+        if not statmod.S_ISSOCK(os.fstat(fd).st_mode):
+            return None
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+    head = stream.peek()  # what is buffered (or, with nothing buffered, one read's worth)
+    if not head or _data_ends_within(head):
+        return None  # all of it is here: no socket to read, and the worker's end follows it
+    return SparkDataSocket(fd, stream.read(len(head)), stream)  # the buffer, exactly
+
+
+def _data_ends_within(head: bytes) -> bool:
+    """Whether ``head``, the start of a data section of ``length(4) | bytes`` records, holds
+    the length that ends it (or any other negative one: not for the TF process to read)."""
+    pos = 0
+    while pos + 4 <= len(head):
+        size = int.from_bytes(head[pos:pos + 4], "big", signed=True)
+        if size < 0:
+            return True
+        pos += 4 + size
+    return False
 
 
 class _ArrowMessages:
@@ -241,6 +314,8 @@ class _ReplyReader:
         self.conn, self.results, self.stop = conn, results, stop
         self.error: BaseException | None = None
         self.rows_received: int | None = None  # the TF process's own count, at the end
+        self.idle = False  # the TF process says its consumer took nothing for feed_timeout
+        self.spark_ended = False  # the TF process read Spark's socket to the data's end
         self.finished = threading.Event()
         self._closed = threading.Event()
         threading.Thread(target=self._run, daemon=True, name="sparktf-replies").start()
@@ -272,6 +347,11 @@ class _ReplyReader:
                 kind, payload = feedwire.recv_frame(self.conn)
                 if kind == feedwire.TERMINATE:
                     self.stop.set()
+                elif kind == feedwire.END:
+                    self.spark_ended = True
+                elif kind == feedwire.IDLE:
+                    self.idle = True
+                    break
                 elif kind == feedwire.RESULT:
                     try:
                         values = pickle.loads(payload)

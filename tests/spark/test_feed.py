@@ -419,3 +419,41 @@ def test_data_dealt_out_over_a_shuffle_gives_every_trainer_an_even_share(spark, 
     shares = partition.rdd_for_nodes(rdd, nodes, trainers).glom().map(len).collect()
     assert sum(shares) == 1000 and shares[trainers:] == [0]
     assert max(shares[:trainers]) - min(shares[:trainers]) <= 1, shares
+
+
+def check_plain_jobs(sc):
+    """Jobs after a feed, on the Python workers Spark reuses: each must find its stream where
+    the worker expects it (a worker left in the middle of a partition's data would fail)."""
+    for _ in range(3):
+        assert sc.parallelize(range(10_000), 4).map(lambda i: i * 2).sum() == 99_990_000
+        assert sc.parallelize(range(100), 4).glom().map(len).collect() == [25] * 4
+
+
+def test_an_rdd_feed_reads_sparks_socket_and_leaves_the_workers_fit_for_reuse(sc_local):
+    """The barrier task passes its node the Python worker's own socket to the executor; the
+    node reads the partition's data to its end, not a byte further, and the workers Spark
+    reuses afterwards work, for plain jobs and for the next feed."""
+    data = sc_local.parallelize(range(200_000), 2).map(lambda i: (i, bytes(64)))  # > buffers
+    for _ in range(2):
+        cluster = train(sc_local, feed_jobs.sum_ids_saying_where_from, {"col": None}, data,
+                        nodes=2, rebalance=False, equalize=False)
+        got = cluster.results
+        assert got["chief:0"]["from_spark_socket"] and got["worker:0"]["from_spark_socket"]
+        assert got["chief:0"]["rows"] + got["worker:0"]["rows"] == 200_000
+        assert got["chief:0"]["sum"] + got["worker:0"]["sum"] == sum(range(200_000))
+        check_plain_jobs(sc_local)
+
+
+def test_a_node_that_stops_reading_sparks_socket_early_leaves_no_worker_behind(sc_local):
+    """A node that returns after a few rows (or terminates) stops in the middle of Spark's
+    data: its task closes the worker's reader, so Spark does not reuse that worker, and the
+    jobs after it run on fresh ones."""
+    data = sc_local.parallelize(range(400_000), 2).map(lambda i: (i, bytes(64)))
+    cluster = train(sc_local, feed_jobs.read_some_then_return, {"rows": 7}, data, nodes=2,
+                    rebalance=False, equalize=False)
+    assert cluster.results["chief:0"] == {"rows": 7, "from_spark_socket": True}
+    check_plain_jobs(sc_local)
+    cluster = train(sc_local, feed_jobs.read_one_then_stop, None, data, nodes=2,
+                    rebalance=False, equalize=False)
+    assert cluster.results["chief:0"] == {"rows": 10, "stopped": True}
+    check_plain_jobs(sc_local)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import socket
 import threading
 import time
@@ -18,7 +19,8 @@ from typing import Callable
 from sparktf.common import feedwire, messages, protocol
 from sparktf.common.spec import FeedConfig
 from sparktf.errors import FeedError
-from sparktf.node.feed import batches
+from sparktf.node.feed import batches, sparkstream
+from sparktf.node.feed.sparkstream import SparkRecords
 from sparktf.node.feed.spool import Spool
 
 #: What :meth:`Stream.take` returns after the partition's last chunk.
@@ -58,6 +60,9 @@ class Stream:
         self._sock.connect(sock_path)
         self._send_lock = threading.Lock()
         self._rx = bytearray()  # receives the RDD frames, one after the other
+        self._first = True  # the first frame may come with Spark's socket
+        self._spark: SparkRecords | None = None  # reading Spark's socket, if so
+        self._idle_told = False
         #: The partition's Arrow schema (None for an RDD).
         self.schema = None
         #: Rows received so far.
@@ -97,7 +102,7 @@ class Stream:
         try:
             while True:
                 self._report_before_waiting()
-                kind, payload = feedwire.recv_frame(self._sock, self._buffer_for)
+                kind, payload = self._next_frame()
                 if kind == feedwire.SCHEMA:
                     self.schema = batches.read_schema(payload)
                     continue
@@ -136,6 +141,8 @@ class Stream:
                     self._spool_flushed()
                 self._progress(ended=False, urgent=False)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            if self._spark is not None:
+                self._spark.close()
             failure = FeedError(f"the data feed from Spark broke: {type(exc).__name__}: {exc}")
             self._failure = failure
             self.ended.set()
@@ -144,6 +151,36 @@ class Stream:
                     self._put(failure)
                 else:
                     self._wake()
+
+    def _next_frame(self) -> tuple[bytes, object]:
+        """The next frame: from the barrier task, or, once the task has passed this node
+        Spark's own socket (the first frame), from there (:mod:`.sparkstream`)."""
+        if self._spark is not None:
+            payload = self._spark.next_payload()
+            if payload is not None:
+                return feedwire.MULTI, payload
+            self._spark.close()  # the worker's socket is where it expects it: at the end
+            try:
+                self.send(feedwire.END, b"")  # and the task may let the worker read on
+            except OSError:
+                pass
+            return feedwire.END, b'{"rows": -1}'
+        if self._first:
+            self._first = False
+            kind, payload, fd = feedwire.recv_first_frame(self._sock, self._buffer_for)
+            if fd is None:
+                return kind, payload
+            if kind != feedwire.SPARK_SOCKET:
+                os.close(fd)
+                raise FeedError(f"a descriptor came with a {kind!r} frame")
+            self._spark = SparkRecords(sparkstream.wrap(fd), payload, self.config.feed_timeout,
+                                       stopped=lambda: self._terminated)
+            return self._next_frame()
+        return feedwire.recv_frame(self._sock, self._buffer_for)
+
+    def _data_socket(self):
+        """Where the next frame comes from."""
+        return self._spark.sock if self._spark is not None else self._sock
 
     def _buffer_for(self, kind: bytes, size: int):
         """Where the reader receives a frame: an Arrow batch into memory of its own (the
@@ -214,6 +251,7 @@ class Stream:
         ``index``: the chunk's frame in the spool, from where the consumer can read it
         instead (see ``spill_when``)."""
         rows = 0 if item is EOF or isinstance(item, BaseException) else batches.rows(item)
+        waiting_since = time.monotonic()
         with self._cond:
             while not self._gone and self._buffer and (
                     (len(self._buffer) >= self.config.read_ahead
@@ -236,12 +274,29 @@ class Stream:
                     self._cond.notify_all()
                     return
                 self._cond.wait(0.2)
+                if self._spark is not None and not self._idle_told and \
+                        time.monotonic() - waiting_since > self.config.feed_timeout:
+                    self._cond.release()
+                    try:
+                        self._tell_idle()
+                    finally:
+                        self._cond.acquire()
             if self._gone:
                 return  # epoch 1 is over for the consumer: the frame is only spooled
             self._buffer.append((item, size))
             self._buffer_rows += rows
             self._buffer_bytes += size
             self._cond.notify_all()
+
+    def _tell_idle(self) -> None:
+        """Reading Spark's socket itself, the reader has waited ``feed_timeout`` for the
+        consumer: tell the barrier task, which fails the feed as it does when it sends the
+        frames itself and they are not taken."""
+        self._idle_told = True
+        try:
+            self.send(feedwire.IDLE, json.dumps({"seconds": self.config.feed_timeout}).encode())
+        except OSError:
+            pass
 
     def _report_before_waiting(self) -> None:
         """Before the reader waits for the next frame: rows not reported yet are reported
@@ -250,7 +305,7 @@ class Stream:
         if self._report is None or self._reported == self.received:
             return
         wait = PROGRESS_INTERVAL - (time.monotonic() - self._reported_at)
-        if wait > 0 and protocol.wait_readable(self._sock, wait):
+        if wait > 0 and protocol.wait_readable(self._data_socket(), wait):
             return  # the next frame is here: reported with it when due
         self._progress(ended=False)
 
@@ -336,3 +391,5 @@ class Stream:
     def close(self) -> None:
         self._terminated = True
         self._sock.close()
+        if self._spark is not None:
+            self._spark.close()
