@@ -24,6 +24,8 @@ The parts, each a module:
 
 - :mod:`~sparktf.node.feed.stream`: epoch 1, frames from the barrier task, the read-ahead
   queue, and the progress reports that equalization needs;
+- :mod:`~sparktf.node.feed.sparkstream`: epoch 1 of an RDD read from the Spark worker's own
+  socket, which the barrier task passes on instead of forwarding every byte;
 - :mod:`~sparktf.node.feed.spool`: the frames kept on local disk, replayed for later epochs;
 - :mod:`~sparktf.node.feed.equalize`: the driver's bound and the wait for it (pure threading);
 - :mod:`~sparktf.node.feed.exchange`: rows moved between nodes to equalize shares fed as they
