@@ -259,3 +259,9 @@ def read_some_then_return(args, ctx):
     feed = ctx.get_data_feed()
     got = len(feed.next_batch(args["rows"]))
     return {"rows": got, "from_spark_socket": feed._stream._spark is not None}
+
+
+def infer_double_saying_where_from(args, ctx):
+    """infer_double, and whether the feed read Spark's own socket."""
+    infer_double(args, ctx)
+    return {"from_spark_socket": ctx.get_data_feed(train_mode=False)._stream._spark is not None}

@@ -203,6 +203,18 @@ def test_inference_over_an_rdd_keeps_input_order(sc_local):
     assert cluster.shutdown() == "inferred"
 
 
+def test_inference_over_an_rdd_read_from_sparks_socket_answers_every_row_in_order(sc_local):
+    """Large enough partitions that the nodes read Spark's socket themselves (a small one is
+    wholly in the worker's buffer and is forwarded): outputs come back through the task,
+    every row once, in order, and the reused workers run the next jobs."""
+    cluster = sparktf.run(sc_local, feed_jobs.infer_double_saying_where_from, {"batch": 512},
+                          num_executors=2, input_mode=SPARK)
+    out = cluster.inference(sc_local.parallelize(range(300_000), 2))
+    assert out.collect() == [2 * x for x in range(300_000)]
+    assert cluster.shutdown() == {"from_spark_socket": True}
+    check_plain_jobs(sc_local)
+
+
 def test_inference_over_a_dataframe_keeps_input_order(spark):
     df = spark.range(0, 500, numPartitions=2)
     cluster = sparktf.run(spark.sparkContext, feed_jobs.infer_double, {"batch": 7},
