@@ -7,6 +7,7 @@ stream, which the worker must still find there), and the worker's side is PySpar
 reader of it (``FramedSerializer.load_stream`` over a buffered reader, as ``daemon.py``
 makes it)."""
 
+import contextlib
 import fcntl
 import json
 import os
@@ -55,6 +56,21 @@ def executor(payload, chunk=7_000, pause=0.0):
 
     threading.Thread(target=write, daemon=True).start()
     return worker, jvm
+
+
+@contextlib.contextmanager
+def records_on_a_quiet_socket(send=b"", **kwargs):
+    """SparkRecords over the worker's end of a socket pair whose other end sent only ``send``;
+    yields (records, executor's end), and closes all three."""
+    worker, jvm = socket.socketpair()
+    jvm.sendall(send)
+    records = SparkRecords(wrap(os.dup(worker.fileno())), b"", **kwargs)
+    try:
+        yield records, jvm
+    finally:
+        records.close()
+        worker.close()
+        jvm.close()
 
 
 def elements_of(payloads):
@@ -120,62 +136,37 @@ def test_the_passed_socket_keeps_its_blocking_mode_under_a_default_timeout():
 
 
 def test_no_data_from_spark_within_feed_timeout_is_an_error_that_says_so():
-    worker, jvm = socket.socketpair()
-    try:
-        records = SparkRecords(wrap(os.dup(worker.fileno())), b"", timeout=0.3)
+    with records_on_a_quiet_socket(timeout=0.3) as (records, _):
         start = time.monotonic()
         with pytest.raises(FeedError, match="feed_timeout=0.3s"):
             records.next_payload()
         assert time.monotonic() - start < 3
-        records.close()
-    finally:
-        worker.close()
-        jvm.close()
 
 
 def test_a_terminated_feed_stops_waiting_on_spark_soon():
-    worker, jvm = socket.socketpair()
     stopped = threading.Event()
-    try:
-        records = SparkRecords(wrap(os.dup(worker.fileno())), b"", timeout=60,
-                               stopped=stopped.is_set)
+    with records_on_a_quiet_socket(timeout=60, stopped=stopped.is_set) as (records, _):
         threading.Timer(0.2, stopped.set).start()
         start = time.monotonic()
         with pytest.raises(FeedError, match="terminated"):
             records.next_payload()
         assert time.monotonic() - start < 2
-        records.close()
-    finally:
-        worker.close()
-        jvm.close()
 
 
 @pytest.mark.parametrize("special", [-3, -2, -5])
 def test_a_length_that_is_not_data_is_an_error(special):
-    worker, jvm = socket.socketpair()
-    jvm.sendall(struct.pack("!i", special))
-    try:
-        records = SparkRecords(wrap(os.dup(worker.fileno())), b"", timeout=5)
+    with records_on_a_quiet_socket(struct.pack("!i", special), timeout=5) as (records, _):
         with pytest.raises(FeedError, match=f"unexpected length {special}"):
             records.next_payload()
-        records.close()
-    finally:
-        worker.close()
-        jvm.close()
 
 
 def test_a_socket_that_closes_mid_record_is_an_error():
-    worker, jvm = socket.socketpair()
     batch = pickle.dumps(list(range(100)))
-    jvm.sendall(struct.pack("!i", len(batch)) + batch[:10])
-    jvm.close()
-    try:
-        records = SparkRecords(wrap(os.dup(worker.fileno())), b"", timeout=5)
+    with records_on_a_quiet_socket(struct.pack("!i", len(batch)) + batch[:10],
+                                   timeout=5) as (records, jvm):
+        jvm.close()
         with pytest.raises(FeedError, match="closed in the middle"):
             records.next_payload()
-        records.close()
-    finally:
-        worker.close()
 
 
 # --------------------------------------------------------------------- the task's side
