@@ -329,6 +329,32 @@ def test_lineages_spark_cannot_barrier_are_told_apart_without_a_job(spark, sc_lo
     assert said.count(False) >= 3 and said.count(True) >= 4
 
 
+def test_data_found_barrier_ready_is_not_walked_again(spark, sc_local, monkeypatch):
+    """train() over the same RDD or DataFrame again (epochs in a loop, a second job) does
+    not walk its lineage on the JVM again: the answer stays with the data; data that Spark
+    cannot barrier is checked every time."""
+    import py4j.clientserver
+    import py4j.java_gateway
+
+    from sparktf.driver import partition
+
+    ready = [sc_local.parallelize(range(10), 2).map(lambda x: (x, x)),
+             spark.range(0, 10, numPartitions=2).where("id > 3")]
+    not_ready = sc_local.parallelize(range(10), 4).coalesce(2)
+    assert [partition.barrier_ready(d) for d in ready] == [True, True]
+    assert partition.barrier_ready(not_ready) is False
+    calls = []
+    for cls in (py4j.clientserver.ClientServerConnection, py4j.java_gateway.GatewayConnection):
+        def counted(self, command, _send=cls.send_command):
+            calls.append(command)
+            return _send(self, command)
+        monkeypatch.setattr(cls, "send_command", counted)
+    assert [partition.barrier_ready(d) for d in ready] == [True, True]
+    assert calls == []
+    assert partition.barrier_ready(not_ready) is False
+    assert calls  # walked again
+
+
 @pytest.mark.parametrize("kind", ["rdd", "dataframe", "dataframe in 18 batches"])
 def test_partitions_fed_as_they_are_move_only_the_surplus_rows(spark, kind):
     """One partition per node, 30 : 171 rows, not cached: no Spark job counts them and no
