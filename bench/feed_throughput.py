@@ -12,13 +12,15 @@ copy of the data per form, all measured in this one run:
 (c) ceiling, RDD: a barrier ``mapPartitions`` that only iterates the cached RDD;
 (d) sparktf feeding that RDD: ``feed.next_batch(1024)`` lists of (features, label) elements.
 
-and, as a user sees it (``--only efgh``), timed on the driver with every sparktf default:
+and, as a user sees it (``--only efghi``), timed on the driver with every sparktf default:
 
 (e) Spark: the barrier ``mapInArrow`` of (a), ``collect()`` on the driver;
 (f) sparktf: ``run()`` + ``train(df, num_epochs=1)`` + ``shutdown()`` (defaults: equalized;
     the cached DataFrame's partitions are fed as they are when already equal enough);
 (g) Spark: the barrier ``mapPartitions`` of (c), ``collect()``;
-(h) sparktf: ``run()`` + ``train(rdd, num_epochs=1)`` + ``shutdown()``.
+(h) sparktf: ``run()`` + ``train(rdd, num_epochs=1)`` + ``shutdown()``;
+(i) the same with ``train(rdd, equalize=False)``: what equalizing (every node the same rows,
+    the nodes' counts going round the driver while they read) costs of (h).
 
 Each figure is the best of ``--repeats``; with more than one repeat, the median (and range) of
 sparktf's ratio to its ceiling within each repeat follows, the two run back to back: on a shared
@@ -167,8 +169,9 @@ def consume_quietly(args, ctx):
     return rows
 
 
-def as_user(sc, data, rows):
-    """(f), (h): rows/s of run() + train() + shutdown(), timed on the driver, defaults."""
+def as_user(sc, data, rows, **train_args):
+    """(f), (h), (i): rows/s of run() + train() + shutdown(), timed on the driver, defaults
+    but ``train_args``."""
     import time
 
     import sparktf
@@ -176,7 +179,7 @@ def as_user(sc, data, rows):
     start = time.perf_counter()
     cluster = sparktf.run(sc, consume_quietly, None, num_executors=2, log_to_driver=False,
                           input_mode=sparktf.InputMode.SPARK)
-    cluster.train(data)
+    cluster.train(data, **train_args)
     cluster.shutdown()
     secs = time.perf_counter() - start
     assert sum(cluster.results.values()) + cluster.rows_held_back == rows
@@ -228,7 +231,7 @@ def main():
         return (np.asarray(row.features, dtype="float32"), int(row.label))
 
     rdd = None
-    if set("cdgh") & set(a.only):
+    if set("cdghi") & set(a.only):
         rdd = df.rdd.map(to_example).persist(StorageLevel.MEMORY_ONLY)
         rdd.count()
     mb = a.rows * (WIDTH * 4 + 8) / 1e6
@@ -248,6 +251,7 @@ def main():
             "g": lambda: driver_timed(lambda: rdd.barrier().mapPartitions(touch_rdd).collect(),
                                       a.rows),
             "h": lambda: as_user(sc, rdd, a.rows),
+            "i": lambda: as_user(sc, rdd, a.rows, equalize=False),
         }
         for key, fn in runs.items():
             if key in a.only:
@@ -263,13 +267,15 @@ def main():
              "e": "(e) Spark's barrier mapInArrow, timed on the driver",
              "f": "(f) sparktf run+train+shutdown (DataFrame), timed on the driver",
              "g": "(g) Spark's barrier mapPartitions, timed on the driver",
-             "h": "(h) sparktf run+train+shutdown (RDD), timed on the driver"}
-    base = {"a": "a", "b": "a", "c": "c", "d": "c", "e": "e", "f": "e", "g": "g", "h": "g"}
+             "h": "(h) sparktf run+train+shutdown (RDD), timed on the driver",
+             "i": "(i) the same, train(equalize=False)"}
+    base = {"a": "a", "b": "a", "c": "c", "d": "c", "e": "e", "f": "e", "g": "g", "h": "g",
+            "i": "g"}
     for key in a.only:
         ceiling = figures.get(base[key], float("nan"))
         print(f"| {names[key]} | {figures[key]:,.0f} | {figures[key] * per_row:,.0f} | "
               f"{figures[key] / ceiling:.2f} |")
-    pairs = [(b, c) for b, c in (("a", "b"), ("c", "d"), ("e", "f"), ("g", "h"))
+    pairs = [(b, c) for b, c in (("a", "b"), ("c", "d"), ("e", "f"), ("g", "h"), ("g", "i"))
              if b in every and c in every]
     if pairs and a.repeats > 1:
         # Each repeat runs the ceiling and sparktf back to back: the ratio within a repeat
