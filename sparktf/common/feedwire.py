@@ -139,9 +139,7 @@ def recv_first_frame(sock: socket.socket, buffer_for=None) -> tuple[bytes, Any, 
             raise ChannelClosed("connection closed before its first frame")
         if len(head) < HEADER.size:
             head += recv_exact_into(sock, HEADER.size - len(head))
-        kind, size = HEADER.unpack(head)
-        return kind, recv_exact_into(sock, size, buffer_for(kind, size) if buffer_for
-                                     else None), fd
+        return *_payload(sock, head, buffer_for), fd
     except BaseException:
         if fd is not None:
             os.close(fd)
@@ -151,5 +149,10 @@ def recv_first_frame(sock: socket.socket, buffer_for=None) -> tuple[bytes, Any, 
 def recv_frame(sock: socket.socket, buffer_for=None) -> tuple[bytes, Any]:
     """One frame: its kind and its payload, received into ``buffer_for(kind, size)`` (by
     default a new ``bytearray``)."""
-    kind, size = HEADER.unpack(recv_exact_into(sock, HEADER.size))
+    return _payload(sock, recv_exact_into(sock, HEADER.size), buffer_for)
+
+
+def _payload(sock: socket.socket, header, buffer_for) -> tuple[bytes, Any]:
+    """The frame of ``header``: its kind and its payload, received as :func:`recv_frame` says."""
+    kind, size = HEADER.unpack(header)
     return kind, recv_exact_into(sock, size, buffer_for(kind, size) if buffer_for else None)

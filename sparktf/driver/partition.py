@@ -96,10 +96,7 @@ def barrier_ready(data) -> bool:
             dep = deps.apply(i)
             if not shuffle.isInstance(dep):  # a shuffle starts another stage
                 todo.append(dep.rdd())
-    try:
-        setattr(rdd, _READY, True)
-    except AttributeError:
-        pass
+    setattr(rdd, _READY, True)
     return True
 
 

@@ -113,8 +113,7 @@ def feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema)
         if reader.idle:
             raise socket.timeout()
     except socket.timeout:
-        raise TaskFeedError(f"the TF process took no data for feed_timeout={timeout:g}s") \
-            from None
+        raise _took_no_data(timeout) from None
     except (BrokenPipeError, ConnectionResetError):
         pass  # the TF process stopped reading (terminate() or main_fn returned): early stop
     try:
@@ -123,14 +122,17 @@ def feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema)
                 produced += len(chunk)
                 yield from _emit(chunk, kind, launch)
             if reader.idle:
-                raise TaskFeedError(f"the TF process took no data for "
-                                    f"feed_timeout={timeout:g}s")
+                raise _took_no_data(timeout)
             _check_outputs(produced, counted[0], reader, proc)
     finally:
         reader.close()
         conn.close()
         if spark is not None and not reader.spark_ended:
             spark.stream.close()
+
+
+def _took_no_data(timeout: float) -> TaskFeedError:
+    return TaskFeedError(f"the TF process took no data for feed_timeout={timeout:g}s")
 
 
 class SparkDataSocket(NamedTuple):
