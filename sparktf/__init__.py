@@ -22,7 +22,8 @@ _EXPORTS = {
     "SparkTFError": "sparktf.errors", "ConfigError": "sparktf.errors",
     "NodeError": "sparktf.errors", "SparkJobError": "sparktf.errors",
     "ClusterTimeoutError": "sparktf.errors", "ClusterStateError": "sparktf.errors",
-    "predict": "sparktf.predictor", "DataFeed": "sparktf.node.feed", "FeedError": "sparktf.errors",
+    "predict": "sparktf.predictor", "warm_up": "sparktf.driver.warmup",
+    "WarmUp": "sparktf.driver.warmup", "DataFeed": "sparktf.node.feed", "FeedError": "sparktf.errors",
 }
 
 __all__ = [*_EXPORTS, "fs", "__version__"]
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
                                 NodeError, SparkJobError, SparkTFError)
     from sparktf.node.feed import DataFeed
     from sparktf.predictor import predict
+    from sparktf.driver.warmup import WarmUp, warm_up
 
 
 def __getattr__(name: str):

@@ -265,3 +265,14 @@ def infer_double_saying_where_from(args, ctx):
     """infer_double, and whether the feed read Spark's own socket."""
     infer_double(args, ctx)
     return {"from_spark_socket": ctx.get_data_feed(train_mode=False)._stream._spark is not None}
+
+
+def preloaded_mwms(args, ctx):
+    """mwms_on_feed, and whether TensorFlow was already imported when main_fn began (forked
+    from a sparktf.daemon that preloaded it)."""
+    import sys
+
+    preloaded = "tensorflow" in sys.modules
+    out = mwms_on_feed(args, ctx)
+    out["preloaded"] = preloaded
+    return out

@@ -144,7 +144,8 @@ def _modules(package):
 LAYERS = ([(m, "tensorflow") for m in ["sparktf"] + _modules("driver") + _modules("task")]
           + [(m, "pyspark") for m in _modules("node") + _modules("common")]
           + [(m, "tensorflow") for m in _modules("common")]
-          + [("sparktf.fs", "tensorflow"), ("sparktf.fs", "pyspark")])
+          + [("sparktf.fs", "tensorflow"), ("sparktf.fs", "pyspark")]
+          + [("sparktf.daemon", "tensorflow")])  # only once it runs as the daemon
 
 
 @pytest.mark.parametrize("module, forbidden", LAYERS)

@@ -1,0 +1,71 @@
+"""sparktf.daemon as Spark's Python worker daemon (``spark.python.daemon.module``) and
+sparktf.warm_up, on a real local Spark: the daemons the warm-up starts are the ones later stages
+use, their workers find TensorFlow imported, and TF processes forked from them train with
+MultiWorkerMirroredStrategy (its gRPC and collectives start after the fork, as they must)."""
+
+import numpy as np
+import pytest
+
+import feed_jobs
+import sparktf
+from sparktf.driver import warmup
+
+#: This module's own SparkContext: the daemon preloads TensorFlow and tf_keras.
+DAEMON_CONF = (("spark.python.daemon.module", "sparktf.daemon"),
+               ("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras"))
+
+
+@pytest.fixture(scope="module")
+def spark(spark_pool):
+    from pyspark.sql import SparkSession
+
+    return SparkSession(spark_pool.get("local[4]", DAEMON_CONF))
+
+
+@pytest.fixture(scope="module")
+def warmed(spark):
+    handle = sparktf.warm_up(spark, rdds=True)
+    assert handle.wait(300), handle
+    return handle
+
+
+def test_warm_up_starts_the_daemons_that_later_stages_use(spark, warmed):
+    assert warmed.error is None and warmed.tensorflow_preloaded is True, warmed
+    assert warmed.tasks == 4 and len(warmed.reports["dataframes"]) == 4
+    dataframe_daemons = {pid for pid, _ in warmed.reports["dataframes"]}
+    rdd_daemons = {pid for pid, _ in warmed.reports["rdds"]}
+    # One daemon per environment: Spark SQL's Python stages have one more variable.
+    assert len(dataframe_daemons) == len(rdd_daemons) == 1
+    assert dataframe_daemons != rdd_daemons
+    later = (spark.range(4, numPartitions=4)
+             .mapInArrow(warmup._report, "daemon long, tensorflow boolean").collect())
+    assert {r.daemon for r in later} == dataframe_daemons
+    assert all(r.tensorflow for r in later)
+    later = spark.sparkContext.parallelize(range(4), 4).mapPartitions(warmup._report_rdd).collect()
+    assert {pid for pid, _ in later} == rdd_daemons
+
+
+def test_a_finished_warm_up_says_what_it_did(warmed):
+    assert warmed.done and warmed.wait(0)
+    assert "done, tensorflow preloaded: True" in repr(warmed)
+    warmed.cancel()  # nothing left to cancel: no error
+
+
+@pytest.mark.slow
+def test_nodes_forked_from_the_preloading_daemon_train_with_mirrored_strategy(
+        spark, warmed, no_leaks):
+    from conftest import TF_ENV
+
+    rng = np.random.RandomState(0)
+    x = rng.randn(1200, 4)
+    y = x @ np.array([1.0, 2.0, 3.0, 4.0]) + 0.5
+    df = spark.createDataFrame([(x[i].tolist(), float(y[i])) for i in range(1200)],
+                               "x array<float>, y float").repartition(2)
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.preloaded_mwms, {"batch": 32, "epochs": 3},
+                          num_executors=2, input_mode=sparktf.InputMode.SPARK, env=TF_ENV)
+    cluster.train(df, num_epochs=3)
+    chief = cluster.shutdown(timeout=300)
+    worker = cluster.results["worker:0"]
+    assert chief["preloaded"] and worker["preloaded"]  # main_fn found TensorFlow imported
+    assert chief["loss"][-1] < 0.1 * chief["loss"][0]
+    assert chief["kernel"] == worker["kernel"]  # one model, all-reduced
