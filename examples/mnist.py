@@ -55,6 +55,8 @@ def main(argv=None):
     args = helpers.finish(helpers.parser(__doc__).parse_args(argv))
     spark = helpers.start_spark("sparktf-mnist")
     started = time.time()
+    # The executor's Python daemon starts (importing TensorFlow) while the driver loads data.
+    sparktf.warm_up(spark)
     args.num_executors = args.num_executors or helpers.nodes_for(spark)
     train_df, args.test, train_size = helpers.load_on_driver(spark, args)
     print(f"mnist: mirrored, input mode spark, {train_size} training and "

@@ -119,6 +119,9 @@ def main(argv=None):
     spark = helpers.start_spark("sparktf-mnist-async-ps")
     started = time.time()
     spark_input = args.input_mode == "spark"
+    # The executors' Python daemons (DataFrame stages or RDD stages: the nodes' barrier stage
+    # is one or the other) start, importing TensorFlow, while the driver loads data.
+    sparktf.warm_up(spark, dataframes=spark_input, rdds=not spark_input)
     train_df, args.test, args.train_size = helpers.load_on_driver(spark, args, spark_input)
     print(f"mnist: async-ps, input mode {args.input_mode}, {args.train_size} training and "
           f"{len(args.test[1])} held-out images", flush=True)

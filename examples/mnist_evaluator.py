@@ -56,6 +56,7 @@ def main(argv=None):
     args.model_dir = args.model_dir or tempfile.mkdtemp(prefix="mnist-model-")
     spark = helpers.start_spark("sparktf-mnist-evaluator", mnist)
     started = time.time()
+    sparktf.warm_up(spark)  # the daemon imports TensorFlow while the driver loads data
     train_df, args.test, train_size = helpers.load_on_driver(spark, args)
     print(f"mnist: mirrored with an evaluator, input mode spark, {train_size} training and "
           f"{len(args.test[1])} held-out images", flush=True)

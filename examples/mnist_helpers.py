@@ -360,6 +360,7 @@ def finish(args):
 def start_spark(name, *example_modules):
     """The SparkSession, quiet; this module and ``example_modules`` travel by value."""
     import cloudpickle
+    from pyspark import SparkConf
     from pyspark import cloudpickle as spark_cloudpickle
     from pyspark.sql import SparkSession
 
@@ -369,6 +370,14 @@ def start_spark(name, *example_modules):
     builder = SparkSession.builder.appName(name)
     if not quiet_spark_logs():
         builder = builder.config("spark.log.level", "WARN")  # from the SparkContext's start on
+    # Spark's Python worker daemon imports TensorFlow (and tf_keras) once per executor, before
+    # it forks the workers that become the TF processes and the scoring tasks: none of them
+    # pays that import itself (sparktf.daemon). A --conf of the user's wins.
+    given = SparkConf()
+    for key, value in (("spark.python.daemon.module", "sparktf.daemon"),
+                       ("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")):
+        if not given.contains(key):
+            builder = builder.config(key, value)
     return builder.getOrCreate()
 
 

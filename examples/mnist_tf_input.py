@@ -53,6 +53,9 @@ def main(argv=None):
     args = helpers.finish(p.parse_args(argv))
     spark = helpers.start_spark("sparktf-mnist-tf-input")
     started = time.time()
+    # InputMode.TENSORFLOW's barrier stage is an RDD stage: its daemon imports TensorFlow
+    # while the driver loads the held-out digits.
+    sparktf.warm_up(spark, dataframes=False, rdds=True)
     _, args.test, train_size = helpers.load_on_driver(spark, args, spark_input=False)
     print(f"mnist: mirrored, input mode tensorflow, {train_size} training and "
           f"{len(args.test[1])} held-out images", flush=True)
