@@ -22,7 +22,9 @@ context with its own TF_CONFIG, thread counts and CUDA_VISIBLE_DEVICES. What it 
 the few settings TensorFlow's native code reads while it loads (``TF_CPP_MIN_LOG_LEVEL``,
 ``TF_ENABLE_ONEDNN_OPTS``) come from the executor's environment (``spark.executorEnv.*``), not
 from ``sparktf.run(env=...)``. A preload that fails is reported on the executor's stderr and
-skipped; the daemon starts regardless and the workers import it themselves as before.
+skipped; the daemon starts regardless and the workers import it themselves as before. With
+``spark.executor.pyspark.memory`` under 4 GB (a cap on each worker's address space, of which
+TensorFlow takes about 1.7 GB) nothing is preloaded.
 
 Executor side: imports pyspark and (only when run as the daemon) TensorFlow.
 """
@@ -98,9 +100,29 @@ def preload(names, err=None) -> dict[str, str]:
     return outcome
 
 
+#: ``spark.executor.pyspark.memory`` caps each Python worker's address space (RLIMIT_AS), and
+#: TensorFlow and tf_keras take about 1.7 GB of it once imported: below this cap a worker
+#: forked with them would keep too little for its own task, so nothing is preloaded.
+MIN_WORKER_MEMORY_MB = 4096
+
+
+def names_to_preload(environ=os.environ, err=None) -> tuple[str, ...]:
+    """:func:`preload_names`, or none (with a note on ``err``) when Spark caps each Python
+    worker's memory below :data:`MIN_WORKER_MEMORY_MB`."""
+    names = preload_names(environ)
+    limit = environ.get("PYSPARK_EXECUTOR_MEMORY_MB")
+    if names and limit and limit.isdigit() and int(limit) < MIN_WORKER_MEMORY_MB:
+        print(f"sparktf.daemon: not preloading {', '.join(names)}: spark.executor.pyspark.memory "
+              f"gives each Python worker {limit} MB of address space, and TensorFlow takes "
+              f"about 1.7 GB of it; raise it to {MIN_WORKER_MEMORY_MB} MB or more to preload",
+              file=err or sys.stderr, flush=True)
+        return ()
+    return names
+
+
 def main() -> None:
     """``python -m sparktf.daemon``, as Spark starts it: preload, then pyspark's daemon."""
-    preload(preload_names())
+    preload(names_to_preload())
     # What the imports allocated stays put in the forked workers' shared pages: the collector
     # leaves it alone instead of touching (and so copying) it in every worker.
     gc.freeze()

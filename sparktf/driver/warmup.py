@@ -133,7 +133,7 @@ class WarmUp:
             self._sc.setJobGroup(self.job_group, "sparktf.warm_up: starting the executors' "
                                  "Python worker daemons", interruptOnCancel=False)
             for kind in self.kinds:
-                extra = _sql_worker_env(self._sql_conf()) if kind == "dataframes" else {}
+                extra = _sql_worker_env(self._sql_session().conf) if kind == "dataframes" else {}
                 self.reports[kind] = _rdd_job(self._sc, self.tasks, extra)
                 if kind == "dataframes" and self.reports[kind] is None:
                     self.reports[kind] = self._sql_job()  # pyspark's internals moved
@@ -143,18 +143,15 @@ class WarmUp:
         finally:
             self._done.set()
 
-    def _session_(self):
+    def _sql_session(self):
         if self._session is None:
             from pyspark.sql import SparkSession
 
             self._session = SparkSession(self._sc)
         return self._session
 
-    def _sql_conf(self):
-        return self._session_().conf
-
     def _sql_job(self) -> list[tuple[int, bool]]:
-        rows = (self._session_().range(self.tasks, numPartitions=self.tasks)
+        rows = (self._sql_session().range(self.tasks, numPartitions=self.tasks)
                 .mapInArrow(_report, "daemon long, tensorflow boolean").collect())
         return [(r["daemon"], r["tensorflow"]) for r in rows]
 

@@ -69,3 +69,23 @@ def test_nodes_forked_from_the_preloading_daemon_train_with_mirrored_strategy(
     assert chief["preloaded"] and worker["preloaded"]  # main_fn found TensorFlow imported
     assert chief["loss"][-1] < 0.1 * chief["loss"][0]
     assert chief["kernel"] == worker["kernel"]  # one model, all-reduced
+
+
+def test_without_pysparks_internals_a_dataframe_stage_reaches_the_same_daemon(
+        spark, warmed, monkeypatch):
+    monkeypatch.setattr(warmup, "_rdd_job", lambda sc, tasks, extra: None)  # pyspark moved
+    handle = sparktf.warm_up(spark)
+    assert handle.wait(120) and handle.error is None, handle
+    assert ({pid for pid, _ in handle.reports["dataframes"]}
+            == {pid for pid, _ in warmed.reports["dataframes"]})
+
+
+def test_a_failed_warm_up_is_reported_on_its_handle_not_raised(spark, monkeypatch):
+    def fail(sc, tasks, extra):
+        raise RuntimeError("boom\nand more")
+
+    monkeypatch.setattr(warmup, "_rdd_job", fail)
+    handle = sparktf.warm_up(spark.sparkContext)  # a SparkContext does as well
+    assert handle.wait(60)
+    assert handle.error == "RuntimeError: boom"
+    assert handle.tensorflow_preloaded is None and "failed: RuntimeError: boom" in repr(handle)

@@ -98,3 +98,15 @@ class _Conf(dict):
 ])
 def test_the_dataframe_daemons_environment_follows_the_sql_settings(conf, env):
     assert warmup._sql_worker_env(_Conf(conf)) == env
+
+
+@pytest.mark.parametrize("memory, preloads", [(None, True), ("8192", True), ("2048", False)])
+def test_a_small_pyspark_memory_cap_turns_the_preload_off(memory, preloads, capsys):
+    env = {"SPARKTF_PRELOAD": "tensorflow,tf_keras"}
+    if memory:
+        env["PYSPARK_EXECUTOR_MEMORY_MB"] = memory
+    names = daemon.names_to_preload(env)
+    assert names == (("tensorflow", "tf_keras") if preloads else ())
+    if not preloads:
+        assert "spark.executor.pyspark.memory gives each Python worker 2048 MB" in \
+            capsys.readouterr().err
