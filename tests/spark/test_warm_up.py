@@ -3,6 +3,8 @@ sparktf.warm_up, on a real local Spark: the daemons the warm-up starts are the o
 use, their workers find TensorFlow imported, and TF processes forked from them train with
 MultiWorkerMirroredStrategy (its gRPC and collectives start after the fork, as they must)."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -89,3 +91,17 @@ def test_a_failed_warm_up_is_reported_on_its_handle_not_raised(spark, monkeypatc
     assert handle.wait(60)
     assert handle.error == "RuntimeError: boom"
     assert handle.tensorflow_preloaded is None and "failed: RuntimeError: boom" in repr(handle)
+
+
+def test_stopping_spark_under_a_warm_up_ends_it(spark_pool, spark):
+    """Last in this module: it stops the module's SparkContext (the pool starts another)."""
+    from conftest import wait_until
+
+    sc = spark.sparkContext
+    handle = sparktf.warm_up(spark, rdds=True)
+    spark_pool.stop()
+    assert handle.wait(60), handle  # ended: failed, or done if it beat the stop
+    assert wait_until(lambda: not any(t.name == handle.job_group
+                                      for t in threading.enumerate()), timeout=10)
+    with pytest.raises(sparktf.ConfigError, match="has been stopped"):
+        sparktf.warm_up(sc)
