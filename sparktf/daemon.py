@@ -24,7 +24,8 @@ the few settings TensorFlow's native code reads while it loads (``TF_CPP_MIN_LOG
 from ``sparktf.run(env=...)``. A preload that fails is reported on the executor's stderr and
 skipped; the daemon starts regardless and the workers import it themselves as before. With
 ``spark.executor.pyspark.memory`` under 4 GB (a cap on each worker's address space, of which
-TensorFlow takes about 1.7 GB) nothing is preloaded.
+TensorFlow takes about 1.7 GB) nothing is preloaded. ``SPARKTF_DAEMON_VERBOSE=1`` (as
+``spark.executorEnv.SPARKTF_DAEMON_VERBOSE``) prints each preload's seconds on stderr.
 
 Executor side: imports pyspark and (only when run as the daemon) TensorFlow.
 """
