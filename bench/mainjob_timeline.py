@@ -12,8 +12,9 @@ process, all in this one run.
 (1) ``spark-submit examples/mnist.py`` as a user runs it (no flags): process wall, its
     "trained in", test_accuracy. (2) The same steps in this process, stamped: Spark start
     (with ``spark.python.daemon.module=sparktf.daemon`` and ``sparktf.warm_up`` as the example
-    has them: the line under the table says when the warm-up's job ended), data to a DataFrame, ``run()``, from ``train()`` to ``main_fn`` on every node (Spark jobs,
-    barrier tasks, node processes), TF import, strategy and model set-up, each epoch, export,
+    has them: the line under the table says when the warm-up's job ended), data to a
+    DataFrame, ``run()``, from ``train()`` to ``main_fn`` on every node (Spark jobs, barrier
+    tasks, node processes), TF import, strategy and model set-up, each epoch, export,
     evaluation, ``main_fn`` end to ``shutdown()``'s return, inference with ``sparktf.predict``, and
     this bench's own Spark stop (the example leaves that to the process's end). Node stamps are
     wall-clock times taken inside the TF processes (the same machine). (3) Baseline: the same

@@ -363,14 +363,6 @@ class Cluster:
         return f"<sparktf.Cluster {self.job_id} {self.status.value} nodes={len(self.roles)}>"
 
 
-def _active_session(sc):
-    """This thread's active SparkSession on ``sc``, if any."""
-    from pyspark.sql import SparkSession
-
-    session = SparkSession.getActiveSession()
-    return session if session is not None and session.sparkContext is sc else None
-
-
 def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = None,
         num_ps: int = 0, *, master_node: str | None = "chief", eval_node: bool = False,
         input_mode: InputMode = InputMode.TENSORFLOW, reservation_timeout: float | None = None,
@@ -438,7 +430,7 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
                                 "(SparkSession.builder.getOrCreate() makes a new one)")
     problems = []
     conf = preflight.spark_conf(sc)
-    session = session or _active_session(sc)
+    session = session or preflight.active_session(sc)
     if session is not None:  # spark.conf.set("spark.sparktf....") counts too
         conf.update(session_conf(session.conf))
     try:

@@ -87,6 +87,14 @@ CONNECT_CANNOT = (
     ".remote()); sparktf.predict and sparktf.ml.TFModel.transform do work over Spark Connect")
 
 
+def active_session(sc):
+    """This thread's active SparkSession on ``sc``, if any."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    return session if session is not None and session.sparkContext is sc else None
+
+
 def is_connect(obj) -> bool:
     """True for a Spark Connect session or DataFrame (without importing Connect's client)."""
     return type(obj).__module__.startswith("pyspark.sql.connect.")

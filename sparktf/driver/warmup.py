@@ -193,7 +193,9 @@ def warm_up(spark, *, dataframes: bool = True, rdds: bool = False) -> WarmUp:
         raise ConfigError("sparktf.warm_up: the SparkContext has been stopped")
     from pyspark.util import InheritableThread
 
-    session = spark if sc is not spark else None
+    # The session whose SQL settings decide the DataFrame stages' worker environment: the
+    # caller's (read here: a thread's active session is the caller thread's).
+    session = spark if sc is not spark else preflight.active_session(sc)
     handle = WarmUp(sc, session, f"sparktf-warm-up-{uuid.uuid4().hex[:8]}", kinds,
                     max(1, sc.defaultParallelism))
     handle._thread = InheritableThread(target=handle._run, name=handle.job_group, daemon=True)
