@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from sparktf.common import logfilter, tfimport
+from sparktf.common import logfilter, tfimport, values
 from sparktf.errors import ConfigError
 
 _MODELS: dict = {}  # model path -> loaded serving function, per Python worker
@@ -136,10 +136,11 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
     if output_key is not None and not isinstance(output_key, str):
         problems.append(f"output_key must be the name of one of the signature's outputs or "
                         f"None, got {output_key!r}")
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+    if (values.integer(batch_size) or 0) < 1:
         problems.append(f"batch_size must be an int >= 1, got {batch_size!r}")
     if problems:
         raise ConfigError.from_problems(problems)
+    batch_size = int(batch_size)
     from sparktf import fs
 
     session = df.sparkSession

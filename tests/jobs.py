@@ -283,3 +283,10 @@ def describe_processes(args, ctx):
     return {"name": me.name(), "supervisor": sup.name(), "supervisor_cmdline": sup.cmdline(),
             "node_peers": peers(me), "supervisor_peers": peers(sup),
             "worker_peers": peers(psutil.Process(sup.ppid()))}
+
+
+def exits(args, ctx):
+    """Ends with ``sys.exit(args[name])`` (as ``absl.app.run`` does), else returns its name."""
+    if ctx.name in args:
+        sys.exit(args[ctx.name])
+    return ctx.name

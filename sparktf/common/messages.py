@@ -15,6 +15,7 @@ drift from what the receiver reads. Imports nothing but the standard library.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 #: The ``role`` of each kind of peer, in its hello.
 NODE, AGENT, TASK = "node", "agent", "task"
@@ -52,8 +53,9 @@ _ALL = [
     Message("done", "node", "driver", ("value",),
             "main_fn returned value; the process stays up until 'stop'"),
     Message("error", "node|task", "driver", ("where", "exc_type", "message", "traceback"),
-            "main_fn raised (where='main_fn'), its result, feed or Hadoop log_dir failed "
-            "('result', 'feed', 'log_dir'), or the barrier task failed ('task')"),
+            "main_fn raised (where='main_fn') or called sys.exit with an error ('exit', and "
+            "the code's repr), its result, feed or Hadoop log_dir failed ('result', 'feed', "
+            "'log_dir'), or the barrier task failed ('task')"),
     Message("feed_progress", "node", "driver", ("received", "ended"),
             "InputMode.SPARK with equalize: rows this node's partition has delivered so far; "
             "where it takes moved rows (exchange), whether its share stopped early (stopped)"),
@@ -78,7 +80,7 @@ CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
 #: Fields a message may carry beyond the catalogue's (for the hello: its pid and port).
 _OPTIONAL = {"hello": ("pid", "port"), "heartbeat": ("epoch", "epoch_rows", "metrics"),
              "feed_progress": ("exchange", "stopped"),
-             "feed_bound": ("ended", "give", "take", "others")}
+             "feed_bound": ("ended", "give", "take", "others"), "error": ("code",)}
 
 
 def make(type_: str, **fields) -> dict:
@@ -98,7 +100,7 @@ def hello(role: str, node: str, host: str | None, **extra) -> dict:
     return make("hello", role=role, node=node, host=host, **extra)
 
 
-def error(where: str, exc: BaseException, traceback_text: str = "") -> dict:
-    """An ``error`` message for ``exc``, raised at ``where``."""
+def error(where: str, exc: BaseException, traceback_text: str = "", **extra: Any) -> dict:
+    """An ``error`` message for ``exc``, raised at ``where`` (``extra``: more fields)."""
     return make("error", where=where, exc_type=type(exc).__name__, message=str(exc),
-                traceback=traceback_text)
+                traceback=traceback_text, **extra)

@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterator
 
-from sparktf.common import topology
+from sparktf.common import topology, values
 
 from sparktf.driver import preflight
 from sparktf.driver import stages
@@ -223,19 +223,18 @@ class Cluster:
         NodeError
             A node's ``main_fn`` raised or its process died; names the node and its output.
         """
-        if isinstance(grace_secs, bool) or not isinstance(grace_secs, (int, float)) \
-                or grace_secs < 0:
+        grace = values.real(grace_secs)
+        if grace is None or grace < 0:
             raise ConfigError(f"grace_secs must be a number >= 0, got {grace_secs!r}")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(
-                timeout, (int, float)) or timeout <= 0):
+        if timeout is not None and (values.real(timeout) or 0) <= 0:
             raise ConfigError(f"timeout must be a positive number of seconds or None, got "
                               f"{timeout!r}")
         if self.status is Status.CREATED:  # InputMode.SPARK, never given data
             self._runner.teardown()
             return None
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
         with self._stop_on_error():
-            self._runner.set_grace(float(grace_secs))
+            self._runner.set_grace(grace)
             if not self._wait(lambda s: s.status is Status.FINISHED, deadline):
                 state = self._runner.state
                 running = [n.name for n in state.nodes.values() if n.exit is None]
@@ -293,7 +292,7 @@ class Cluster:
         factory, exchange = stages.training(self.sc, self.roles, data, rebalance, equalize,
                                             self._profile)
         self._set_launch(train_mode=True, feed=FeedConfig(
-            num_epochs=num_epochs, feed_timeout=float(feed_timeout), shuffle=shuffle,
+            num_epochs=int(num_epochs), feed_timeout=float(feed_timeout), shuffle=shuffle,
             equalize=equalize, exchange=exchange, spool_max_bytes=self.settings.spool_max_bytes))
         self._start(factory)
         with self._stop_on_error():

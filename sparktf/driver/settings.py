@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import enum
 import importlib.util
-import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from sparktf.errors import ConfigError
+from sparktf.common import values
 from sparktf.common.topology import MASTER_NODES
+from sparktf.errors import ConfigError
 
 
 class InputMode(enum.Enum):
@@ -35,10 +35,10 @@ class _Invalid(ValueError):
 
 
 def _seconds(value: Any, positive: bool, what: str) -> float:
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value)
-            or value < 0 or (positive and value == 0)):
+    number = values.real(value)
+    if number is None or number < 0 or (positive and number == 0):
         raise _Invalid(f"be {what}")
-    return float(value)
+    return number
 
 
 def seconds(value: Any) -> float:
@@ -66,9 +66,10 @@ def flag(value: Any) -> bool:
 
 def count(minimum: int) -> Callable[[Any], int]:
     def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        number = values.integer(value)
+        if number is None or number < minimum:
             raise _Invalid(f"be an int >= {minimum}")
-        return value
+        return number
     check.__doc__ = f"an int >= {minimum}"
     return check
 

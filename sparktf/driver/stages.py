@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from sparktf.common import values
 from sparktf.driver import partition, preflight
 from sparktf.errors import ConfigError
 from sparktf.task.barrier import barrier_task
@@ -102,10 +103,9 @@ def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize,
             stopped = " (a stopped one)" if getattr(made_on, "_jsc", None) is None else ""
             problems.append(f"data was made on another SparkContext{stopped} than the "
                             "cluster's: make it with the SparkContext given to sparktf.run()")
-    if not isinstance(num_epochs, int) or isinstance(num_epochs, bool) or num_epochs < 1:
+    if (values.integer(num_epochs) or 0) < 1:
         problems.append(f"num_epochs must be an int >= 1, got {num_epochs!r}")
-    if isinstance(feed_timeout, bool) or not isinstance(feed_timeout, (int, float)) \
-            or feed_timeout <= 0:
+    if (values.real(feed_timeout) or 0) <= 0:
         problems.append(f"feed_timeout must be a positive number of seconds, got {feed_timeout!r}")
     for name, value in (("shuffle", shuffle), ("equalize", equalize)):
         if not isinstance(value, bool):

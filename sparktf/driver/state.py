@@ -491,7 +491,11 @@ class JobState:
                 and now - n.error_at < self.limits.error_settle:
             return False  # a broken connection: its cause may still be on its way
         if n.exit is not None and n.exit["code"] != 0:
-            return True
+            # An exit with an error code (not a signal) usually follows the node's own error
+            # report, which comes on the node's channel, not the supervisor's: wait for that
+            # channel's end (or the settle time) so the report, not the bare code, is the reason.
+            return (n.error is not None or n.exit["code"] < 0 or not n.connected or n.closed
+                    or now - n.exit_at >= self.limits.error_settle)
         if n.error is not None:
             return n.exit is not None or now - n.error_at >= self.limits.error_settle
         if n.exit is not None and not n.has_result:
@@ -526,8 +530,9 @@ def node_error(n: NodeRecord, others: list[str]) -> NodeError:
     if n.error is not None:
         where = {"result": "its return value", "feed": "its data feed",
                  "log_dir": "copying its log_dir to HDFS",
-                 "task": "its Spark barrier task failed"}.get(n.error.get("where"),
-                                                               "main_fn raised")
+                 "task": "its Spark barrier task failed",
+                 "exit": f"main_fn called sys.exit({n.error.get('code')})"}.get(
+                     n.error.get("where"), "main_fn raised")
         return NodeError(n.name, n.host, where, exc_type=n.error["exc_type"],
                          exc_message=n.error["message"], traceback_text=n.error["traceback"],
                          output_tail=tail, others=others)
@@ -542,5 +547,5 @@ def node_error(n: NodeRecord, others: list[str]) -> NodeError:
         reason = "its TensorFlow process exited before it connected to the driver"
     else:
         reason = ("its TensorFlow process exited without reporting main_fn's result (did "
-                  "main_fn call os._exit or sys.exit?)")
+                  "main_fn call os._exit?)")
     return NodeError(n.name, n.host, reason, output_tail=tail, others=others)

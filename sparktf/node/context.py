@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparktf.common import values
 from sparktf.common.topology import NodeRole, chief_role, num_training_nodes
 
 
@@ -204,9 +205,9 @@ class NodeContext:
         ``model.fit(..., callbacks=[ctx.keras_callback()])``. Made for tf-keras when
         ``TF_USE_LEGACY_KERAS=1`` (as for MultiWorkerMirroredStrategy's ``fit``), else for
         Keras 3."""
-        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) \
-                or every_n_steps < 1:
+        if (values.integer(every_n_steps) or 0) < 1:
             raise TypeError(f"every_n_steps must be an int >= 1, got {every_n_steps!r}")
+        every_n_steps = int(every_n_steps)
         if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
             import tf_keras as keras
         else:

@@ -53,13 +53,21 @@ def _call_main(spec: NodeSpec, ctx: NodeContext):
         raise ConfigError(
             f"main_fn could not be loaded in the node process ({type(exc).__name__}: {exc}); "
             "define it in the driver script or ship its module with --py-files") from exc
-    return main_fn(ctx) if n_params == 1 else main_fn(args, ctx)
+    try:
+        return main_fn(ctx) if n_params == 1 else main_fn(args, ctx)
+    except SystemExit as exc:
+        if exc.code is None or exc.code == 0:  # sys.exit(), as absl.app.run ends: success
+            return None
+        raise
 
 
 def _report_error(chan: protocol.Channel, exc: BaseException, where: str) -> None:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     print(text, file=sys.stderr, end="", flush=True)
-    chan.send(messages.error(where, exc, text))
+    if where == "main_fn" and isinstance(exc, SystemExit):  # sys.exit(3), sys.exit("why")
+        chan.send(messages.error("exit", exc, text, code=repr(exc.code)))
+    else:
+        chan.send(messages.error(where, exc, text))
 
 
 def _log_dir(spec: NodeSpec) -> str | None:

@@ -7,10 +7,12 @@ grandchild, TensorBoard), driver thread, control server or Spark job of the job 
 
 import json
 import os
+import re
 import signal
 import threading
 import time
 
+import numpy as np
 import psutil
 import pytest
 
@@ -178,6 +180,36 @@ def test_a_wrong_argument_type_is_a_config_error_and_nothing_starts(sc_local, kw
     with pytest.raises(sparktf.ConfigError, match=fragment):
         sparktf.run(sc_local, jobs.describe, {}, **kwargs)
     assert not sparktf_processes() and not sc_local.statusTracker().getActiveJobsIds()
+
+
+@pytest.mark.parametrize("kwargs", [{"num_executors": np.int64(2)}, {"num_ps": np.int32(1)},
+                                    {"reservation_timeout": np.float32(60)},
+                                    {"max_restarts": np.uint8(0)}])
+def test_numpy_numbers_are_numbers(sc_local, kwargs):
+    """A count or a timeout computed with numpy is accepted as the plain number it is."""
+    cluster = sparktf.run(sc_local, jobs.describe, {}, **{"num_executors": 3, **kwargs})
+    cluster.shutdown(timeout=120)
+    assert len(cluster.roles) == int(kwargs.get("num_executors", 3))
+
+
+@pytest.mark.parametrize("code", [None, 0])
+def test_sys_exit_0_from_main_fn_is_a_normal_end(sc_local, code):
+    """sys.exit(0) or sys.exit() (what absl.app.run ends with) ends main_fn as a return of
+    None does, on the chief and on a worker alike."""
+    cluster = sparktf.run(sc_local, jobs.exits, {"chief:0": code, "worker:0": code},
+                          num_executors=3)
+    assert cluster.shutdown(timeout=120) is None
+    assert cluster.results == {"chief:0": None, "worker:0": None, "worker:1": "worker:1"}
+
+
+@pytest.mark.parametrize("code, said", [(3, "sys.exit(3)"),
+                                        ("bad input", "sys.exit('bad input')")])
+def test_sys_exit_with_an_error_from_main_fn_fails_the_job_saying_so(sc_local, code, said):
+    with pytest.raises(sparktf.NodeError, match=re.escape(f"main_fn called {said}")) as info:
+        # run() raises it itself if the worker fails before every node has started
+        sparktf.run(sc_local, jobs.exits, {"worker:0": code}, num_executors=2).shutdown(
+            timeout=120)
+    assert info.value.node == "worker:0"
 
 
 @pytest.mark.parametrize("schema", ["prediction dobule", "double", 42, "a int,,"])

@@ -385,6 +385,45 @@ def test_a_broken_pipe_alone_fails_the_job_after_the_settle():
     assert isinstance(err, NodeError) and "BrokenPipeError" in str(err)
 
 
+def test_an_error_report_behind_the_exit_report_is_what_the_job_fails_with():
+    """The supervisor reports the TF process's exit (code 1) on its own channel, which can
+    reach the driver before the node's error report on the node's: the job waits for the
+    node's channel to end (everything it sent applied) before it says why the node failed."""
+    s = job(num=2)
+    start(s)
+    s.apply("worker:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.0)
+    assert s.failure(2.1) is None
+    s.apply("worker:0", NODE, messages.make("error", where="exit", exc_type="SystemExit",
+                                            message="3", traceback="", code="3"), 2.2)
+    s.apply("worker:0", NODE, {"type": "closed"}, 2.2)
+    err = s.failure(2.3)
+    assert isinstance(err, NodeError) and err.node == "worker:0"
+    assert err.exc_type == "SystemExit" and "main_fn called sys.exit(3)" in str(err)
+
+
+@pytest.mark.parametrize("closed_at, failed_at", [(2.1, 2.1), (None, 5.0)])
+def test_an_exit_with_an_error_code_and_no_report_fails_once_its_channel_ends(closed_at,
+                                                                              failed_at):
+    """os._exit(3): no report comes; the node's channel closes with its process (or, lost,
+    the settle time passes) and the exit code is the reason."""
+    s = job(num=2)
+    start(s)
+    s.apply("worker:0", AGENT, messages.make("exit", code=3, aborted=False, tail=[]), 2.0)
+    assert s.failure(failed_at - 0.05) is None
+    if closed_at is not None:
+        s.apply("worker:0", NODE, {"type": "closed"}, closed_at)
+    err = s.failure(failed_at + 0.05)
+    assert isinstance(err, NodeError) and "exited with code 3" in str(err)
+
+
+def test_a_node_killed_by_a_signal_fails_at_once():
+    s = job(num=2)
+    start(s)
+    s.apply("worker:0", AGENT, messages.make("exit", code=-9, aborted=False, tail=[]), 2.0)
+    err = s.failure(2.0)
+    assert isinstance(err, NodeError) and "SIGKILL" in str(err)
+
+
 def test_a_real_error_is_not_replaced_by_the_broken_connection_it_caused():
     s = job(num=2)
     start(s)

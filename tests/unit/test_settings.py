@@ -27,6 +27,20 @@ def test_none_is_a_value_for_master_node_and_unset_for_conf_keys():
     assert s.master_node is None and s.heartbeat_timeout == 7.0
 
 
+def test_numpy_numbers_count_as_the_plain_numbers_they_are():
+    import numpy as np
+
+    s = Settings.resolve({}, num_executors=np.int64(3), num_ps=np.uint8(1),
+                         reservation_timeout=np.float32(60), heartbeat_timeout=np.int16(5))
+    assert (s.num_executors, s.num_ps, s.reservation_timeout, s.heartbeat_timeout) == (
+        3, 1, 60.0, 5.0)
+    assert type(s.num_executors) is int and type(s.reservation_timeout) is float
+    for bad in ({"num_executors": np.bool_(True)}, {"num_ps": True}, {"num_ps": np.float64(1)},
+                {"reservation_timeout": np.float64("nan")}, {"heartbeat_timeout": False}):
+        with pytest.raises(ConfigError):
+            Settings.resolve({}, **bad)
+
+
 @pytest.mark.parametrize("args, fragment", [
     ({"reservation_timeout": "60"}, "reservation_timeout must be a positive number of seconds"),
     ({"num_executors": "4"}, "num_executors must be an int >= 1 or None, got '4'"),

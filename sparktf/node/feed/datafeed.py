@@ -10,7 +10,7 @@ import pickle
 import threading
 from typing import Any, Callable, Iterator
 
-from sparktf.common import feedwire, messages
+from sparktf.common import feedwire, messages, values
 from sparktf.common.spec import FeedConfig
 from sparktf.errors import ConfigError, FeedError
 from sparktf.node.feed import batches
@@ -199,8 +199,9 @@ class DataFeed:
     # ------------------------------------------------------------------------ consumer API
     def next_batch(self, batch_size: int):
         """At most ``batch_size`` items of the current epoch (empty once ``should_stop()``)."""
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        if (values.integer(batch_size) or 0) < 1:
             raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
+        batch_size = int(batch_size)
         self._stream.hint(batch_size)
         bound = self._bound if self._equalizing else None
         parts, got = [], 0
