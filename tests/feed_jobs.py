@@ -276,3 +276,14 @@ def preloaded_mwms(args, ctx):
     out = mwms_on_feed(args, ctx)
     out["preloaded"] = preloaded
     return out
+
+
+def infer_timestamps(args, ctx):
+    """Inference over a vector column 'v' of one value: (a timestamp, the value)."""
+    import datetime
+
+    feed = ctx.get_data_feed(train_mode=False)
+    while not feed.should_stop():
+        batch = feed.next_batch(4)
+        feed.batch_results([(datetime.datetime(2020, 1, 1, 0, 0, int(v[0])), float(v[0]))
+                            for v in batch["v"]])

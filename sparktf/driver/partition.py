@@ -11,6 +11,8 @@ chosen. Deterministic: the same input gives every trainer the same rows every ti
 
 from __future__ import annotations
 
+import importlib
+
 from sparktf.errors import SparkJobError
 
 KEY = "__sparktf_node"
@@ -66,6 +68,27 @@ def moves(counts: list[int]) -> tuple[int, list[tuple[int, int, int]]]:
             if not needs[0][1]:
                 needs.pop(0)
     return target, out
+
+
+def vectors_as_arrays(df):
+    """``df`` with its Spark ML vector columns (``VectorUDT`` of ``pyspark.ml`` or
+    ``pyspark.mllib``, dense or sparse: ``VectorAssembler``'s output) as ``array<double>``
+    columns in place, so that they reach the nodes as 2-D float64 arrays instead of one dict
+    per row; ``df`` itself if it has none. A projection: the partitions stay as they are."""
+    types = []
+    for module in ("pyspark.ml.linalg", "pyspark.mllib.linalg"):
+        try:
+            types.append(importlib.import_module(module).VectorUDT)
+        except ImportError:  # pyspark without numpy: no vectors either
+            pass
+    names = [f.name for f in df.schema.fields if isinstance(f.dataType, tuple(types))]
+    if not names:
+        return df
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.sql import functions as F
+
+    return df.withColumns({name: vector_to_array(F.col("`" + name.replace("`", "``") + "`"))
+                           for name in names})
 
 
 def barrier_ready(data) -> bool:

@@ -35,6 +35,20 @@ def nodes_only(sc, roles: tuple[NodeRole, ...], profile=None) -> Callable[[Launc
     return lambda launch: (lambda: _empty(sc, len(roles), barrier_task(launch), profile))
 
 
+def arrow_schema(df, output=None) -> bytes:
+    """The serialized Arrow schema of ``df`` as Spark's JVM writes its batches to Python (the
+    session's time zone for timestamps, large strings and binaries if
+    ``spark.sql.execution.arrow.useLargeVarTypes``), or of ``output``, a ``StructType`` a
+    ``mapInArrow`` function returns (time zone UTC, as PySpark's worker converts it)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    conf = df.sparkSession.conf
+    large = str(conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower() == "true"
+    timezone = "UTC" if output is not None else conf.get("spark.sql.session.timeZone")
+    return to_arrow_schema(output if output is not None else df.schema, timezone=timezone,
+                           prefers_large_types=large).serialize().to_pybytes()
+
+
 def _is_rdd(data) -> bool:
     from pyspark import RDD
 
@@ -49,6 +63,8 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
     moved between nodes if equalizing needs it (``FeedConfig.exchange``)."""
     n = len(roles)
     trainers = sum(r.trains for r in roles)
+    if not _is_rdd(data):
+        data = partition.vectors_as_arrays(data)
     parts = data.getNumPartitions() if _is_rdd(data) else data.rdd.getNumPartitions()
     exchange = False
     if rebalance is None:
@@ -68,10 +84,8 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
                 barrier_task(launch, "pickled-batches")), profile).collect())), exchange
         return (lambda launch: (lambda: _with(rdd.barrier().mapPartitions(
             barrier_task(launch, "pickle")), profile).collect())), exchange
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     df = partition.dataframe_for_nodes(data, n, trainers) if rebalance else data
-    schema = to_arrow_schema(df.schema).serialize().to_pybytes()
+    schema = arrow_schema(df)
     # Spark plans an empty DataFrame as no partitions at all (no barrier tasks, no nodes), and
     # a shuffle of nothing may be planned so too. Fed as it is, the data has one partition per
     # node, empty or not: a task per node, no Spark job to ask. Dealt out: if it is empty,
@@ -141,6 +155,8 @@ class Inference:
     Built for one attempt (inference is not restarted)."""
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], data, schema, profile=None) -> None:
+        if not _is_rdd(data):
+            data = partition.vectors_as_arrays(data)
         self.sc, self.n, self.data, self.schema = sc, len(roles), data, schema
         self.profile = profile
         self.output = None
@@ -158,18 +174,14 @@ class Inference:
                 barrier_task(launch, "pickled-batches" if raw is not None else "pickle")),
                 self.profile)
         else:
-            from pyspark.sql.pandas.types import to_arrow_schema
-
-            launch = dataclasses.replace(
-                launch, output_schema=to_arrow_schema(self.schema).serialize().to_pybytes())
+            launch = dataclasses.replace(launch, output_schema=arrow_schema(data, self.schema))
             if data.isEmpty():
-                task = barrier_task(launch, "arrow",
-                                 to_arrow_schema(data.schema).serialize().to_pybytes())
+                task = barrier_task(launch, "arrow", arrow_schema(data))
                 self.output = data.sparkSession.createDataFrame([], self.schema)
                 return lambda: _empty(self.sc, n, lambda _: task(iter(())), self.profile)
             df = data if data.rdd.getNumPartitions() == n else \
                 partition.dataframe_in_order(data, n)
-            task = barrier_task(launch, "arrow", to_arrow_schema(df.schema).serialize().to_pybytes())
+            task = barrier_task(launch, "arrow", arrow_schema(df))
             out = df.mapInArrow(task, self.schema, barrier=True, profile=self.profile)
         out.persist(StorageLevel.MEMORY_AND_DISK)
         self.output = out

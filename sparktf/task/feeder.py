@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import itertools
 import json
 import os
 import pickle
@@ -58,9 +59,14 @@ def _frames(partition: Iterator, kind: str, arrow_schema: bytes | None, chunk_ro
     """The partition as feed frames (each a list of buffers); ``counted[0]`` counts the rows
     (-1 for Spark's pickled batches, which are forwarded unopened: the TF process counts)."""
     if kind == "arrow":
-        yield feedwire.frame(feedwire.SCHEMA, arrow_schema)
+        # The batches' own schema, as Spark's JVM wrote them; the driver's (the same types)
+        # only for a partition without any batch.
+        partition = iter(partition)
+        first = next(partition, None)
+        yield feedwire.frame(feedwire.SCHEMA, arrow_schema if first is None
+                             else first.schema.serialize().to_pybytes())
         messages = _ArrowMessages()
-        for batch in partition:
+        for batch in ([] if first is None else itertools.chain([first], partition)):
             counted[0] += batch.num_rows
             yield feedwire.parts_frame(feedwire.ARROW, messages.of(batch))
     elif kind == "pickled-batches":

@@ -71,6 +71,44 @@ def test_dataframe_columns_become_numpy_arrays(spark):
     assert batch["label"][0] == "object" and isinstance(batch["label"][2], str)
 
 
+@pytest.mark.parametrize("rebalance", [None, True])
+def test_spark_ml_vectors_timestamps_and_dates_are_fed_as_arrays(spark, rebalance):
+    """VectorAssembler's output (dense or sparse vectors) reaches main_fn as a 2-D float64
+    array; a timestamp column as datetime64 (Spark's session time zone, as Spark's own
+    mapInArrow gives it); fed as it is (one partition per node) or dealt out."""
+    import datetime
+
+    from pyspark.ml.feature import VectorAssembler
+    from pyspark.ml.linalg import Vectors
+
+    rows = [(float(i), float(2 * i), Vectors.sparse(3, [i % 3], [1.0]),
+             datetime.datetime(2020, 1, 1, 12, 0, i), datetime.date(2020, 1, 1 + i))
+            for i in range(8)]
+    df = spark.createDataFrame(rows, ["a", "b", "onehot", "when", "day"]).repartition(2)
+    df = VectorAssembler(inputCols=["a", "b"], outputCol="features").transform(df)
+    cluster = train(spark.sparkContext, feed_jobs.describe_batch, {}, df, equalize=False,
+                    rebalance=rebalance)
+    batch = cluster.results["chief:0"]
+    assert batch["features"][:2] == ("float64", (4, 2))
+    assert batch["features"][2] == [batch["a"][2], batch["b"][2]]
+    assert batch["onehot"][0] == "float64" and batch["onehot"][1] == (4, 3)
+    assert sum(batch["onehot"][2]) == 1.0
+    assert batch["when"][0].startswith("datetime64") and batch["day"][0].startswith("datetime64")
+
+
+def test_inference_reads_vectors_and_answers_timestamps(spark):
+    from pyspark.ml.feature import VectorAssembler
+
+    df = VectorAssembler(inputCols=["id"], outputCol="v").transform(
+        spark.range(0, 10, numPartitions=3).selectExpr("cast(id as double) id"))
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.infer_timestamps, {}, num_executors=2,
+                          input_mode=SPARK)
+    out = cluster.inference(df, output_schema="at timestamp, v double").collect()
+    cluster.shutdown(timeout=120)
+    assert [r.v for r in out] == [float(i) for i in range(10)]
+    assert [r.at.second for r in out] == list(range(10))
+
+
 def test_input_mapping_selects_and_renames_columns(spark):
     df = spark.range(0, 10, numPartitions=2).selectExpr("id", "id * 2 as y")
     cluster = train(spark.sparkContext, feed_jobs.describe_batch, {"mapping": {"y": "label"}},
