@@ -36,9 +36,8 @@ from pyspark.ml.param.shared import HasInputCols, HasLabelCol, HasPredictionCol
 from pyspark.ml.util import (DefaultParamsReadable, DefaultParamsReader, DefaultParamsWritable,
                              DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter)
 
+from sparktf.driver import partition
 from sparktf.errors import ConfigError
-
-_VECTOR_SUFFIX = "__sparktf_array"
 
 
 class _TFParams(HasInputCols, HasPredictionCol):
@@ -85,12 +84,10 @@ class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
             raise ConfigError("TFModel needs exportDir: the SavedModel to apply")
         if not self.isDefined(self.inputCols):
             raise ConfigError("TFModel needs inputCols: the columns fed to the signature")
-        df, cols, added = _arrays_for_vectors(dataset, self.getInputCols())
-        out = predict(df, self.getOrDefault(self.exportDir), cols, self.getPredictionCol(),
-                      output_type=self.getOrDefault(self.outputType),
-                      signature=self.getOrDefault(self.signature),
-                      output_key=self._output_key(), batch_size=self.getOrDefault(self.batchSize))
-        return out.drop(*added) if added else out
+        return predict(dataset, self.getOrDefault(self.exportDir), self.getInputCols(),
+                       self.getPredictionCol(), output_type=self.getOrDefault(self.outputType),
+                       signature=self.getOrDefault(self.signature),
+                       output_key=self._output_key(), batch_size=self.getOrDefault(self.batchSize))
 
 
 class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
@@ -155,7 +152,7 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
         if missing:
             raise ConfigError(f"columns {missing} are not in the DataFrame ({dataset.columns}); "
                               "check inputCols and labelCol")
-        df, fed, _ = _arrays_for_vectors(dataset.select(*cols), cols, replace=True)
+        df = partition.vectors_as_arrays(dataset.select(*cols), cols, dtype="float32")[0]
         size = self.getOrDefault(self.clusterSize) if self.isDefined(self.clusterSize) else None
         cluster = sparktf.run(dataset.sparkSession, self.main_fn, self.node_args(),
                               num_executors=size, num_ps=self.getOrDefault(self.numPS),
@@ -222,24 +219,3 @@ def _given(values: dict, skip: tuple = ()) -> dict:
             if k not in ("self", "__class__") + skip and v is not None}
 
 
-def _arrays_for_vectors(df, cols: list[str], replace: bool = False):
-    """Spark ML vector columns as float32 arrays (what the feed and TF take).
-
-    Returns (DataFrame, the column names to use, the columns added). ``replace``: convert in
-    place (the DataFrame is only fed); else add ``<col>__sparktf_array`` columns (dropped
-    again after transform)."""
-    from pyspark.ml.functions import vector_to_array
-    from pyspark.ml.linalg import VectorUDT
-
-    types = {f.name: f.dataType for f in df.schema.fields}
-    use, added = [], []
-    for col in cols:
-        if isinstance(types.get(col), VectorUDT):
-            name = col if replace else col + _VECTOR_SUFFIX
-            df = df.withColumn(name, vector_to_array(df[col], dtype="float32"))
-            use.append(name)
-            if not replace:
-                added.append(name)
-        else:
-            use.append(col)
-    return df, use, added

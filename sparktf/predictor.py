@@ -16,6 +16,7 @@ from sparktf.common import logfilter, tfimport, values
 from sparktf.errors import ConfigError
 
 _MODELS: dict = {}  # model path -> loaded serving function, per Python worker
+_VECTOR_SUFFIX = "__sparktf_array"  # a vector input column's array copy, for one call
 
 
 def _serving_fn(model_path: str, signature: str, startup_logs: bool = False):
@@ -104,7 +105,7 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
     from pyspark.sql import DataFrame
     from pyspark.sql.types import ArrayType, DoubleType, StructField, StructType
 
-    from sparktf.driver import preflight
+    from sparktf.driver import partition, preflight
 
     connect = preflight.is_connect(df)  # a Spark Connect client: only the DataFrame API
     if not (isinstance(df, DataFrame) or connect):
@@ -159,8 +160,11 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
                           "a SavedModel was exported to")
     probe = output_type == "array<double>"
     out_type = ArrayType(DoubleType()) if probe else DoubleType()
+    # Spark ML vector inputs (VectorAssembler's output) read from array columns added for
+    # the call and dropped after it (not on Spark Connect, which has no vector_to_array here)
+    df, cols, added = (df, list(input_cols), []) if connect else partition.vectors_as_arrays(
+        df, input_cols, suffix=_VECTOR_SUFFIX)
     schema = StructType(df.schema.fields + [StructField(output_col, out_type)])
-    cols = list(input_cols)
     from sparktf.driver.cluster import hadoop_env
 
     # The session's conf: the Spark conf, and what spark.conf.set changed since
@@ -184,4 +188,5 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
             target = pa.list_(pa.float64()) if probe else pa.float64()
             yield batch.set_column(batch.num_columns - 1, output_col, col.cast(target))
 
-    return df.mapInArrow(run, schema)
+    out = df.mapInArrow(run, schema)
+    return out.drop(*added) if added else out

@@ -70,25 +70,33 @@ def moves(counts: list[int]) -> tuple[int, list[tuple[int, int, int]]]:
     return target, out
 
 
-def vectors_as_arrays(df):
-    """``df`` with its Spark ML vector columns (``VectorUDT`` of ``pyspark.ml`` or
-    ``pyspark.mllib``, dense or sparse: ``VectorAssembler``'s output) as ``array<double>``
-    columns in place, so that they reach the nodes as 2-D float64 arrays instead of one dict
-    per row; ``df`` itself if it has none. A projection: the partitions stay as they are."""
+def vectors_as_arrays(df, cols=None, *, dtype: str = "float64", suffix: str = ""):
+    """Spark ML vector columns (``VectorUDT`` of ``pyspark.ml`` or ``pyspark.mllib``, dense
+    or sparse: ``VectorAssembler``'s output) as array columns, so that they reach Python as
+    2-D arrays instead of one dict per row.
+
+    Converts those among ``cols`` (default: every column) to ``array<double>`` (``dtype``
+    ``"float32"``: ``array<float>``), in place, or as new columns ``<col><suffix>``. Returns
+    (the DataFrame, ``df`` itself if nothing changed; the names to read ``cols`` from; the
+    columns added). A projection: the partitions stay as they are."""
     types = []
     for module in ("pyspark.ml.linalg", "pyspark.mllib.linalg"):
         try:
             types.append(importlib.import_module(module).VectorUDT)
         except ImportError:  # pyspark without numpy: no vectors either
             pass
-    names = [f.name for f in df.schema.fields if isinstance(f.dataType, tuple(types))]
-    if not names:
-        return df
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    cols = list(fields) if cols is None else list(cols)
+    vectors = [c for c in cols if isinstance(fields.get(c), tuple(types))]
+    if not vectors:
+        return df, cols, []
     from pyspark.ml.functions import vector_to_array
     from pyspark.sql import functions as F
 
-    return df.withColumns({name: vector_to_array(F.col("`" + name.replace("`", "``") + "`"))
-                           for name in names})
+    df = df.withColumns({c + suffix: vector_to_array(F.col("`" + c.replace("`", "``") + "`"),
+                                                     dtype=dtype) for c in vectors})
+    return (df, [c + suffix if c in vectors else c for c in cols],
+            [c + suffix for c in vectors] if suffix else [])
 
 
 def barrier_ready(data) -> bool:

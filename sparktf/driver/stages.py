@@ -64,7 +64,7 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
     n = len(roles)
     trainers = sum(r.trains for r in roles)
     if not _is_rdd(data):
-        data = partition.vectors_as_arrays(data)
+        data = partition.vectors_as_arrays(data)[0]
     parts = data.getNumPartitions() if _is_rdd(data) else data.rdd.getNumPartitions()
     exchange = False
     if rebalance is None:
@@ -156,7 +156,7 @@ class Inference:
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], data, schema, profile=None) -> None:
         if not _is_rdd(data):
-            data = partition.vectors_as_arrays(data)
+            data = partition.vectors_as_arrays(data)[0]
         self.sc, self.n, self.data, self.schema = sc, len(roles), data, schema
         self.profile = profile
         self.output = None

@@ -50,6 +50,29 @@ def test_predict_scores_every_row_with_the_saved_model(spark, model_dir):
     assert all(abs(got[i] - expected[i]) < 1e-4 for i in got)
 
 
+def test_predict_reads_spark_ml_vectors(spark, model_dir):
+    """VectorAssembler's output (dense and sparse vectors) is scored as the arrays it holds,
+    and the DataFrame comes back with its own columns (the vectors, a timestamp) and the
+    prediction only."""
+    import datetime
+
+    from pyspark.ml.feature import VectorAssembler
+    from pyspark.sql import functions as F
+
+    rows = [(i, float(i), 0.0 if i % 2 else 1.0, datetime.datetime(2020, 1, 1, 0, 0, i % 60))
+            for i in range(60)]
+    df = VectorAssembler(inputCols=["a", "b", "c"], outputCol="v").transform(
+        spark.createDataFrame(rows, "id long, a double, b double, t timestamp")
+        .withColumn("c", F.lit(0.0)))
+    out = sparktf.predict(df, model_dir, ["v"], "score")
+    assert out.columns == ["id", "a", "b", "t", "c", "v", "score"]
+    got = {r.id: (r.score, r.v.toArray().tolist(), r.t.second) for r in out.collect()}
+    assert {i: g[2] for i, g in got.items()} == {i: i % 60 for i in range(60)}
+    for i, a, b, _ in rows:
+        assert got[i][1] == [a, b, 0.0]  # some of them sparse
+        assert abs(got[i][0] - (W[0] * a + W[1] * b + B)) < 1e-4
+
+
 def test_predict_checks_its_arguments(spark, model_dir):
     df = spark.range(3)
     with pytest.raises(sparktf.ConfigError) as err:
