@@ -287,3 +287,16 @@ def infer_timestamps(args, ctx):
         batch = feed.next_batch(4)
         feed.batch_results([(datetime.datetime(2020, 1, 1, 0, 0, int(v[0])), float(v[0]))
                             for v in batch["v"]])
+
+
+def infer_numpy(args, ctx):
+    """Inference answering each batch of a DataFrame's 'id' with one numpy array, shaped
+    ``args["shape"]``: "(n,)" 2*id, "(n, 1)" 2*id, "(n, 2)" (id, 2*id)."""
+    import numpy as np
+
+    feed = ctx.get_data_feed(train_mode=False)
+    while not feed.should_stop():
+        x = feed.next_batch(4)["id"].astype("float32")
+        out = {"(n,)": 2 * x, "(n, 1)": (2 * x).reshape(-1, 1),
+               "(n, 2)": np.stack([x, 2 * x], axis=1)}[args["shape"]]
+        feed.batch_results(out)

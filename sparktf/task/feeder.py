@@ -401,10 +401,47 @@ def _to_record_batch(values: list, schema):
     import pyarrow as pa
 
     if len(schema) == 1 and not (values and isinstance(values[0], dict)):
-        return pa.RecordBatch.from_arrays([pa.array(values, type=schema[0].type)],
-                                          schema=schema)
+        field = schema[0]
+        values = _one_per_row(values, field.type)
+        try:
+            column = pa.array(values, type=field.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise TaskFeedError(_misfit(field, values, exc)) from None
+        return pa.RecordBatch.from_arrays([column], schema=schema)
     rows = [v if isinstance(v, dict) else dict(zip(schema.names, v)) for v in values]
     return pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def _one_per_row(values: list, arrow_type):
+    """A batch of outputs as Keras' ``model.predict`` gives it for one number per row, an
+    ``(n, 1)`` array (a list of ``(1,)`` arrays once sent), as the ``n`` numbers a scalar
+    column takes; anything else as it is."""
+    import numpy as np
+    import pyarrow as pa
+
+    first = values[0] if values else None
+    if isinstance(first, np.ndarray) and first.shape == (1,) \
+            and not pa.types.is_nested(arrow_type):
+        stacked = np.asarray(values)
+        if stacked.shape == (len(values), 1):
+            return stacked.reshape(-1)
+    return values
+
+
+def _misfit(field, values, exc: Exception) -> str:
+    """Why main_fn's outputs do not fit a one-column ``output_schema``, saying what would."""
+    import pyarrow as pa
+
+    t = field.type
+    want = ("one number per row" if pa.types.is_integer(t) or pa.types.is_floating(t)
+            or pa.types.is_decimal(t) else "one list per row" if pa.types.is_list(t)
+            or pa.types.is_large_list(t) else "one value per row")
+    first = values[0]
+    got = (f"arrays of shape {first.shape}" if hasattr(first, "shape") and first.shape
+           else f"{type(first).__name__} values like {first!r:.60}")
+    return (f"output_schema's {field.name} is {t}: {want}, but main_fn's outputs are {got} "
+            f"({type(exc).__name__}: {exc}); give feed.batch_results() outputs of that kind, "
+            "or an output_schema that fits them (e.g. 'scores array<float>')")
 
 
 def _packs(frames: Iterable[bytes], size: int) -> Iterator[list]:

@@ -263,6 +263,32 @@ def test_inference_over_a_dataframe_keeps_input_order(spark):
     cluster.shutdown()
 
 
+@pytest.mark.parametrize("shape, schema, expected", [
+    ("(n, 1)", "prediction double", [[2.0 * i] for i in range(10)]),  # Keras' model.predict
+    ("(n,)", "prediction float", [[2.0 * i] for i in range(10)]),
+    ("(n, 2)", "scores array<float>", [[[i, 2.0 * i]] for i in range(10)]),
+])
+def test_inference_takes_a_numpy_batch_of_outputs(spark, shape, schema, expected):
+    """feed.batch_results(model.predict(x)): a numpy array with a row per input row, as Keras
+    returns it ((n, 1) for one number per row), fills a scalar or an array column."""
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.infer_numpy, {"shape": shape},
+                          num_executors=2, input_mode=SPARK)
+    out = cluster.inference(spark.range(0, 10, numPartitions=3), output_schema=schema)
+    assert [list(r) for r in out.collect()] == expected
+    cluster.shutdown(timeout=120)
+
+
+def test_inference_outputs_that_do_not_fit_the_schema_say_so(spark):
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.infer_numpy, {"shape": "(n, 2)"},
+                          num_executors=2, input_mode=SPARK)
+    with pytest.raises(sparktf.NodeError, match=r"output_schema's prediction is double: one "
+                                                r"number per row, but main_fn's outputs are "
+                                                r"arrays of shape \(2,\)"):
+        cluster.inference(spark.range(0, 10, numPartitions=2))
+    with pytest.raises(sparktf.SparkTFError):
+        cluster.shutdown(timeout=120)
+
+
 def test_a_training_main_fn_under_inference_is_told_what_to_change(spark):
     cluster = sparktf.run(spark.sparkContext, feed_jobs.sum_ids, {"col": "id"},
                           num_executors=2, input_mode=SPARK)
