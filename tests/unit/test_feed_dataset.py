@@ -63,6 +63,19 @@ def test_columns_keep_their_types_and_shapes(tmp_path):
     feed.close()
 
 
+def test_a_string_column_with_nulls_is_an_error_that_names_it(tmp_path):
+    """TensorFlow cannot hold None in a string tensor: say which column, and what to do,
+    instead of TensorFlow's own error from inside the dataset's function."""
+    batch = pa.RecordBatch.from_pydict({"x": pa.array([1.0, 2.0, 3.0]),
+                                        "tag": pa.array(["a", None, "c"])})
+    frames = [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
+              (feedwire.ARROW, batch.serialize().to_pybytes(), 3)]
+    feed = feed_of(tmp_path, frames, epochs=1)
+    with pytest.raises(Exception, match="column 'tag' has nulls.*fill or drop them"):
+        list(feed.to_dataset(3))
+    feed.close()
+
+
 def test_rdd_tuples_follow_a_given_signature_converting_dtypes(tmp_path):
     elements = [(np.full(4, i, np.float64), i % 3) for i in range(30)]
     frames = [(feedwire.PICKLED, pickle.dumps(elements[:20]), 20),

@@ -383,10 +383,17 @@ class DataFeed:
                 return empty
             if self._delivered == 0:  # that batch closed the epoch
                 state["ended"] = True
-            flat = tf.nest.flatten(batches.structure(batch))
+            data = batches.structure(batch)
+            flat = tf.nest.flatten(data)
             if len(flat) != len(specs):
                 raise FeedError(f"to_dataset(): a batch has {len(flat)} components, the "
                                 f"output_signature {len(specs)}")
+            for i, (a, s) in enumerate(zip(flat, specs)):
+                if s.dtype == tf.string and a.dtype == object and any(v is None for v in a.flat):
+                    name = f"column {sorted(data)[i]!r}" if isinstance(data, dict) \
+                        else f"component {i}"
+                    raise FeedError(f"to_dataset(): {name} has nulls, which a string tensor "
+                                    "cannot hold; fill or drop them before feeding")
             return [a if s.dtype == tf.string else np.asarray(a, s.dtype.as_numpy_dtype)
                     for a, s in zip(flat, specs)]
 
