@@ -290,3 +290,17 @@ def exits(args, ctx):
     if ctx.name in args:
         sys.exit(args[ctx.name])
     return ctx.name
+
+
+def ctx_misuse(args, ctx):
+    """ctx's methods called with arguments of the wrong type: what each raised."""
+    said = {}
+    for name, call in (("wait_for_training_done", lambda: ctx.wait_for_training_done("1")),
+                       ("report", lambda: ctx.report(step="x")),
+                       ("keras_callback", lambda: ctx.keras_callback(every_n_steps=0))):
+        try:
+            call()
+            said[name] = None
+        except TypeError as exc:
+            said[name] = str(exc)
+    return said

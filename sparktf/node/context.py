@@ -241,4 +241,6 @@ class NodeContext:
 
     def wait_for_training_done(self, timeout: float | None = None) -> bool:
         """Block until :meth:`training_done`, or ``timeout`` seconds; returns whether it is."""
-        return self._runtime.training_done.wait(timeout)
+        if timeout is not None and values.real(timeout) is None:
+            raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
+        return self._runtime.training_done.wait(None if timeout is None else float(timeout))

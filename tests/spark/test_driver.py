@@ -212,6 +212,14 @@ def test_sys_exit_with_an_error_from_main_fn_fails_the_job_saying_so(sc_local, c
     assert info.value.node == "worker:0"
 
 
+def test_ctx_methods_given_the_wrong_types_say_what_they_take(sc_local):
+    said = sparktf.run(sc_local, jobs.ctx_misuse, {}, num_executors=2).shutdown(timeout=120)
+    assert said == {
+        "wait_for_training_done": "timeout must be a number of seconds or None, got '1'",
+        "report": "ctx.report: step must be an int, got 'x'",
+        "keras_callback": "every_n_steps must be an int >= 1, got 0"}
+
+
 @pytest.mark.parametrize("schema", ["prediction dobule", "double", 42, "a int,,"])
 def test_a_bad_output_schema_is_a_config_error_before_any_node_starts(sc_local, schema):
     cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2,
