@@ -189,6 +189,8 @@ class Cluster:
         failed to start (the reason is printed on the driver). TensorBoard runs while the
         chief's node does, and is stopped with it.
         """
+        if values.real(timeout) is None:
+            raise ConfigError(f"timeout must be a number of seconds, got {timeout!r}")
         if not self.settings.tensorboard:
             return None
         chief = topology.chief_role(self.roles).name

@@ -31,6 +31,8 @@ def test_shutdown_arguments_are_checked(sc_local):
                              ({"timeout": "5"}, "timeout must be a positive number")]:
         with pytest.raises(sparktf.ConfigError, match=fragment):
             cluster.shutdown(**kwargs)
+    with pytest.raises(sparktf.ConfigError, match="timeout must be a number of seconds"):
+        cluster.tensorboard_url(timeout="5")  # said even without TensorBoard
     assert cluster.shutdown()["name"] == "chief:0"  # the bad calls changed nothing
 
 
