@@ -117,6 +117,8 @@ def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize,
             stopped = " (a stopped one)" if getattr(made_on, "_jsc", None) is None else ""
             problems.append(f"data was made on another SparkContext{stopped} than the "
                             "cluster's: make it with the SparkContext given to sparktf.run()")
+        elif isinstance(data, DataFrame):
+            problems += _dataframe_problems(data)
     if (values.integer(num_epochs) or 0) < 1:
         problems.append(f"num_epochs must be an int >= 1, got {num_epochs!r}")
     if (values.real(feed_timeout) or 0) <= 0:
@@ -127,6 +129,21 @@ def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize,
     if rebalance is not None and not isinstance(rebalance, bool):
         problems.append(f"rebalance must be True, False or None, got {rebalance!r}")
     return problems
+
+
+def _dataframe_problems(df) -> list[str]:
+    """Why a DataFrame cannot be fed: a stream has no end to an epoch, and a node's batch is a
+    dict by column name."""
+    if df.isStreaming:
+        return ["data is a streaming DataFrame: sparktf feeds finite data, epoch by epoch; "
+                "read the same source with spark.read instead of spark.readStream, or write "
+                "the stream to a table and train on that"]
+    names = df.columns
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        return [f"data has more than one column named {dupes}; a node's batch is a dict by "
+                "column name: rename them first (df.toDF(*names) or selectExpr('... AS ...'))"]
+    return []
 
 
 def parse_output_schema(output_schema: Any):

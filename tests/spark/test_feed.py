@@ -200,6 +200,21 @@ def test_train_arguments_and_state_are_checked(sc_local):
     cluster.shutdown()
 
 
+@pytest.mark.parametrize("make, says", [
+    (lambda spark: spark.range(10).select("id", "id"),
+     r"more than one column named \['id'\]"),
+    (lambda spark: spark.readStream.format("rate").load(), "data is a streaming DataFrame"),
+])
+def test_dataframes_that_cannot_be_fed_are_refused_before_any_node_starts(spark, make, says):
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.sum_ids, {"col": "id"},
+                          num_executors=2, input_mode=SPARK)
+    for call in (cluster.train, cluster.inference):
+        with pytest.raises(sparktf.ConfigError, match=says):
+            call(make(spark))
+    assert cluster.status is sparktf.Status.CREATED
+    cluster.shutdown()
+
+
 @pytest.mark.slow
 def test_multi_worker_mirrored_training_on_skewed_spark_data(spark):
     """Real MWMS + tf-keras fit on a DataFrame split 2000 : 7 over two partitions, fed as they
