@@ -92,6 +92,18 @@ def test_rdd_tuples_follow_a_given_signature_converting_dtypes(tmp_path):
     feed.close()
 
 
+def test_rdd_dicts_become_dicts_of_tensors(tmp_path):
+    elements = [{"features": np.full(4, i, np.float32), "label": i % 3} for i in range(10)]
+    feed = feed_of(tmp_path, [(feedwire.PICKLED, pickle.dumps(elements), 10)], epochs=1)
+    ds = feed.to_dataset(4)
+    assert set(ds.element_spec) == {"features", "label"}
+    got = list(ds)
+    assert [int(b["label"].shape[0]) for b in got] == [4, 4, 2]
+    assert got[0]["features"].shape == (4, 4) and got[0]["features"].dtype == tf.float32
+    assert sorted(int(v) for b in got for v in b["features"][:, 0]) == list(range(10))
+    feed.close()
+
+
 def test_keras_fit_takes_every_row_each_epoch(tmp_path):
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import tf_keras as keras

@@ -101,6 +101,15 @@ def test_rdd_elements_stack_into_arrays_or_say_why_not():
         batches.structure([np.zeros(3), np.zeros(4)])
 
 
+def test_rdd_dict_elements_stack_into_a_dict_of_arrays():
+    """rdd.map(lambda r: {"features": ..., "label": ...}): to_dataset gets a dict per batch,
+    as a DataFrame's, for Keras' named inputs."""
+    out = batches.structure([{"x": np.zeros(3), "y": 1}, {"x": np.ones(3), "y": 0}])
+    assert out["x"].shape == (2, 3) and out["y"].tolist() == [1, 0]
+    with pytest.raises(FeedError, match="different keys"):
+        batches.structure([{"x": 1, "y": 2}, {"x": 1}])
+
+
 def test_a_shuffled_chunk_has_the_same_rows():
     rng = np.random.RandomState(0)
     rb = pa.record_batch([pa.array(range(50))], names=["a"])

@@ -132,12 +132,21 @@ def column_to_numpy(name: str, arr):
 
 
 def structure(batch):
-    """RDD elements (tuples of arrays/scalars) stacked into a tuple of arrays; a DataFrame's
-    dict as it is."""
+    """RDD elements (tuples of arrays/scalars) stacked into a tuple of arrays, or (dicts)
+    into a dict of arrays; a DataFrame's dict as it is."""
     import numpy as np
 
     if isinstance(batch, dict):
         return batch
+    if batch and isinstance(batch[0], dict):
+        keys = set(batch[0])
+        if any(set(e) != keys for e in batch):
+            raise FeedError(f"to_dataset() needs RDD elements of one structure; this batch "
+                            f"has dicts with different keys ({sorted(keys)} and "
+                            f"{sorted(next(set(e) for e in batch if set(e) != keys))}): give "
+                            "every element the same keys")
+        batch = [tuple(e[k] for k in sorted(keys)) for e in batch]
+        return dict(zip(sorted(keys), structure(batch)))
     try:
         if batch and isinstance(batch[0], (tuple, list)):
             return tuple(np.stack([np.asarray(e[i]) for e in batch])

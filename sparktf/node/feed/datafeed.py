@@ -331,8 +331,9 @@ class DataFeed:
         """A ``tf.data.Dataset`` of this node's batches for one epoch per iteration.
 
         Iterate it once per epoch (``model.fit(ds, epochs=num_epochs)``). Elements are dicts of
-        column -> tensor for a DataFrame; for an RDD of tuples/arrays give ``output_signature``
-        or let it be read from the first element. Auto-sharding is off: the data already is
+        column -> tensor for a DataFrame, and for an RDD of dicts (key -> tensor); for an RDD
+        of tuples/arrays a tuple or a tensor. Give ``output_signature`` or let it be read from
+        the first batch. Auto-sharding is off: the data already is
         this node's share.
 
         **Batch sizes.** What ``batch_size`` means depends on who consumes the dataset:
