@@ -92,6 +92,20 @@ def test_rdd_tuples_follow_a_given_signature_converting_dtypes(tmp_path):
     feed.close()
 
 
+def test_a_decimal_column_becomes_float64(tmp_path):
+    """Spark SQL makes decimals of literals like 1.5 and of many CSV and JDBC columns."""
+    import decimal
+
+    batch = pa.RecordBatch.from_pydict({"d": pa.array([decimal.Decimal("1.25")] * 3,
+                                                       type=pa.decimal128(5, 2))})
+    frames = [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
+              (feedwire.ARROW, batch.serialize().to_pybytes(), 3)]
+    feed = feed_of(tmp_path, frames, epochs=1)
+    (b,) = list(feed.to_dataset(3))
+    assert b["d"].dtype == tf.float64 and b["d"].numpy().tolist() == [1.25] * 3
+    feed.close()
+
+
 def test_rdd_dicts_become_dicts_of_tensors(tmp_path):
     elements = [{"features": np.full(4, i, np.float32), "label": i % 3} for i in range(10)]
     feed = feed_of(tmp_path, [(feedwire.PICKLED, pickle.dumps(elements), 10)], epochs=1)

@@ -7,6 +7,7 @@ here (``signature`` is given the module).
 
 from __future__ import annotations
 
+import decimal
 import pickle
 
 from sparktf.common import feedwire
@@ -166,8 +167,13 @@ def signature(tf, batch):
     data = structure(batch)
 
     def spec(a):
-        return tf.TensorSpec(shape=(None,) + a.shape[1:], dtype=tf.as_dtype(a.dtype)
-                             if a.dtype != object else tf.string)
+        if a.dtype != object:
+            dtype = tf.as_dtype(a.dtype)
+        elif a.size and isinstance(a.flat[0], decimal.Decimal):  # a decimal(p, s) column
+            dtype = tf.float64
+        else:
+            dtype = tf.string
+        return tf.TensorSpec(shape=(None,) + a.shape[1:], dtype=dtype)
 
     if isinstance(data, dict):
         return {k: spec(v) for k, v in data.items()}
