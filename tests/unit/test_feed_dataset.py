@@ -11,6 +11,7 @@ import pytest
 
 from sparktf.common import feedwire
 from sparktf.common.spec import FeedConfig
+from sparktf.errors import FeedError
 from sparktf.node.feed.datafeed import DataFeed
 from sparktf.node.feed.equalize import Bound
 
@@ -103,6 +104,19 @@ def test_a_decimal_column_becomes_float64(tmp_path):
     feed = feed_of(tmp_path, frames, epochs=1)
     (b,) = list(feed.to_dataset(3))
     assert b["d"].dtype == tf.float64 and b["d"].numpy().tolist() == [1.25] * 3
+    feed.close()
+
+
+def test_a_timestamp_column_is_an_error_that_names_it(tmp_path):
+    import datetime
+
+    batch = pa.RecordBatch.from_pydict({"x": pa.array([1.0]),
+                                        "when": pa.array([datetime.datetime(2020, 1, 1)])})
+    frames = [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
+              (feedwire.ARROW, batch.serialize().to_pybytes(), 1)]
+    feed = feed_of(tmp_path, frames, epochs=1)
+    with pytest.raises(FeedError, match="column 'when' holds dates or times"):
+        feed.to_dataset(1)
     feed.close()
 
 

@@ -166,7 +166,11 @@ def signature(tf, batch):
     """The ``tf.data`` output signature of a batch (first dimension unknown)."""
     data = structure(batch)
 
-    def spec(a):
+    def spec(a, name):
+        if a.dtype.kind in "mM":
+            raise FeedError(f"to_dataset(): {name} holds dates or times ({a.dtype}), which "
+                            "TensorFlow has no type for: leave it out (input_mapping) or make "
+                            "it a number first (e.g. unix_timestamp() in Spark)")
         if a.dtype != object:
             dtype = tf.as_dtype(a.dtype)
         elif a.size and isinstance(a.flat[0], decimal.Decimal):  # a decimal(p, s) column
@@ -176,7 +180,7 @@ def signature(tf, batch):
         return tf.TensorSpec(shape=(None,) + a.shape[1:], dtype=dtype)
 
     if isinstance(data, dict):
-        return {k: spec(v) for k, v in data.items()}
+        return {k: spec(v, f"column {k!r}") for k, v in data.items()}
     if isinstance(data, tuple):
-        return tuple(spec(a) for a in data)
-    return spec(data)
+        return tuple(spec(a, f"component {i}") for i, a in enumerate(data))
+    return spec(data, "the batch")
