@@ -140,14 +140,13 @@ def structure(batch):
     if isinstance(batch, dict):
         return batch
     if batch and isinstance(batch[0], dict):
-        keys = set(batch[0])
-        if any(set(e) != keys for e in batch):
+        names = sorted(batch[0])
+        other = next((e for e in batch if sorted(e) != names), None)
+        if other is not None:
             raise FeedError(f"to_dataset() needs RDD elements of one structure; this batch "
-                            f"has dicts with different keys ({sorted(keys)} and "
-                            f"{sorted(next(set(e) for e in batch if set(e) != keys))}): give "
-                            "every element the same keys")
-        batch = [tuple(e[k] for k in sorted(keys)) for e in batch]
-        return dict(zip(sorted(keys), structure(batch)))
+                            f"has dicts with different keys ({names} and {sorted(other)}): "
+                            "give every element the same keys")
+        return dict(zip(names, structure([tuple(e[k] for k in names) for e in batch])))
     try:
         if batch and isinstance(batch[0], (tuple, list)):
             return tuple(np.stack([np.asarray(e[i]) for e in batch])
