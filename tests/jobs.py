@@ -271,7 +271,9 @@ def describe_gpus(args, ctx):
 
 
 def describe_processes(args, ctx):
-    """This TF process, its supervisor and their barrier task: names, and the TCP peers each holds."""
+    """This TF process, its supervisor and their barrier task: names, the TCP peers each holds,
+    and whether numpy was already imported when main_fn started."""
+    numpy_at_start = "numpy" in sys.modules
     import psutil
 
     me = psutil.Process()
@@ -282,7 +284,7 @@ def describe_processes(args, ctx):
 
     return {"name": me.name(), "supervisor": sup.name(), "supervisor_cmdline": sup.cmdline(),
             "node_peers": peers(me), "supervisor_peers": peers(sup),
-            "worker_peers": peers(psutil.Process(sup.ppid()))}
+            "worker_peers": peers(psutil.Process(sup.ppid())), "numpy_at_start": numpy_at_start}
 
 
 def exits(args, ctx):

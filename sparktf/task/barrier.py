@@ -108,8 +108,10 @@ def start_supervisor(spec: NodeSpec):
            **node_gpus.node_environment(spec.role.job, spec.gpus, os.environ,
                                         dict(spec.launch.env)),
            "PYTHONPATH": os.pathsep.join(spec.python_path)}
-    if env.get("SPARKTF_SUPERVISOR_EXEC") != "1" and _may_fork():
-        return ForkedSupervisor.start(spec, env)
+    if env.get("SPARKTF_SUPERVISOR_EXEC") != "1":
+        preload()
+        if _may_fork():
+            return ForkedSupervisor.start(spec, env)
     proc = subprocess.Popen(
         [sys.executable, "-m", "sparktf.task.supervisor", str(os.getpid())],
         stdin=subprocess.PIPE, start_new_session=True, env=env)
@@ -123,6 +125,37 @@ def start_supervisor(spec: NodeSpec):
 #: allocator starts it in a worker that has read Arrow data). jemalloc takes and resets all of
 #: its locks around a fork (pthread_atfork), and the child starts its own purger when needed.
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+#: The ids of the native threads that :func:`preload`'s own imports started: numpy's OpenBLAS
+#: pool where ``spark.task.cpus`` > 1 (Spark sets OMP_NUM_THREADS to it; with 1 there is no
+#: pool). OpenBLAS stops its pool before a fork (pthread_atfork) and starts it again on use.
+_PRELOADED_THREADS: set[str] = set()
+_preloaded = False
+
+
+def preload() -> None:
+    """Import what every node process needs, once per Spark Python worker (Spark reuses them)
+    before the fork, rather than after it in every supervisor and TF process of every job:
+    the TF process's code, ``cloudpickle`` (main_fn's payload needs it: ~5 ms a node) and
+    ``numpy`` (the feed's batches and TensorFlow both import it: ~55 ms a node)."""
+    global _preloaded
+    if _preloaded:
+        return
+    _preloaded = True
+    before = _thread_ids()
+    import sparktf.node.process  # noqa: F401 - the TF process's code
+    import cloudpickle  # noqa: F401
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        pass  # the node says so when it needs it
+    _PRELOADED_THREADS.update(_thread_ids() - before)
+
+
+def _thread_ids() -> set[str]:
+    try:
+        return set(os.listdir("/proc/self/task"))
+    except OSError:
+        return set()
 
 
 def _may_fork() -> bool:
@@ -133,7 +166,8 @@ def _may_fork() -> bool:
         return False
     try:
         me = str(threading.get_native_id())
-        others = [t for t in os.listdir("/proc/self/task") if t != me]
+        others = [t for t in os.listdir("/proc/self/task")
+                  if t != me and t not in _PRELOADED_THREADS]
     except OSError:
         return threading.active_count() == 1
     for tid in others:
@@ -155,11 +189,9 @@ class ForkedSupervisor(procs.ForkedChild):
 
     @classmethod
     def start(cls, spec: NodeSpec, env: dict) -> "ForkedSupervisor":
-        # Imported here, once per Spark Python worker (Spark reuses them), rather than after
-        # the fork in every supervisor and TF process of every job.
-        import sparktf.node.process  # noqa: F401 - the TF process's code
-        import cloudpickle  # noqa: F401 - main_fn's payload needs it to load: ~5 ms a node
         from sparktf.task import supervisor
+
+        preload()
 
         parent = os.getpid()
         _flush_output()

@@ -285,7 +285,8 @@ def test_the_supervisor_is_forked_from_the_task_and_holds_only_the_drivers_chann
         sc_local, env, forked):
     """Forked (the default: no interpreter start-up per node), the supervisor must not keep
     the Spark worker's connection to the JVM, and it and the TF process are known by name;
-    SPARKTF_SUPERVISOR_EXEC=1 starts it as its own interpreter instead."""
+    the TF process starts with numpy imported once by its Spark worker (about 55 ms a node
+    otherwise); SPARKTF_SUPERVISOR_EXEC=1 starts it as its own interpreter instead."""
     cluster = sparktf.run(sc_local, jobs.describe_processes, None, num_executors=2, env=env)
     cluster.shutdown()
     for node, r in cluster.results.items():
@@ -295,3 +296,4 @@ def test_the_supervisor_is_forked_from_the_task_and_holds_only_the_drivers_chann
         # both hold the driver's control channel and nothing else; the task holds more (JVM)
         assert len(r["node_peers"]) == 1 and r["supervisor_peers"] == r["node_peers"], r
         assert set(r["worker_peers"]) - set(r["supervisor_peers"]), r
+        assert r["numpy_at_start"] is forked, r

@@ -1,5 +1,6 @@
 """When the barrier task may fork the node's supervisor (no Spark needed)."""
 
+import os
 import subprocess
 import sys
 
@@ -45,3 +46,31 @@ print(a, b)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["True", "False"]
+
+
+def test_numpys_blas_threads_started_by_the_preload_do_not_stop_the_fork():
+    """With spark.task.cpus > 1 Spark sets OMP_NUM_THREADS above 1 and importing numpy starts
+    OpenBLAS's thread pool, which stops itself around a fork (pthread_atfork): the threads the
+    worker's own preload started do not stop the fork, any other thread still does, and the
+    forked child can use BLAS at once."""
+    code = r"""
+import os, sys, threading
+from sparktf.task import barrier
+barrier.preload()
+a = barrier._may_fork()
+pid = os.fork()
+if pid == 0:
+    import numpy
+    m = numpy.ones((300, 300))
+    os._exit(0 if float((m @ m)[0, 0]) == 300.0 else 1)
+_, status = os.waitpid(pid, 0)
+e = threading.Event(); t = threading.Thread(target=e.wait); t.start()
+b = barrier._may_fork()
+e.set(); t.join()
+print(a, os.waitstatus_to_exitcode(status), b, len(barrier._PRELOADED_THREADS) > 0)
+"""
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env, timeout=60).stdout.split()
+    assert out[:3] == ["True", "0", "False"], out
