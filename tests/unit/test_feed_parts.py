@@ -94,6 +94,46 @@ def test_ragged_or_null_columns_are_feed_errors_naming_the_column():
         batches.column_to_numpy("y", pa.array([1, None]))
 
 
+@pytest.mark.parametrize("values, type_", [
+    ([1.5, -2.0, 3.25, 4.0, 5.5], pa.float32()), ([1.5, -2.0, 3.25, 4.0, 5.5], pa.float64()),
+    ([1.5, -2.0, 3.25, 4.0, 5.5], pa.float16()), ([1, -2, 3, 4, 5], pa.int8()),
+    ([1, 2, 3, 4, 5], pa.uint16()), ([1, -2, 3, 2**40, 5], pa.int64()),
+    ([True, False, True, True, False, False, True, False, True, True], pa.bool_())])
+def test_numeric_and_boolean_columns_become_numpy_at_any_offset(values, type_):
+    arr = pa.array(values, type_)
+    for piece in (arr, arr.slice(1), arr.slice(3, 2), arr.slice(len(values))):
+        got = batches.column_to_numpy("x", piece)
+        want = piece.to_numpy(zero_copy_only=False)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), (piece, got)
+    image = pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], pa.list_(type_)) \
+        if type_ != pa.bool_() else pa.array([[True, False], [False, True], [True, True]])
+    assert batches.column_to_numpy("x", image.slice(1)).tolist() == image.slice(1).to_pylist()
+
+
+def test_a_dataframe_batch_of_numbers_does_not_import_pandas(tmp_path):
+    """pyarrow's Array.to_numpy imports pandas on first use (0.2-0.3 s in every node's first
+    batch); numeric, boolean and list-of-number columns do not need it."""
+    import subprocess
+    import sys
+
+    batch = pa.RecordBatch.from_pydict({
+        "image": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32())),
+        "label": pa.array([1, 2], pa.int64()), "flag": pa.array([True, False])})
+    path = tmp_path / "batch.arrow"
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, batch.schema) as w:
+        w.write_batch(batch)
+    code = f"""
+import sys, pyarrow as pa, pyarrow.ipc
+from sparktf.node.feed import batches
+parts = list(pa.ipc.open_stream(open({str(path)!r}, "rb").read()))
+got = batches.assemble(parts, parts[0].schema, None)
+print("pandas" in sys.modules, got["image"].tolist(), got["label"].tolist(), got["flag"].tolist())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False [[1.0, 2.0], [3.0, 4.0]] [1, 2] [True, False]"
+
+
 def test_rdd_elements_stack_into_arrays_or_say_why_not():
     x, y = batches.structure([(np.zeros(3), 1), (np.ones(3), 0)])
     assert x.shape == (2, 3) and y.tolist() == [1, 0]

@@ -116,7 +116,7 @@ def column_to_numpy(name: str, arr):
         if pa.types.is_fixed_size_list(t):
             width = t.list_size
         else:
-            lengths = np.diff(arr.offsets.to_numpy())
+            lengths = np.diff(_plain_to_numpy(arr.offsets))
             if len(lengths) and (lengths != lengths[0]).any():
                 raise FeedError(
                     f"column {name!r} holds arrays of different lengths ({lengths.min()} to "
@@ -129,7 +129,30 @@ def column_to_numpy(name: str, arr):
         return arr.to_numpy(zero_copy_only=False)
     if arr.null_count and not pa.types.is_floating(t):
         raise FeedError(f"column {name!r} ({t}) has nulls; fill or drop them before feeding")
+    if not arr.null_count and (pa.types.is_integer(t) or pa.types.is_floating(t)
+                               or pa.types.is_boolean(t)):
+        return _plain_to_numpy(arr)
     return arr.to_numpy(zero_copy_only=False)
+
+
+def _plain_to_numpy(arr):
+    """A null-free numeric or boolean Arrow array as numpy, read from its buffer (numbers
+    without a copy, read-only, as ``to_numpy`` gives them). ``Array.to_numpy`` would do the
+    same but imports pandas the first time, where it is installed: 0.2-0.3 s of every node's
+    first batch."""
+    import numpy as np
+    import pyarrow as pa
+
+    n, start, data = len(arr), arr.offset, arr.buffers()[1]
+    if pa.types.is_boolean(arr.type):  # one bit a value, least significant first
+        if data is None or n == 0:
+            return np.zeros(0, dtype=bool)
+        bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")
+        return bits[start:start + n].astype(bool)
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    if data is None or n == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(data, dtype=dtype, count=n, offset=start * dtype.itemsize)
 
 
 def structure(batch):
