@@ -22,6 +22,10 @@ and, as a user sees it (``--only efghi``), timed on the driver with every sparkt
 (i) the same with ``train(rdd, equalize=False)``: what equalizing (every node the same rows,
     the nodes' counts going round the driver while they read) costs of (h).
 
+``--data jvm`` builds the DataFrame in the JVM (Spark SQL expressions, as a DataFrame read from
+files is) instead of in Python workers (the default, as earlier runs did): then no Python
+worker has imported numpy or pandas before the measured calls, as in most users' jobs.
+
 Each figure is the best of ``--repeats``; with more than one repeat, the median (and range) of
 sparktf's ratio to its ceiling within each repeat follows, the two run back to back: on a shared
 machine that ratio is steadier than a ratio of two bests taken at different moments.
@@ -41,6 +45,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 WIDTH = 784
 BATCH = 1024
+TOUCHED = "rows long, secs double, cpu double"  # what touch_arrow's one row says
 
 
 def make_batches(batches):
@@ -59,12 +64,14 @@ def make_batches(batches):
 def touch_arrow(batches):
     import time
 
+    cpu0 = cpu_secs(os.getpid())
     start, rows = time.perf_counter(), 0
     for b in batches:
         rows += b.num_rows
     import pyarrow as pa
 
-    yield pa.RecordBatch.from_pydict({"rows": [rows], "secs": [time.perf_counter() - start]})
+    yield pa.RecordBatch.from_pydict({"rows": [rows], "secs": [time.perf_counter() - start],
+                                      "cpu": [cpu_secs(os.getpid()) - cpu0]})
 
 
 def start_profiles(name, pids):
@@ -200,6 +207,8 @@ def main():
     p.add_argument("--master", default="local-cluster[2,1,2048]")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--only", default="abcd", help="which figures to measure, e.g. cd")
+    p.add_argument("--data", choices=("python", "jvm"), default="python",
+                   help="make the rows in Python workers (mapInArrow) or in the JVM")
     p.add_argument("--profile", metavar="DIR", help="py-spy the (c) and (d) processes into DIR "
                    "(raw stacks; slows the measured runs)")
     a = p.parse_args()
@@ -219,8 +228,13 @@ def main():
     import sparktf.driver.preflight as pf
 
     pf.wait_for_slots(sc, 2, 60)
-    df = (spark.range(0, a.rows, numPartitions=2)
-          .mapInArrow(make_batches, "features array<float>, label long"))
+    if a.data == "jvm":  # the same shape of rows, and no Python worker touched them
+        df = spark.range(0, a.rows, numPartitions=2).selectExpr(
+            f"transform(sequence(0, {WIDTH - 1}), i -> cast(((id * {WIDTH} + i) % 1000) / "
+            "1000.0 as float)) as features", "id % 10 as label")
+    else:
+        df = (spark.range(0, a.rows, numPartitions=2)
+              .mapInArrow(make_batches, "features array<float>, label long"))
     if set("abef") & set(a.only):  # --only cd: room in the 2 GiB executors for more rows
         df = df.persist(StorageLevel.MEMORY_ONLY)
         df.count()
@@ -235,18 +249,18 @@ def main():
         rdd = df.rdd.map(to_example).persist(StorageLevel.MEMORY_ONLY)
         rdd.count()
     mb = a.rows * (WIDTH * 4 + 8) / 1e6
-    print(f"{a.rows} rows ({mb:.0f} MB of features), cached as a DataFrame and as an RDD, "
-          f"{a.master}, 2 nodes; best of {a.repeats}")
+    print(f"{a.rows} rows ({mb:.0f} MB of features, made in {a.data}), cached as a DataFrame "
+          f"and as an RDD, {a.master}, 2 nodes; best of {a.repeats}")
     figures, every = {}, {}
     for _ in range(a.repeats):
         runs = {
-            "a": lambda: rate([(r.rows, r.secs) for r in df.mapInArrow(
-                touch_arrow, "rows long, secs double", barrier=True).collect()]),
+            "a": lambda: rate([(r.rows, r.secs, {"task": r.cpu}) for r in df.mapInArrow(
+                touch_arrow, TOUCHED, barrier=True).collect()], "a"),
             "b": lambda: sparktf_rate(sc, df, "b"),
             "c": lambda: rate(rdd.barrier().mapPartitions(touch_rdd).collect(), "c"),
             "d": lambda: sparktf_rate(sc, rdd, "d"),
             "e": lambda: driver_timed(lambda: df.mapInArrow(
-                touch_arrow, "rows long, secs double", barrier=True).collect(), a.rows),
+                touch_arrow, TOUCHED, barrier=True).collect(), a.rows),
             "f": lambda: as_user(sc, df, a.rows),
             "g": lambda: driver_timed(lambda: rdd.barrier().mapPartitions(touch_rdd).collect(),
                                       a.rows),
