@@ -128,7 +128,7 @@ FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 #: The ids of the native threads that :func:`preload`'s own imports started: numpy's OpenBLAS
 #: pool where ``spark.task.cpus`` > 1 (Spark sets OMP_NUM_THREADS to it; with 1 there is no
 #: pool). OpenBLAS stops its pool before a fork (pthread_atfork) and starts it again on use.
-_PRELOADED_THREADS: set[str] = set()
+_PRELOADED_THREADS: dict[str, str | None] = {}  # thread id -> its name
 _preloaded = False
 
 
@@ -148,7 +148,7 @@ def preload() -> None:
         import numpy  # noqa: F401
     except ImportError:
         pass  # the node says so when it needs it
-    _PRELOADED_THREADS.update(_thread_ids() - before)
+    _PRELOADED_THREADS.update({t: _thread_name(t) for t in _thread_ids() - before})
 
 
 def _thread_ids() -> set[str]:
@@ -166,18 +166,26 @@ def _may_fork() -> bool:
         return False
     try:
         me = str(threading.get_native_id())
-        others = [t for t in os.listdir("/proc/self/task")
-                  if t != me and t not in _PRELOADED_THREADS]
+        others = {t: _thread_name(t) for t in os.listdir("/proc/self/task") if t != me}
     except OSError:
         return threading.active_count() == 1
-    for tid in others:
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().strip() not in FORK_SAFE_THREADS:
-                    return False
-        except OSError:
-            pass  # the thread ended meanwhile
+    # The preload's threads end at a fork (OpenBLAS starts new ones on use): forget those
+    # gone, so that a later thread given the same id is not taken for one of them.
+    for tid in [t for t in _PRELOADED_THREADS if t not in others]:
+        del _PRELOADED_THREADS[tid]
+    for tid, name in others.items():
+        if name is None or name in FORK_SAFE_THREADS or _PRELOADED_THREADS.get(tid) == name:
+            continue  # ended meanwhile, or known to be safe
+        return False
     return threading.active_count() == 1
+
+
+def _thread_name(tid: str) -> str | None:
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None  # the thread ended meanwhile
 
 
 class ForkedSupervisor(procs.ForkedChild):

@@ -105,6 +105,7 @@ def test_numeric_and_boolean_columns_become_numpy_at_any_offset(values, type_):
         got = batches.column_to_numpy("x", piece)
         want = piece.to_numpy(zero_copy_only=False)
         assert got.dtype == want.dtype and got.tolist() == want.tolist(), (piece, got)
+        assert got.flags.writeable == want.flags.writeable  # Arrow's memory stays read-only
     image = pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], pa.list_(type_)) \
         if type_ != pa.bool_() else pa.array([[True, False], [False, True], [True, True]])
     assert batches.column_to_numpy("x", image.slice(1)).tolist() == image.slice(1).to_pylist()

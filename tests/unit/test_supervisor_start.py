@@ -74,3 +74,13 @@ print(a, os.waitstatus_to_exitcode(status), b, len(barrier._PRELOADED_THREADS) >
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env, timeout=60).stdout.split()
     assert out[:3] == ["True", "0", "False"], out
+
+
+def test_a_preloaded_thread_that_ended_is_forgotten():
+    """The preload's threads end at a fork; a later thread that the kernel gives the same id
+    must not pass for one of them."""
+    from sparktf.task import barrier
+
+    barrier._PRELOADED_THREADS["999999999"] = "python3"  # an id no thread of ours has
+    barrier._may_fork()
+    assert "999999999" not in barrier._PRELOADED_THREADS

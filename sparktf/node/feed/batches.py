@@ -151,8 +151,11 @@ def _plain_to_numpy(arr):
         return bits[start:start + n].astype(bool)
     dtype = np.dtype(arr.type.to_pandas_dtype())
     if data is None or n == 0:
-        return np.zeros(0, dtype=dtype)
-    return np.frombuffer(data, dtype=dtype, count=n, offset=start * dtype.itemsize)
+        out = np.zeros(0, dtype=dtype)
+    else:
+        out = np.frombuffer(data, dtype=dtype, count=n, offset=start * dtype.itemsize)
+    out.flags.writeable = False  # Arrow's memory, as to_numpy leaves it: never written in place
+    return out
 
 
 def structure(batch):
