@@ -78,7 +78,8 @@ _ALL = [
 
 CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
 #: Fields a message may carry beyond the catalogue's (for the hello: its pid and port).
-_OPTIONAL = {"hello": ("pid", "port"), "heartbeat": ("epoch", "epoch_rows", "metrics"),
+_OPTIONAL = {"hello": ("pid", "port"),
+             "heartbeat": ("epoch", "epoch_rows", "metrics", "feed_secs"),
              "feed_progress": ("exchange", "stopped"),
              "feed_bound": ("ended", "give", "take", "others"), "error": ("code",)}
 

@@ -108,6 +108,7 @@ class NodeRecord:
     epoch_rows: int | None = None  # rows the feed handed out in the current epoch
     done_at: float | None = None  # its main_fn returned
     first_rows: tuple[int, float] | None = None  # the first rows it reported, and when
+    feed_secs: float | None = None  # its feed's own time from first batch asked to last fed
     rows_at: float | None = None  # when its rows fed last grew
     hung: str | None = None
     failed_at: float | None = None
@@ -235,14 +236,20 @@ class JobState:
             n.metrics = dict(msg["metrics"])
         if msg.get("epoch") is not None:
             n.epoch, n.epoch_rows = msg["epoch"], msg.get("epoch_rows")
+        if msg.get("feed_secs"):
+            n.feed_secs = msg["feed_secs"]
 
     def progress_snapshot(self, now: float) -> dict[str, dict]:
         """How far each node is, as plain data (``Cluster.progress()``)."""
         out = {}
         for n in self.nodes.values():
             rows = n.progress.rows
-            rate = None  # rows fed per second between its first and its last report of rows
-            if rows and n.first_rows is not None and n.rows_at and n.rows_at > n.first_rows[1]:
+            # Rows fed per second: as the node's feed timed it (from the first batch asked for
+            # to the last handed out), or between its first and last heartbeat with rows.
+            rate = None
+            if rows and n.feed_secs:
+                rate = rows / n.feed_secs
+            elif rows and n.first_rows is not None and n.rows_at and n.rows_at > n.first_rows[1]:
                 rate = (rows - n.first_rows[0]) / (n.rows_at - n.first_rows[1])
             out[n.name] = {
                 "state": n.state.value, "step": n.progress.step, "rows": rows,

@@ -120,5 +120,6 @@ class NodeRuntime:
         if feed is not None:  # after the last epoch the feed's counter is one past it
             extra["epoch"] = min(feed.epoch, max(0, feed.config.num_epochs - 1))
             extra["epoch_rows"] = feed.epoch_rows
+            extra["feed_secs"] = feed.feeding_secs
         self.chan.send(messages.make("heartbeat", step=self.step,
                                      rows=feed.rows_fed if feed is not None else None, **extra))

@@ -42,6 +42,20 @@ def test_snapshot_has_rows_per_epoch_rate_step_and_metrics():
     assert snap["ps:0"]["rows"] is None and snap["ps:0"]["metrics"] == {}
 
 
+def test_a_feed_shorter_than_a_heartbeat_still_has_a_rate():
+    """A node that fed its whole share between two heartbeats reports rows once: its rate
+    is its feed's own (rows over the time from the first batch asked for to the last fed),
+    which also wins over the heartbeats' when both are known."""
+    state = _state()
+    beat(state, "chief:0", 2.0, rows=2000, epoch=1, epoch_rows=1000, feed_secs=0.25)
+    beat(state, "worker:0", 2.0, rows=2000, epoch=1, epoch_rows=1000)  # an older node
+    snap = state.progress_snapshot(3.0)
+    assert snap["chief:0"]["rows_per_s"] == 2000 / 0.25
+    assert snap["worker:0"]["rows_per_s"] is None  # one report, no time of its own
+    beat(state, "chief:0", 3.0, rows=4000, epoch=1, epoch_rows=2000, feed_secs=0.5)
+    assert state.progress_snapshot(4.0)["chief:0"]["rows_per_s"] == 4000 / 0.5
+
+
 def test_lines_show_only_nodes_that_report():
     state = _state()
     assert status_line(state.progress_snapshot(2.0)) is None  # nothing reported yet

@@ -8,6 +8,7 @@ import json
 import os
 import pickle
 import threading
+import time
 from typing import Any, Callable, Iterator
 
 from sparktf.common import feedwire, messages, values
@@ -90,6 +91,10 @@ class DataFeed:
         self.results_sent = 0
         #: Rows handed to the consumer so far, every epoch together (sent with heartbeats).
         self.rows_fed = 0
+        #: When the consumer first asked for a batch that had rows, and when it last got one:
+        #: the feed's rate is rows_fed over the time between (``feeding_secs``).
+        self._first_asked: float | None = None
+        self._last_fed: float | None = None
 
     def _report_progress(self, message: dict) -> None:
         """Tell the driver how many rows this node's share has so far. While another node
@@ -205,6 +210,7 @@ class DataFeed:
         self._stream.hint(batch_size)
         bound = self._bound if self._equalizing else None
         parts, got = [], 0
+        asked = time.monotonic()
         while got < batch_size and not self._stopped:
             if bound is not None and self._delivered >= bound.limit():
                 if bound.final:  # this epoch is complete for every node
@@ -236,7 +242,18 @@ class DataFeed:
             got += take
             if self._chunk_pos >= batches.rows(self._chunk):
                 self._chunk = None
+        if got:
+            if self._first_asked is None:
+                self._first_asked = asked
+            self._last_fed = time.monotonic()
         return batches.assemble(parts, self._stream.schema, self.input_mapping)
+
+    @property
+    def feeding_secs(self) -> float | None:
+        """Seconds from the first batch asked for to the last one handed out (None before)."""
+        if self._first_asked is None or self._last_fed is None:
+            return None
+        return self._last_fed - self._first_asked
 
     def _wait_for_peers(self, bound: Bound) -> None:
         self._waiting = True
