@@ -192,14 +192,26 @@ class Inference:
                 self.profile)
         else:
             launch = dataclasses.replace(launch, output_schema=arrow_schema(data, self.schema))
-            if data.isEmpty():
-                task = barrier_task(launch, "arrow", arrow_schema(data))
-                self.output = data.sparkSession.createDataFrame([], self.schema)
-                return lambda: _empty(self.sc, n, lambda _: task(iter(())), self.profile)
-            df = data if data.rdd.getNumPartitions() == n else \
-                partition.dataframe_in_order(data, n)
+            df = data
+            if data.rdd.getNumPartitions() != n:
+                # Dealt out into one range per node; an empty DataFrame has none to deal
+                # (one partition per node, empty or not, is fed as it is: no job to ask).
+                if data.isEmpty():
+                    task = barrier_task(launch, "arrow", arrow_schema(data))
+                    self.output = data.sparkSession.createDataFrame([], self.schema)
+                    return lambda: _empty(self.sc, n, lambda _: task(iter(())), self.profile)
+                df = partition.dataframe_in_order(data, n)
             task = barrier_task(launch, "arrow", arrow_schema(df))
             out = df.mapInArrow(task, self.schema, barrier=True, profile=self.profile)
         out.persist(StorageLevel.MEMORY_AND_DISK)
         self.output = out
-        return out.count
+        if _is_rdd(data):
+            return out.count
+        # Fill the cache in one stage: DataFrame.count() adds a second one (its aggregate's
+        # shuffle), about 0.1 s of every call; counting the plan's rows on the JVM does not.
+        # Not under adaptive execution (a plan with a shuffle: dealt out, or the user's own),
+        # which builds a cache as a stage of its own while it plans: count() there.
+        qe = out._jdf.queryExecution()
+        if qe.executedPlan().getClass().getSimpleName() == "AdaptiveSparkPlanExec":
+            return out.count
+        return qe.toRdd().count

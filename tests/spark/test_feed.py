@@ -276,6 +276,18 @@ def test_inference_over_a_dataframe_keeps_input_order(spark):
     assert out.columns == ["doubled"]
     assert [r.doubled for r in out.collect()] == [2 * x for x in range(500)]
     cluster.shutdown()
+    # persisted before the nodes went: read again (two stages of its own), not recomputed
+    assert out.count() == 500 and out.storageLevel.useMemory
+
+
+@pytest.mark.parametrize("partitions", [2, 3], ids=["one-per-node", "dealt-out"])
+def test_inference_over_an_empty_dataframe_answers_nothing_and_ends(spark, partitions):
+    df = spark.range(0, 10, numPartitions=partitions).where("id < 0")
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.infer_double, {"batch": 7},
+                          num_executors=2, input_mode=SPARK)
+    out = cluster.inference(df, output_schema="doubled long")
+    assert out.columns == ["doubled"] and out.collect() == []
+    assert cluster.shutdown(timeout=60) == "inferred"
 
 
 @pytest.mark.parametrize("shape, schema, expected", [
