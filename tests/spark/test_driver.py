@@ -272,16 +272,26 @@ def test_dataframe_inference_with_fewer_rows_than_nodes(sc_local, rows):
     assert cluster.status is sparktf.Status.FINISHED
 
 
-def test_dataframe_inference_keeps_the_input_order_over_uneven_partitions(sc_local):
+@pytest.mark.parametrize("adaptive", ["true", "false"])
+def test_dataframe_inference_keeps_the_input_order_over_uneven_partitions(sc_local, adaptive):
+    """Dealt out over a shuffle, with Spark's adaptive execution (the default: the output's
+    cache is filled by count()) and without it (filled by one stage the JVM counts)."""
     from pyspark.sql import SparkSession
 
     spark = SparkSession(sc_local)
-    df = spark.createDataFrame([(float(i),) for i in range(101)], "x double").repartition(5)
-    expected = [r.x * 2 for r in df.collect()]
-    cluster = sparktf.run(sc_local, feed_jobs.infer_scaled, {"col": "x"}, num_executors=3,
-                          input_mode=SPARK)
-    out = cluster.inference(df, output_schema="y double")
-    assert [r.y for r in out.collect()] == expected
+    before = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+    try:
+        df = spark.createDataFrame([(float(i),) for i in range(101)], "x double").repartition(5)
+        expected = [r.x * 2 for r in df.collect()]
+        cluster = sparktf.run(sc_local, feed_jobs.infer_scaled, {"col": "x"}, num_executors=3,
+                              input_mode=SPARK)
+        out = cluster.inference(df, output_schema="y double")
+        assert [r.y for r in out.collect()] == expected
+        assert cluster.shutdown(timeout=60) == "chief:0"
+        assert out.count() == 101  # persisted before the nodes went: not recomputed
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", before)
 
 
 # ----------------------------------------------------------------- 10. bounded memory
