@@ -278,7 +278,11 @@ class Settings:
 
 def session_conf(runtime_conf) -> dict[str, str]:
     """The ``spark.sparktf.*`` values of a SparkSession's conf (``spark.conf``: the Spark conf
-    it started with, and what ``spark.conf.set`` changed since), one lookup per key."""
+    it started with, and what ``spark.conf.set`` changed since). Where none is set (the usual
+    case) that is one py4j call, the listing of the keys set; else one lookup per key."""
+    keys = _keys_set(runtime_conf)
+    if keys is not None and "spark.sparktf." not in keys:
+        return {}
     out = {}
     for s in TABLE:
         if s.conf:
@@ -286,6 +290,15 @@ def session_conf(runtime_conf) -> dict[str, str]:
             if value is not None:
                 out[f"spark.sparktf.{s.conf}"] = value
     return out
+
+
+def _keys_set(runtime_conf) -> str | None:
+    """The keys the session's conf has set, as the JVM lists them in one string (None where
+    that cannot be had). A ``spark.sparktf.`` key set is in it whatever the listing's format."""
+    try:
+        return str(runtime_conf._jconf.getAllAsJava().keySet().toString())
+    except Exception:  # not a classic session's conf: look every key up
+        return None
 
 
 def markdown_table() -> str:

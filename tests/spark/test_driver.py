@@ -368,6 +368,34 @@ def test_spark_sparktf_settings_set_on_the_session_at_runtime_count(sc_local):
         spark.conf.unset("spark.sparktf.maxRestarts")
 
 
+def test_a_session_without_sparktf_settings_is_read_in_one_call(sc_local):
+    """run() reads the session's spark.sparktf.* values: where none is set, one py4j call
+    (the keys set), not a lookup per setting; where one is, it is found."""
+    from pyspark.sql import SparkSession
+
+    from sparktf.driver.settings import session_conf
+
+    class Counted:  # the session's own JVM conf, its calls counted
+        def __init__(self, jconf):
+            self.jconf, self.calls = jconf, []
+
+        def __getattr__(self, name):
+            self.calls.append(name)
+            return getattr(self.jconf, name)
+
+    conf = SparkSession(sc_local).conf
+    counted = Counted(conf._jconf)
+    conf._jconf = counted
+    try:
+        assert session_conf(conf) == {}
+        assert counted.calls == ["getAllAsJava"]
+        conf.set("spark.sparktf.stopGrace", "2")
+        assert session_conf(conf) == {"spark.sparktf.stopGrace": "2"}
+    finally:
+        conf._jconf = counted.jconf
+        conf.unset("spark.sparktf.stopGrace")
+
+
 def test_the_spark_conf_is_read_exactly_in_one_string(sc_local):
     """run() reads the SparkContext's conf from Spark's one-string listing: a value that looks
     secret (redacted there) and one with a line break (ambiguous there) still arrive exactly
