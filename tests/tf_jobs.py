@@ -48,10 +48,19 @@ def mwms_keras(args, ctx):
 
 
 def ps_strategy_keras(args, ctx):
-    """TF2 ParameterServerStrategy: the chief coordinates, workers only serve."""
+    """TF2 ParameterServerStrategy: the chief coordinates, workers only serve: with
+    ``ctx.serve()``, or with ``args["worker"] == "join"`` as TensorFlow's guide writes it."""
     if ctx.job_name == "worker":
-        ctx.serve()
-        return None
+        if args.get("worker") != "join":
+            ctx.serve()
+            return None
+        import tensorflow as tf
+
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                                      task_index=resolver.task_id, protocol="grpc", start=True)
+        server.join()
+        return "joined"
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import tensorflow as tf
     import tf_keras as keras

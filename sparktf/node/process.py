@@ -16,7 +16,7 @@ import threading
 import traceback
 
 from sparktf.common import gpus, messages, procs, protocol, tfimport
-from sparktf.node import mwms, tf1
+from sparktf.node import join, mwms, tf1
 from sparktf.node.context import NodeContext
 from sparktf.errors import ConfigError
 from sparktf.node.runtime import NodeRuntime
@@ -151,6 +151,7 @@ def run(spec: NodeSpec) -> int:
         else:
             mwms.install()  # MultiWorkerMirroredStrategy beside parameter servers
             tf1.install_defaults()  # TF1 sessions wait for the chief in steps of 1 s, not 30
+            join.install(runtime)  # server.join() serves until training is over
             value = _call_main(spec, ctx)
         if runtime.feed is not None:
             where = "feed"

@@ -52,6 +52,19 @@ def test_parameter_server_strategy_trains_with_variables_on_the_ps(sc_local):
     assert cluster.results["ps:0"] is None
 
 
+def test_parameter_server_strategy_workers_written_as_plain_tf_server_join(sc_local):
+    """TensorFlow's own way to write a ParameterServerStrategy worker,
+    ``tf.distribute.Server(...).join()``, which never returns: the job used to hang after the
+    chief finished (the driver waited for the workers' main_fn). join() serves until training
+    is over, then returns, and main_fn goes on to its end."""
+    cluster = sparktf.run(sc_local, tf_jobs.ps_strategy_keras, {"epochs": 1, "worker": "join"},
+                          num_ps=1, env=TF_ENV)
+    chief = cluster.shutdown(timeout=180)
+    assert set(chief["variable_devices"].values()) == {"/job:ps/replica:0/task:0/device:CPU:0"}
+    assert cluster.results["worker:0"] == cluster.results["worker:1"] == "joined"
+    assert cluster.results["ps:0"] is None
+
+
 def test_async_between_graph_training_through_tf_compat_v1(sc_local):
     cluster = sparktf.run(sc_local, tf_jobs.async_between_graph, {"steps": 200},
                           num_executors=3, num_ps=1, env=TF_ENV)

@@ -1,0 +1,41 @@
+"""``server.join()`` in a ``main_fn``: serve until training is over, as ``ctx.serve()`` does.
+
+Plain TensorFlow ends the program of a ``ParameterServerStrategy`` worker (and of a classic
+between-graph parameter server) with ``tf.distribute.Server(...).join()``, which never returns:
+the coordinator's side of the job decides when it is over. On sparktf a chief's, worker's or
+evaluator's ``main_fn`` that joined so was never done, so the driver waited for it for ever
+after the chief had finished (the job hung until ``shutdown(timeout=...)`` gave up).
+
+In a node's process, :func:`install` makes ``join()`` on a TensorFlow server report the node
+as serving (as ``ctx.serve()`` does) and wait for the driver's ``stop``: once every training
+node's ``main_fn`` has returned or serves, or when the job fails. Then ``join()`` returns and
+``main_fn`` goes on to its end. TensorFlow is not imported here: the patch is applied when its
+server module is imported (or at once if it already is). Parameter servers run sparktf's own
+server and never a ``main_fn``, so they are untouched.
+"""
+
+from __future__ import annotations
+
+from sparktf.node import imports
+
+MODULE = "tensorflow.python.training.server_lib"
+
+
+def install(runtime) -> None:
+    """``Server.join`` in this process serves until ``runtime``'s stop, reporting it."""
+    imports.after_import(MODULE, lambda module: _patch(module, runtime))
+
+
+def _patch(module, runtime) -> None:
+    server = getattr(module, "Server", None)
+    original = getattr(server, "join", None)
+    if original is None or getattr(original, "_sparktf", False):
+        return  # another TensorFlow without the method, or patched already
+
+    def join(self) -> None:
+        """Serve until the job's training is over (sparktf: see :mod:`sparktf.node.join`)."""
+        runtime.report_state("serving")
+        runtime.stop.wait()
+
+    join._sparktf = True
+    server.join = join
