@@ -146,3 +146,41 @@ def seed_style_tf1_late_worker(args, ctx):
             steps += 1
     waits = inspect.signature(v1.train.SessionManager.__init__).parameters["recovery_wait_secs"]
     return {"my_steps": steps, "recovery_wait_secs": waits.default}
+
+
+def sidecar_evaluator(args, ctx):
+    """An evaluator written as TensorFlow's ParameterServerStrategy guide writes it: tf-keras'
+    ``SidecarEvaluator`` with ``max_evaluations=None`` ("runs indefinitely"), following the
+    checkpoints the chief's ``ModelCheckpoint`` writes to ``args["dir"]``. The chief trains
+    ``args["epochs"]`` epochs, one checkpoint each, and returns its final model's loss;
+    workers return at once. The evaluator returns how many checkpoints it evaluated and the
+    last one's loss."""
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+    import tf_keras as keras
+
+    def model():
+        m = keras.Sequential([keras.layers.Dense(1, input_shape=(4,))])
+        m.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+        return m
+
+    x, y = _data()
+    if ctx.job_name == "evaluator":
+        evaluated = []
+
+        class Seen(keras.callbacks.Callback):
+            def on_test_end(self, logs=None):
+                evaluated.append(float(logs["loss"]))
+
+        m = model()
+        keras.utils.SidecarEvaluator(
+            m, tf.data.Dataset.from_tensor_slices((x, y)).batch(64), args["dir"],
+            max_evaluations=None, callbacks=[Seen()]).start()
+        return {"evaluations": len(evaluated), "last_loss": evaluated[-1] if evaluated else None}
+    if not ctx.is_chief:
+        return None
+    m = model()
+    save = keras.callbacks.ModelCheckpoint(os.path.join(args["dir"], "ckpt-{epoch}"),
+                                           save_weights_only=True)
+    m.fit(x, y, batch_size=32, epochs=args["epochs"], callbacks=[save], verbose=0)
+    return {"final_loss": float(m.evaluate(x, y, batch_size=64, verbose=0))}

@@ -16,7 +16,7 @@ import threading
 import traceback
 
 from sparktf.common import gpus, messages, procs, protocol, tfimport
-from sparktf.node import join, mwms, tf1
+from sparktf.node import checkpoints, join, mwms, tf1
 from sparktf.node.context import NodeContext
 from sparktf.errors import ConfigError
 from sparktf.node.runtime import NodeRuntime
@@ -152,6 +152,8 @@ def run(spec: NodeSpec) -> int:
             mwms.install()  # MultiWorkerMirroredStrategy beside parameter servers
             tf1.install_defaults()  # TF1 sessions wait for the chief in steps of 1 s, not 30
             join.install(runtime)  # server.join() serves until training is over
+            if spec.role.job == "evaluator":  # checkpoints_iterator ends after training
+                checkpoints.install(runtime)
             value = _call_main(spec, ctx)
         if runtime.feed is not None:
             where = "feed"

@@ -65,6 +65,19 @@ def test_parameter_server_strategy_workers_written_as_plain_tf_server_join(sc_lo
     assert cluster.results["ps:0"] is None
 
 
+def test_a_plain_sidecar_evaluator_ends_after_the_last_checkpoint(sc_local, tmp_path):
+    """TensorFlow's evaluator beside training, as its guide writes it: tf-keras'
+    SidecarEvaluator with max_evaluations=None waits for checkpoints for ever, so the job
+    never ended after the chief had finished. On an evaluator node tf.train's
+    checkpoints_iterator ends once training is over, after the chief's last checkpoint."""
+    cluster = sparktf.run(sc_local, tf_jobs.sidecar_evaluator, {"dir": str(tmp_path), "epochs": 3},
+                          num_executors=3, eval_node=True, env=TF_ENV)
+    chief = cluster.shutdown(timeout=180)
+    evaluator = cluster.results["evaluator:0"]
+    assert evaluator["evaluations"] >= 1
+    assert evaluator["last_loss"] == pytest.approx(chief["final_loss"], rel=1e-4)  # epoch 3's
+
+
 def test_async_between_graph_training_through_tf_compat_v1(sc_local):
     cluster = sparktf.run(sc_local, tf_jobs.async_between_graph, {"steps": 200},
                           num_executors=3, num_ps=1, env=TF_ENV)

@@ -1,0 +1,76 @@
+"""An evaluator's ``tf.train.checkpoints_iterator`` ends once training is over.
+
+TensorFlow's way to evaluate beside training follows the checkpoints the chief writes with
+``tf.train.checkpoints_iterator``: tf-keras' ``SidecarEvaluator`` with ``max_evaluations=None``
+(as the ParameterServerStrategy guide writes it) waits for the next checkpoint for ever, and so
+does a plain ``for path in tf.train.checkpoints_iterator(model_dir): ...``. Nothing in such a
+program learns that training has ended, so on sparktf the evaluator's ``main_fn`` never returned
+and the job never finished.
+
+In an evaluator's process, :func:`install` makes the iterator (``tf.train`` and
+``tf.compat.v1.train`` alike) look for new checkpoints in slices of :data:`SLICE` seconds and
+end at the first slice without one that starts after the driver has said training is done: the
+chief's last checkpoint, written before its ``main_fn`` returned, is still yielded first. A
+``timeout`` and ``timeout_fn`` given keep their meaning. TensorFlow is not imported here:
+the patch is applied when its module is imported (or at once if it already is).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+
+from sparktf.node import imports
+
+MODULE = "tensorflow.python.training.checkpoint_utils"
+#: Seconds of each wait for a new checkpoint (TensorFlow polls every second within it).
+SLICE = 2.0
+
+
+def install(runtime) -> None:
+    """``checkpoints_iterator`` in this process ends once ``runtime`` hears training is done."""
+    imports.after_import(MODULE, lambda module: _patch(module, runtime))
+
+
+def _patch(module, runtime) -> None:
+    original = getattr(module, "checkpoints_iterator", None)
+    if original is None or getattr(original, "_sparktf", False):
+        return  # another TensorFlow without it, or patched already
+
+    @functools.wraps(original)
+    def checkpoints_iterator(checkpoint_dir, min_interval_secs=0, timeout=None,
+                             timeout_fn=None):
+        since = [time.monotonic()]  # the start of the current wait for a checkpoint
+        last_look = [False]  # training is over: one more slice looks for its last checkpoint
+
+        def slice_over() -> bool:
+            """True ends the iteration: training is over, or the caller's timeout says so."""
+            if runtime.training_done.is_set():
+                # The slice that just ended may have looked before the chief's last save,
+                # so one more slice starts with a look of its own.
+                if last_look[0]:
+                    return True
+                last_look[0] = True
+                return False
+            if timeout is not None and time.monotonic() - since[0] >= timeout:
+                since[0] = time.monotonic()
+                return timeout_fn is None or bool(timeout_fn())
+            return False
+
+        wait = timeout if timeout is not None and timeout < SLICE else SLICE
+        for path in original(checkpoint_dir, min_interval_secs, timeout=wait,
+                             timeout_fn=slice_over):
+            yield path
+            since[0] = time.monotonic()
+
+    checkpoints_iterator._sparktf = True
+    # The tf.train and tf.compat.v1.train modules hold the function under its name too: those
+    # imported after this patch take the patched one from the module; those already imported
+    # (TensorFlow preloaded by the daemon) are set here.
+    # (Their own dicts only: an attribute lookup could start a lazy module's import.)
+    module.checkpoints_iterator = checkpoints_iterator
+    for mod in list(sys.modules.values()):
+        names = getattr(mod, "__dict__", None)
+        if isinstance(names, dict) and names.get("checkpoints_iterator") is original:
+            names["checkpoints_iterator"] = checkpoints_iterator
