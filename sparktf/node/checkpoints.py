@@ -18,7 +18,6 @@ the patch is applied when its module is imported (or at once if it already is).
 from __future__ import annotations
 
 import functools
-import sys
 import time
 
 from sparktf.node import imports
@@ -65,12 +64,5 @@ def _patch(module, runtime) -> None:
             since[0] = time.monotonic()
 
     checkpoints_iterator._sparktf = True
-    # The tf.train and tf.compat.v1.train modules hold the function under its name too: those
-    # imported after this patch take the patched one from the module; those already imported
-    # (TensorFlow preloaded by the daemon) are set here.
-    # (Their own dicts only: an attribute lookup could start a lazy module's import.)
-    module.checkpoints_iterator = checkpoints_iterator
-    for mod in list(sys.modules.values()):
-        names = getattr(mod, "__dict__", None)
-        if isinstance(names, dict) and names.get("checkpoints_iterator") is original:
-            names["checkpoints_iterator"] = checkpoints_iterator
+    # tf.train and tf.compat.v1.train hold it too: those imported later take it from here.
+    imports.replace_everywhere(module, "checkpoints_iterator", checkpoints_iterator)

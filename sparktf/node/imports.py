@@ -43,3 +43,15 @@ class _Finder(importlib.abc.MetaPathFinder):
 
         loader.exec_module = exec_module
         return spec
+
+
+def replace_everywhere(module, name: str, new) -> None:
+    """Set ``module.<name>`` to ``new`` and every loaded module's own reference to the old
+    function too (TensorFlow's ``tf.*`` API modules import its functions by name). Only the
+    modules' own dicts are looked at: an attribute lookup could start a lazy module's import."""
+    old = module.__dict__.get(name)
+    setattr(module, name, new)
+    for mod in list(sys.modules.values()):
+        names = getattr(mod, "__dict__", None)
+        if isinstance(names, dict) and old is not None and names.get(name) is old:
+            names[name] = new

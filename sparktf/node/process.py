@@ -16,7 +16,7 @@ import threading
 import traceback
 
 from sparktf.common import gpus, messages, procs, protocol, tfimport
-from sparktf.node import checkpoints, join, mwms, tf1
+from sparktf.node import checkpoints, evaluator, join, mwms, tf1
 from sparktf.node.context import NodeContext
 from sparktf.errors import ConfigError
 from sparktf.node.runtime import NodeRuntime
@@ -154,6 +154,8 @@ def run(spec: NodeSpec) -> int:
             join.install(runtime)  # server.join() serves until training is over
             if spec.role.job == "evaluator":  # checkpoints_iterator ends after training
                 checkpoints.install(runtime)
+            else:  # connections to every task leave out an evaluator (it runs no server)
+                evaluator.install(spec.cluster_spec, spec.role.job)
             value = _call_main(spec, ctx)
         if runtime.feed is not None:
             where = "feed"

@@ -78,6 +78,23 @@ def test_a_plain_sidecar_evaluator_ends_after_the_last_checkpoint(sc_local, tmp_
     assert evaluator["last_loss"] == pytest.approx(chief["final_loss"], rel=1e-4)  # epoch 3's
 
 
+@pytest.mark.parametrize("job, args", [
+    ("seed_style_tf1_late_worker", {"steps": 30, "late": 0}),
+    ("ps_strategy_keras", {"epochs": 1}),
+])
+def test_an_evaluator_without_a_server_holds_up_no_training(sc_local, job, args):
+    """The evaluator is in every node's TF_CONFIG but runs no TF server of its own. The seeds'
+    TF1 code (sessions without device filters) and a ParameterServerStrategy coordinator
+    reach every task of their cluster, so both waited for the evaluator for ever; training
+    nodes now leave it out of those connections, and TF_CONFIG stays complete."""
+    cluster = sparktf.run(sc_local, tf_jobs.beside_an_idle_evaluator,
+                          dict(args, job=getattr(tf_jobs, job)),
+                          num_ps=1, eval_node=True, env=TF_ENV)
+    cluster.shutdown(timeout=180)
+    assert cluster.results["evaluator:0"] == ["chief", "evaluator", "ps", "worker"]
+    assert cluster.results["chief:0"] and cluster.results["ps:0"] is None
+
+
 def test_async_between_graph_training_through_tf_compat_v1(sc_local):
     cluster = sparktf.run(sc_local, tf_jobs.async_between_graph, {"steps": 200},
                           num_executors=3, num_ps=1, env=TF_ENV)
