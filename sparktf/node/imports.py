@@ -1,7 +1,8 @@
 """Run a function on a module as soon as it is imported in this (node) process.
 
 How sparktf adjusts a TensorFlow module it needs to (:mod:`sparktf.node.mwms`,
-:mod:`sparktf.node.tf1`) without importing TensorFlow before ``main_fn`` does.
+:mod:`sparktf.node.tf1`, :mod:`~sparktf.node.join`, :mod:`~sparktf.node.checkpoints`,
+:mod:`~sparktf.node.evaluator`) without importing TensorFlow before ``main_fn`` does.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import importlib.machinery
 import sys
 from typing import Callable
 
-_HOOKS: dict[str, Callable] = {}
+_HOOKS: dict[str, list[Callable]] = {}  # module name -> patches, in the order asked
 
 
 def after_import(name: str, patch: Callable) -> None:
@@ -20,15 +21,14 @@ def after_import(name: str, patch: Callable) -> None:
     if module is not None:
         patch(module)
         return
-    _HOOKS[name] = patch
+    _HOOKS.setdefault(name, []).append(patch)
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
 
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        patch = _HOOKS.get(name)
-        if patch is None:
+        if name not in _HOOKS:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         loader = getattr(spec, "loader", None)
@@ -38,8 +38,8 @@ class _Finder(importlib.abc.MetaPathFinder):
 
         def exec_module(module):  # this spec's own loader instance: nothing else changes
             run(module)
-            _HOOKS.pop(name, None)
-            patch(module)
+            for patch in _HOOKS.pop(name, ()):
+                patch(module)
 
         loader.exec_module = exec_module
         return spec

@@ -1,0 +1,41 @@
+"""sparktf.node.imports: patches run on a module once it is imported, every one asked for."""
+
+import sys
+
+from sparktf.node import imports
+
+
+def test_every_patch_asked_for_a_module_runs_once_it_is_imported(tmp_path, monkeypatch):
+    (tmp_path / "sparktf_probe_module.py").write_text("value = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    imports.after_import("sparktf_probe_module", lambda m: seen.append(("first", m.value)))
+    imports.after_import("sparktf_probe_module", lambda m: seen.append(("second", m.value)))
+    assert seen == []  # not imported yet
+    try:
+        import sparktf_probe_module  # noqa: F401
+        assert seen == [("first", 1), ("second", 1)]
+        imports.after_import("sparktf_probe_module", lambda m: seen.append(("now", m.value)))
+        assert seen[-1] == ("now", 1)  # already imported: at once
+    finally:
+        sys.modules.pop("sparktf_probe_module", None)
+
+
+def test_replace_everywhere_reaches_modules_holding_the_function_by_name():
+    import types
+
+    def old():
+        return "old"
+
+    def new():
+        return "new"
+
+    home, holder = types.ModuleType("sparktf_probe_home"), types.ModuleType("sparktf_probe_api")
+    home.f = holder.f = old
+    sys.modules.update({home.__name__: home, holder.__name__: holder})
+    try:
+        imports.replace_everywhere(home, "f", new)
+        assert home.f() == holder.f() == "new"
+    finally:
+        for name in (home.__name__, holder.__name__):
+            sys.modules.pop(name, None)
