@@ -118,6 +118,15 @@ def async_between_graph(args, ctx):
             "w_device": w.device}
 
 
+def _default(func, name):
+    """The default a call of ``func`` gets for ``name`` (Supervisor's ``__init__`` is wrapped by
+    a deprecation notice whose ``inspect.signature`` is fixed when TensorFlow loads)."""
+    func = inspect.unwrap(func)
+    code, defaults = func.__code__, func.__defaults__ or ()
+    names = code.co_varnames[:code.co_argcount]
+    return dict(zip(names[len(names) - len(defaults):], defaults))[name]
+
+
 def seed_style_tf1_late_worker(args, ctx):
     """The classic TF1 between-graph program as the seed documents write it: the node builds
     its own tf.compat.v1.train.Server, no device filters, MonitoredTrainingSession with
@@ -144,8 +153,9 @@ def seed_style_tf1_late_worker(args, ctx):
         while not sess.should_stop():
             sess.run(step_op)
             steps += 1
-    waits = inspect.signature(v1.train.SessionManager.__init__).parameters["recovery_wait_secs"]
-    return {"my_steps": steps, "recovery_wait_secs": waits.default}
+    waits = [_default(cls.__init__, "recovery_wait_secs")
+             for cls in (v1.train.SessionManager, v1.train.Supervisor)]
+    return {"my_steps": steps, "recovery_wait_secs": waits[0], "supervisor_wait_secs": waits[1]}
 
 
 def sidecar_evaluator(args, ctx):

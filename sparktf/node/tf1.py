@@ -5,25 +5,32 @@ Runs in the TF process; imports tensorflow when called (:func:`install_defaults`
 
 from __future__ import annotations
 
+import inspect
+
 from sparktf.node import imports
 
 #: How often a session that waits for the chief checks whether it has initialized the model.
 RECOVERY_WAIT_SECS = 1.0
 SESSION_MANAGER = "tensorflow.python.training.session_manager"
+SUPERVISOR = "tensorflow.python.training.supervisor"
 
 
 def install_defaults() -> None:
     """In this node process, a ``tf.compat.v1.train.SessionManager`` created without
-    ``recovery_wait_secs`` (as ``MonitoredTrainingSession`` creates it for a non-chief worker)
-    checks every ``RECOVERY_WAIT_SECS`` instead of every 30 s whether the chief has
+    ``recovery_wait_secs`` (as ``MonitoredTrainingSession`` creates it for a non-chief worker),
+    and likewise the older ``tf.compat.v1.train.Supervisor`` (which passes its own default of
+    30 s on), check every ``RECOVERY_WAIT_SECS`` instead of every 30 s whether the chief has
     initialized the variables: in the seeds' plain TF1 code, a worker whose session comes up a
     moment before the chief's otherwise idles for half a minute. A value given explicitly is
-    kept. Applied when TensorFlow's module is imported; nothing else changes."""
-    imports.after_import(SESSION_MANAGER, _shorter_recovery_wait)
+    kept. Applied when TensorFlow's modules are imported; nothing else changes."""
+    imports.after_import(SESSION_MANAGER, lambda m: _shorter_recovery_wait(m, "SessionManager"))
+    imports.after_import(SUPERVISOR, lambda m: _shorter_recovery_wait(m, "Supervisor"))
 
 
-def _shorter_recovery_wait(module) -> None:
-    init = getattr(getattr(module, "SessionManager", None), "__init__", None)
+def _shorter_recovery_wait(module, cls: str) -> None:
+    init = getattr(getattr(module, cls, None), "__init__", None)
+    if init is not None:
+        init = inspect.unwrap(init)  # Supervisor's is wrapped by a deprecation notice
     code, defaults = getattr(init, "__code__", None), getattr(init, "__defaults__", None)
     if code is None or not defaults:
         return

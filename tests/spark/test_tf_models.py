@@ -133,4 +133,5 @@ def test_classic_tf1_code_under_the_mission_call_does_not_idle_for_the_chief(sc_
     cluster.shutdown(timeout=300)
     chief, worker = cluster.results["chief:0"], cluster.results["worker:0"]
     assert chief["recovery_wait_secs"] == worker["recovery_wait_secs"] == 1.0
+    assert worker["supervisor_wait_secs"] == 1.0  # tf.compat.v1.train.Supervisor's too
     assert chief["my_steps"] + worker["my_steps"] >= 60
