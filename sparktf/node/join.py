@@ -9,12 +9,15 @@ after the chief had finished (the job hung until ``shutdown(timeout=...)`` gave 
 In a node's process, :func:`install` makes ``join()`` on a TensorFlow server report the node
 as serving (as ``ctx.serve()`` does) and wait for the driver's ``stop``: once every training
 node's ``main_fn`` has returned or serves, or when the job fails. Then ``join()`` returns and
-``main_fn`` goes on to its end. TensorFlow is not imported here: the patch is applied when its
+``main_fn`` goes on to its end. A ``join()`` in another thread than ``main_fn``'s waits for the
+stop too, but reports nothing: ``main_fn`` itself is still running. TensorFlow is not imported here: the patch is applied when its
 server module is imported (or at once if it already is). Parameter servers run sparktf's own
 server and never a ``main_fn``, so they are untouched.
 """
 
 from __future__ import annotations
+
+import threading
 
 from sparktf.node import imports
 
@@ -34,8 +37,9 @@ def _patch(module, runtime) -> None:
 
     def join(self) -> None:
         """Serve until the job's training is over (sparktf: see :mod:`sparktf.node.join`)."""
-        runtime.report_state("serving")
-        runtime.stop.wait()
+        if threading.current_thread() is threading.main_thread():
+            runtime.report_state("serving")  # main_fn's own thread: this node only serves
+        runtime.stop.wait()  # a thread of main_fn's own: main_fn goes on (and ends the node)
 
     join._sparktf = True
     server.join = join

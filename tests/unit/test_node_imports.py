@@ -39,3 +39,36 @@ def test_replace_everywhere_reaches_modules_holding_the_function_by_name():
     finally:
         for name in (home.__name__, holder.__name__):
             sys.modules.pop(name, None)
+
+
+def test_server_join_serves_until_stop_and_reports_only_from_main_fns_thread():
+    """sparktf.node.join on a module shaped as TensorFlow's server_lib (TensorFlow itself:
+    tests/spark/test_tf_models.py): join() in main_fn's thread reports the node serving; in
+    a thread of main_fn's own it only waits, since main_fn still runs. Both end at stop."""
+    import threading
+    import types
+
+    from sparktf.node import join
+
+    class Runtime:
+        def __init__(self):
+            self.stop, self.states = threading.Event(), []
+
+        def report_state(self, state):
+            self.states.append(state)
+
+    class Server:
+        def join(self):
+            raise AssertionError("TensorFlow's own join blocks for ever")
+
+    runtime = Runtime()
+    join._patch(types.SimpleNamespace(Server=Server), runtime)
+    joined = threading.Thread(target=Server().join)
+    joined.start()
+    joined.join(0.2)
+    assert joined.is_alive() and runtime.states == []  # waiting, nothing reported
+    runtime.stop.set()
+    joined.join(5)
+    assert not joined.is_alive()
+    Server().join()  # this (main) thread: reported, and returns at once (stop is set)
+    assert runtime.states == ["serving"]
