@@ -11,8 +11,8 @@ as serving (as ``ctx.serve()`` does) and wait for the driver's ``stop``: once ev
 node's ``main_fn`` has returned or serves, or when the job fails. Then ``join()`` returns and
 ``main_fn`` goes on to its end. A ``join()`` in another thread than ``main_fn``'s waits for the
 stop too, but reports nothing: ``main_fn`` itself is still running. TensorFlow is not imported
-here: the patch is applied when its server module is imported (or at once if it already is). Parameter servers run sparktf's own
-server and never a ``main_fn``, so they are untouched.
+here: the patch is applied when its server module is imported (or at once if it already is).
+Parameter servers run sparktf's own server and never a ``main_fn``, so they are untouched.
 """
 
 from __future__ import annotations
