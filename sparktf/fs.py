@@ -73,6 +73,13 @@ def default_fs() -> str | None:
     return os.environ.get("SPARKTF_DEFAULT_FS") or _hadoop_conf("core-site.xml", "fs.defaultFS")
 
 
+def working_dir() -> str:
+    """The directory a relative local path is resolved against: the driver's working directory
+    (``SPARKTF_WORKING_DIR``, which the driver passes to its nodes and executors, whose own
+    working directories are Spark's), else this process's."""
+    return os.environ.get("SPARKTF_WORKING_DIR") or os.getcwd()
+
+
 def hadoop_user() -> str:
     return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
 
@@ -81,7 +88,8 @@ def absolute_path(path: str, default: str | None = None, user: str | None = None
     """``path`` as a full URI, as TensorFlowOnSpark users expect: a URI as it is; an absolute
     path on ``fs.defaultFS``; a relative one under the user's home there
     (``/user/<name>``). With no Hadoop default file system, local paths become absolute
-    ``file://`` paths (relative to the working directory)."""
+    ``file://`` paths (a relative one under the driver's working directory,
+    :func:`working_dir`)."""
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
     if not isinstance(path, str) or not path:
@@ -90,7 +98,7 @@ def absolute_path(path: str, default: str | None = None, user: str | None = None
         return path
     fs = default if default is not None else default_fs()
     if not fs or urllib.parse.urlsplit(fs).scheme in ("", "file"):
-        return "file://" + os.path.abspath(path)
+        return "file://" + os.path.normpath(os.path.join(working_dir(), path))
     if not path.startswith("/"):
         path = f"/user/{user or hadoop_user()}/{path}"
     return fs.rstrip("/") + path

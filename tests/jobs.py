@@ -262,6 +262,29 @@ def reports(args, ctx):
     return True
 
 
+def reports_tensors(args, ctx):
+    """A custom TF2 loop's report: the step as ``optimizer.iterations`` (an int64 variable),
+    the loss an eager tensor, a numpy metric; then report_progress with a tensor."""
+    import numpy as np
+    import tensorflow as tf
+
+    opt = tf.keras.optimizers.SGD(0.1)
+    w = tf.Variable(3.0)
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = w * w
+        opt.apply_gradients([(tape.gradient(loss, w), w)])
+        ctx.report(step=opt.iterations, loss=loss, lr=np.float32(0.1), w=w)
+    ctx.report_progress(tf.constant(4, tf.int64))
+    said = None
+    try:
+        ctx.report(loss=tf.constant([1.0, 2.0]))
+    except TypeError as exc:
+        said = str(exc)
+    time.sleep(1.5)  # one heartbeat carries it
+    return said
+
+
 def describe_gpus(args, ctx):
     """The GPUs this node was given, as ctx and the environment say."""
     import os

@@ -204,3 +204,48 @@ def beside_an_idle_evaluator(args, ctx):
     if ctx.job_name == "evaluator":
         return sorted(json.loads(os.environ["TF_CONFIG"])["cluster"])
     return args["job"](args, ctx)
+
+
+def tfos_style_tf1(args, ctx):
+    """A main_fn as TensorFlowOnSpark's TF1 examples write theirs: ``ctx.worker_num``,
+    ``ctx.start_cluster_server(1, rdma)``, ``ctx.get_data_feed(mode == "train")``, a ps branch
+    that joins, ``replica_device_setter`` over the returned ClusterSpec, a
+    ``MonitoredTrainingSession`` whose checkpoint_dir is ``ctx.absolute_path(relative)``, fed
+    by ``next_batch`` of (features, label) tuples, and ``terminate()`` at the last step. It
+    learns y = 2 x0 - x1."""
+    import numpy as np
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+    worker_num, job_name, task_index = ctx.worker_num, ctx.job_name, ctx.task_index
+    ctx.release_port()
+    cluster, server = ctx.start_cluster_server(1, False)
+    tf_feed = ctx.get_data_feed(args["mode"] == "train", qname_in="input")
+    if job_name == "ps":
+        server.join()  # TFoS's ps branch: sparktf runs no main_fn on a ps, so never reached
+        return None
+    with v1.device(v1.train.replica_device_setter(
+            worker_device=f"/job:worker/task:{task_index}", cluster=cluster)):
+        x = v1.placeholder(tf.float32, [None, 2])
+        y = v1.placeholder(tf.float32, [None])
+        w = v1.get_variable("w", [2], initializer=v1.zeros_initializer())
+        global_step = v1.train.get_or_create_global_step()
+        loss = tf.reduce_mean(tf.square(tf.reduce_sum(x * w, 1) - y))
+        train_op = v1.train.GradientDescentOptimizer(0.2).minimize(loss, global_step=global_step)
+    logdir = ctx.absolute_path(args["model"])
+    step, weights = 0, None
+    with v1.train.MonitoredTrainingSession(
+            master=server.target, is_chief=(task_index == 0), checkpoint_dir=logdir,
+            hooks=[v1.train.StopAtStepHook(last_step=args["steps"])]) as sess:
+        while not sess.should_stop() and not tf_feed.should_stop():
+            batch = tf_feed.next_batch(args["batch_size"])
+            if len(batch) > 0:  # empty at an epoch's end
+                xs = np.array([row[0] for row in batch], "float32")
+                ys = np.array([row[1] for row in batch], "float32")
+                _, step, weights = sess.run([train_op, global_step, w], {x: xs, y: ys})
+                if step >= args["steps"]:
+                    tf_feed.terminate()
+    return {"worker_num": worker_num, "executor_id": ctx.executor_id, "job": job_name,
+            "defaultFS": ctx.defaultFS, "working_dir": ctx.working_dir, "logdir": logdir,
+            "step": int(step), "w": [float(v) for v in weights]}

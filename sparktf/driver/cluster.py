@@ -50,6 +50,7 @@ def hadoop_env(sc) -> tuple[tuple[str, str], ...]:
         out.setdefault("HADOOP_USER_NAME", str(sc.sparkUser()))
     except Exception:  # noqa: BLE001 - a Connect or stopped context: only the environment
         pass
+    out.setdefault("SPARKTF_WORKING_DIR", os.getcwd())  # relative local paths: the driver's
     return tuple(sorted(out.items()))
 
 

@@ -8,7 +8,6 @@ only by the methods that need it.
 
 from __future__ import annotations
 
-import numbers
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +75,33 @@ class NodeContext:
         return num_training_nodes(self.cluster_spec)
 
     @property
+    def executor_id(self) -> int:
+        """TensorFlowOnSpark's name for :attr:`rank` (also ``worker_num``), so a ``main_fn``
+        written for it runs as it is."""
+        return self.rank
+
+    @property
+    def worker_num(self) -> int:
+        """TensorFlowOnSpark's older name for :attr:`rank`."""
+        return self.rank
+
+    @property
+    def defaultFS(self) -> str:  # noqa: N802 - TensorFlowOnSpark's name
+        """The driver's Hadoop ``fs.defaultFS`` (``"file://"`` without one), as
+        TensorFlowOnSpark's ``ctx.defaultFS``."""
+        from sparktf import fs
+
+        return fs.default_fs() or "file://"
+
+    @property
+    def working_dir(self) -> str:
+        """The driver's working directory, against which :meth:`absolute_path` resolves a
+        relative path on a local default file system (TensorFlowOnSpark's ``ctx.working_dir``)."""
+        from sparktf import fs
+
+        return fs.working_dir()
+
+    @property
     def is_chief(self) -> bool:
         """True on the chief (or master; worker 0 when the cluster has neither)."""
         return self.role == chief_role(self.cluster_spec)
@@ -110,6 +136,24 @@ class NodeContext:
                 start=True)
         return self._runtime.server
 
+    def start_cluster_server(self, num_gpus: int = 1, rdma: bool = False):
+        """TensorFlowOnSpark's ``ctx.start_cluster_server``: ``(tf.train.ClusterSpec, server)``
+        for this node (the server of :meth:`start_server`). GPUs are the ones Spark assigned
+        this node's task (:attr:`gpus`), whatever ``num_gpus`` says; ``rdma=True`` (the
+        ``grpc+verbs`` protocol) does not exist in TensorFlow 2 and is refused."""
+        if rdma:
+            raise ValueError("start_cluster_server(rdma=True): TensorFlow 2 has no grpc+verbs "
+                             "(RDMA) protocol; pass rdma=False")
+        import tensorflow as tf
+
+        server = self.start_server()
+        return tf.train.ClusterSpec(self.cluster_spec), server
+
+    def release_port(self) -> None:
+        """TensorFlowOnSpark's ``ctx.release_port()``: nothing to do here. sparktf holds this
+        node's port so that only TensorFlow's server can bind it (:mod:`sparktf.common.ports`):
+        start the server whenever you like."""
+
     def serve(self) -> None:
         """Run this node's TensorFlow server until the job's training is over.
 
@@ -122,7 +166,8 @@ class NodeContext:
         self._runtime.report_state("serving")
         self._runtime.stop.wait()
 
-    def get_data_feed(self, train_mode: bool = True, input_mapping: dict | None = None):
+    def get_data_feed(self, train_mode: bool = True, input_mapping: dict | None = None, *,
+                      qname_in: str = "input", qname_out: str = "output"):
         """This node's share of the data given to ``cluster.train`` or ``cluster.inference``.
 
         Parameters
@@ -133,6 +178,9 @@ class NodeContext:
         input_mapping : dict, optional
             For a DataFrame: column -> key in the batches ``next_batch`` returns; only these
             columns are converted. Default: every column, under its own name.
+        qname_in, qname_out : str
+            TensorFlowOnSpark's queue names, accepted so that its calls run as written: a
+            node has one feed, so they must be ``"input"`` and ``"output"``.
 
         Returns
         -------
@@ -145,6 +193,10 @@ class NodeContext:
             raise FeedError("get_data_feed() needs InputMode.SPARK: start the cluster with "
                             "sparktf.run(..., input_mode=sparktf.InputMode.SPARK) and give "
                             "it data with cluster.train(data) or cluster.inference(data)")
+        if (qname_in, qname_out) != ("input", "output"):
+            raise ConfigError(f"get_data_feed: a node has one feed; qname_in/qname_out must be "
+                              f"'input'/'output' (TensorFlowOnSpark's defaults), got "
+                              f"{qname_in!r}/{qname_out!r}")
         if not isinstance(train_mode, bool):
             raise ConfigError(f"get_data_feed: train_mode must be True or False (True under "
                               f"cluster.train, False under cluster.inference), got "
@@ -179,25 +231,22 @@ class NodeContext:
     def report_progress(self, step: int) -> None:
         """Tell the driver how far training is (e.g. the global step); sent with the next
         heartbeat. With ``run(..., progress_timeout=T)``, a node whose step (and fed rows) stop
-        changing for ``T`` seconds is declared hung. Cheap: call it every step."""
-        self._runtime.step = int(step)
+        changing for ``T`` seconds is declared hung. Cheap: call it every step. ``step`` may
+        be an int or a scalar that holds one (``optimizer.iterations``, a numpy integer)."""
+        self._runtime.step = values.step(step, "ctx.report_progress: step")
 
     def report(self, step: int | None = None, **metrics: float) -> None:
         """Tell the driver how far training is and how it goes: ``ctx.report(step=120,
         loss=0.31, accuracy=0.9)``. Sent with the next heartbeat (every second); the driver's
         progress bar or log lines show it, and ``cluster.progress()`` returns it. Cheap: call
         it every step. ``step`` also counts as progress for ``progress_timeout``.
-        :meth:`keras_callback` calls it for a Keras ``fit``."""
+        :meth:`keras_callback` calls it for a Keras ``fit``. Values may be plain numbers or
+        scalars that hold one, as a custom training loop has them: numpy numbers, eager tensors
+        (``ctx.report(step=optimizer.iterations, loss=loss)``), ``tf.Variable`` objects."""
+        reported = {k: values.metric(v, f"ctx.report: metric {k!r}") for k, v in metrics.items()}
         if step is not None:
-            if isinstance(step, bool) or not isinstance(step, numbers.Integral):
-                raise TypeError(f"ctx.report: step must be an int, got {step!r}")
-            self._runtime.step = int(step)
-        bad = {k: v for k, v in metrics.items()
-               if isinstance(v, bool) or not isinstance(v, numbers.Real)}
-        if bad:
-            raise TypeError(f"ctx.report: metrics must be numbers, got {bad!r}")
-        self._runtime.metrics = {**self._runtime.metrics,
-                                 **{k: float(v) for k, v in metrics.items()}}
+            self._runtime.step = values.step(step, "ctx.report: step")
+        self._runtime.metrics = {**self._runtime.metrics, **reported}
 
     def keras_callback(self, every_n_steps: int = 1):
         """A Keras callback that reports the step and the logs (``loss``, metrics) to the

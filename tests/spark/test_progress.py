@@ -9,6 +9,7 @@ import pytest
 import feed_jobs
 import jobs
 import sparktf
+from conftest import TF_ENV
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -72,6 +73,22 @@ def test_a_report_of_the_wrong_type_fails_the_node_with_a_clear_error(sc_local):
                           num_executors=1)
     with pytest.raises(sparktf.NodeError, match=r"ctx.report: step must be an int, got 'seven'"):
         cluster.shutdown()
+
+
+def test_a_custom_loop_reports_its_tensors_as_they_are(sc_local):
+    """ctx.report(step=optimizer.iterations, loss=loss) as a TF2 custom loop writes it: an
+    int64 variable and eager tensors are read as numbers (they failed the node as "step must be
+    an int" before); a tensor of more than one value is a TypeError that says so."""
+    cluster = sparktf.run(sc_local, jobs.reports_tensors, num_executors=1, env=TF_ENV)
+    said = cluster.shutdown()
+    chief = cluster.progress()["chief:0"]
+    assert chief["step"] == 4
+    assert chief["metrics"]["lr"] == pytest.approx(0.1)
+    # w = 3.0 and SGD(0.1) on w*w: w is 0.8x per step, the last loss (3rd step) 1.92**2
+    assert chief["metrics"]["loss"] == pytest.approx(1.92 ** 2, rel=1e-5)
+    assert chief["metrics"]["w"] == pytest.approx(3.0 * 0.8 ** 3, rel=1e-5)
+    assert "ctx.report: metric 'loss' must be a number or a scalar tensor/array" in said
+    assert "shape (2,): one value only" in said
 
 
 @pytest.mark.parametrize("value", ["yes", 0, -1])

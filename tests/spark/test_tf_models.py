@@ -6,6 +6,7 @@
   MonitoredTrainingSession-style sessions with StopAtStepHook, async updates to the ps.
 """
 
+import numpy as np
 import pytest
 
 import sparktf
@@ -135,3 +136,28 @@ def test_classic_tf1_code_under_the_mission_call_does_not_idle_for_the_chief(sc_
     assert chief["recovery_wait_secs"] == worker["recovery_wait_secs"] == 1.0
     assert worker["supervisor_wait_secs"] == 1.0  # tf.compat.v1.train.Supervisor's too
     assert chief["my_steps"] + worker["my_steps"] >= 60
+
+
+def test_a_tensorflowonspark_style_tf1_main_fn_runs_as_written(sc_local, tmp_path, monkeypatch):
+    """A TF1 main_fn written for TensorFlowOnSpark (its ctx names and calls, master_node=None,
+    a ps, InputMode.SPARK with tuples, a relative checkpoint dir) trains unchanged; the relative
+    ctx.absolute_path resolves under the driver's working directory, not the executor's."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.RandomState(0)
+    rows = [((float(a), float(b)), float(2 * a - b)) for a, b in rng.rand(4000, 2)]
+    cluster = sparktf.run(sc_local, tf_jobs.tfos_style_tf1,
+                          {"mode": "train", "steps": 150, "batch_size": 20, "model": "tfos"},
+                          num_executors=3, num_ps=1, master_node=None,
+                          input_mode=sparktf.InputMode.SPARK, env=TF_ENV)
+    cluster.train(sc_local.parallelize(rows, 2), num_epochs=2)
+    chief = cluster.shutdown()
+    worker1 = cluster.results["worker:1"]
+    assert (chief["worker_num"], chief["executor_id"], worker1["worker_num"]) == (0, 0, 1)
+    assert chief["defaultFS"].startswith("file:")
+    assert chief["working_dir"] == str(tmp_path)
+    assert chief["logdir"] == f"file://{tmp_path}/tfos"
+    saved = [int(p.name.split("-")[1].split(".")[0])
+             for p in (tmp_path / "tfos").glob("model.ckpt-*.index")]
+    assert (tmp_path / "tfos" / "checkpoint").exists() and max(saved) >= 150, saved
+    assert chief["step"] > 0 and worker1["step"] > 0  # both trained, asynchronously
+    assert chief["w"] == pytest.approx([2.0, -1.0], abs=0.35)

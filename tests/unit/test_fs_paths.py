@@ -33,6 +33,17 @@ def test_with_a_local_default_fs_paths_stay_local(tmp_path, monkeypatch):
         assert fs.absolute_path("/abs/m", default=default) == "file:///abs/m"
 
 
+def test_a_relative_local_path_goes_under_the_drivers_working_dir(tmp_path, monkeypatch):
+    """As TensorFlowOnSpark's ctx.absolute_path: on a node (whose working directory is Spark's
+    executor directory) a relative local path resolves where the driver runs."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPARKTF_WORKING_DIR", "/home/me/job")
+    assert fs.working_dir() == "/home/me/job"
+    assert fs.absolute_path("model/../m2", default="file://") == "file:///home/me/job/m2"
+    monkeypatch.delenv("SPARKTF_WORKING_DIR")
+    assert fs.absolute_path("m", default="file://") == f"file://{tmp_path}/m"
+
+
 def test_the_default_fs_comes_from_the_driver_or_hadoop_conf(tmp_path, monkeypatch):
     monkeypatch.delenv("SPARKTF_DEFAULT_FS", raising=False)
     (tmp_path / "core-site.xml").write_text(
