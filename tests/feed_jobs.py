@@ -300,3 +300,20 @@ def infer_numpy(args, ctx):
         out = {"(n,)": 2 * x, "(n, 1)": (2 * x).reshape(-1, 1),
                "(n, 2)": np.stack([x, 2 * x], axis=1)}[args["shape"]]
         feed.batch_results(out)
+
+
+def refuses_empty_batches(args, ctx):
+    """The README's loop, with a consumer that fails on an empty batch as Keras'
+    ``model.predict`` does ("Expected input data to be non-empty"): training returns the
+    batch sizes per epoch; inference answers each row with its id doubled."""
+    feed = ctx.get_data_feed(train_mode=ctx.train_mode)
+    sizes = {}
+    while not feed.should_stop():
+        epoch = feed.epoch
+        batch = feed.next_batch(args["batch"])
+        if len(batch) == 0:
+            raise ValueError("Expected input data to be non-empty.")
+        sizes.setdefault(epoch, []).append(len(batch))
+        if not ctx.train_mode:
+            feed.batch_results([2.0 * x for x in batch])
+    return sizes

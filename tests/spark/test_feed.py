@@ -586,3 +586,21 @@ def test_a_node_that_stops_reading_sparks_socket_early_leaves_no_worker_behind(s
                     rebalance=False, equalize=False)
     assert cluster.results["chief:0"] == {"rows": 10, "stopped": True}
     check_plain_jobs(sc_local)
+
+
+def test_the_readme_loop_never_gets_an_empty_batch_training_or_inference(sc_local):
+    """``while not feed.should_stop(): feed.next_batch(n)`` over shares that are a multiple of n
+    (64 rows a node, batches of 16): 4 full batches an epoch and no empty one, in training
+    (2 epochs, equalized) and in inference, where an empty batch given to Keras' predict
+    fails (both failed the node before should_stop() looked ahead)."""
+    rdd = sc_local.parallelize(range(128), 2)
+    cluster = sparktf.run(sc_local, feed_jobs.refuses_empty_batches, {"batch": 16},
+                          num_executors=2, input_mode=sparktf.InputMode.SPARK)
+    cluster.train(rdd, num_epochs=2)
+    cluster.shutdown()
+    assert cluster.results == {n: {0: [16] * 4, 1: [16] * 4} for n in ("chief:0", "worker:0")}
+    cluster = sparktf.run(sc_local, feed_jobs.refuses_empty_batches, {"batch": 16},
+                          num_executors=2, input_mode=sparktf.InputMode.SPARK)
+    out = cluster.inference(rdd)
+    cluster.shutdown()
+    assert out.collect() == [2.0 * i for i in range(128)]

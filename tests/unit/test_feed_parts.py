@@ -265,3 +265,42 @@ def test_get_data_feed_takes_train_mode_as_a_bool(mode):
                       host="h", port=1, num_cpus=1, train_mode=True)
     with pytest.raises(ConfigError, match="train_mode must be True or False"):
         ctx.get_data_feed(train_mode=mode)
+
+
+@pytest.mark.parametrize("epochs, train_mode", [(1, True), (3, True), (1, False)])
+def test_a_should_stop_loop_never_gets_an_empty_batch(tmp_path, epochs, train_mode):
+    """``while not feed.should_stop(): feed.next_batch(n)`` where the rows are a multiple of n
+    (8 rows, batches of 4): should_stop() looks ahead, so the loop gets 2 full batches per
+    epoch and never the empty one Keras' predict fails on; feed.epoch, read before each
+    batch, is that batch's epoch."""
+    import os
+
+    from feed_wire import serve_partition
+    from sparktf.common.spec import FeedConfig
+    from sparktf.node.feed import DataFeed
+
+    rows = list(range(8))
+    path = serve_partition(os.path.join(tmp_path, "feed.sock"),
+                           [(feedwire.PICKLED, pickle.dumps(rows[:5]), 5),
+                            (feedwire.PICKLED, pickle.dumps(rows[5:]), 3)])
+    feed = DataFeed(path, train_mode=train_mode, config=FeedConfig(num_epochs=epochs),
+                    spool_dir=str(tmp_path), report=lambda m: None, bound=Bound(),
+                    input_mapping=None)
+    got = []
+    while not feed.should_stop():
+        epoch = feed.epoch
+        got.append((epoch, feed.next_batch(4)))
+        if not train_mode:
+            feed.batch_results(got[-1][1])
+    feed.close()
+    assert got == [(e, b) for e in range(epochs) for b in ([0, 1, 2, 3], [4, 5, 6, 7])]
+    assert feed.next_batch(4) == [] and feed.should_stop()
+
+
+def test_next_batch_without_should_stop_still_ends_each_epoch_with_an_empty_batch(tmp_path):
+    """The epochs stay apart for a loop that never asks should_stop() (to_dataset's): where an
+    epoch ends on a batch boundary, the next call returns it empty."""
+    feed = _feed(tmp_path, [(feedwire.PICKLED, pickle.dumps([1, 2, 3, 4]), 4)])
+    assert feed.next_batch(2) == [1, 2] and feed.next_batch(2) == [3, 4]
+    assert feed.next_batch(2) == [] and feed.should_stop()
+    feed.close()

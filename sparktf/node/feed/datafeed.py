@@ -203,7 +203,10 @@ class DataFeed:
 
     # ------------------------------------------------------------------------ consumer API
     def next_batch(self, batch_size: int):
-        """At most ``batch_size`` items of the current epoch (empty once ``should_stop()``)."""
+        """The next ``batch_size`` items of the current epoch: fewer only for the epoch's last
+        batch (a batch never spans two epochs). Empty once ``should_stop()``; called without
+        asking ``should_stop()`` first, also where an epoch ended exactly where the previous
+        batch did. Under equalization every node gets the same sizes."""
         if (values.integer(batch_size) or 0) < 1:
             raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
         batch_size = int(batch_size)
@@ -282,8 +285,35 @@ class DataFeed:
             else self._delivered
 
     def should_stop(self) -> bool:
-        """True once every epoch has been delivered, or after :meth:`terminate`."""
+        """True once every epoch has been delivered, or after :meth:`terminate`.
+
+        It looks ahead as ``next_batch`` would (waiting for the next row, or for the peers
+        under equalization): an epoch ends as soon as its last row has been handed out, so a
+        ``while not feed.should_stop(): batch = feed.next_batch(n)`` loop never gets an empty
+        batch, even where an epoch's rows are a multiple of ``n``."""
+        self._look_ahead()
         return self._stopped
+
+    def _look_ahead(self) -> None:
+        """Hold the current epoch's next rows, or end the epochs that have none left."""
+        bound = self._bound if self._equalizing else None
+        while not self._stopped:
+            if bound is not None and self._delivered >= bound.limit():
+                if not bound.final:
+                    self._wait_for_peers(bound)
+                    continue
+                self._end_epoch(self._share_rows() - self._delivered)
+                continue
+            if self._chunk is not None and self._chunk_pos < batches.rows(self._chunk):
+                return
+            chunk = self._next_chunk()
+            if chunk is EOF:
+                if bound is not None and not bound.final:
+                    self._wait_for_peers(bound)
+                    continue
+                self._end_epoch(0)
+                continue
+            self._chunk, self._chunk_pos = chunk, 0
 
     def terminate(self) -> None:
         """Stop the feed now: the Spark side stops reading the partition."""
@@ -392,7 +422,7 @@ class DataFeed:
         def next_batch(_):
             if state["pending"] is not None:
                 batch, state["pending"] = state["pending"], None
-            elif state["ended"] or self.should_stop():
+            elif state["ended"] or self._stopped:  # no look-ahead: epochs stay apart
                 return empty
             else:
                 batch = self.next_batch(batch_size)
