@@ -215,23 +215,8 @@ class DataFeed:
         parts, got = [], 0
         asked = time.monotonic()
         while got < batch_size and not self._stopped:
-            if bound is not None and self._delivered >= bound.limit():
-                if bound.final:  # this epoch is complete for every node
-                    self._end_epoch(self._share_rows() - self._delivered)
-                    break
-                # Wait even with a part of the batch in hand: batch boundaries must not depend
-                # on timing, or equal rows would still make unequal steps.
-                self._wait_for_peers(bound)
-                continue
-            if self._chunk is None:
-                chunk = self._next_chunk()
-                if chunk is EOF:
-                    if bound is not None and not bound.final:
-                        self._wait_for_peers(bound)
-                        continue
-                    self._end_epoch(0)
-                    break
-                self._chunk, self._chunk_pos = chunk, 0
+            if not self._rows_at_hand():
+                break  # the epoch ended: a batch never spans two
             left = batches.rows(self._chunk) - self._chunk_pos
             take = min(batch_size - got, left)
             if bound is not None:
@@ -291,28 +276,32 @@ class DataFeed:
         under equalization): an epoch ends as soon as its last row has been handed out, so a
         ``while not feed.should_stop(): batch = feed.next_batch(n)`` loop never gets an empty
         batch, even where an epoch's rows are a multiple of ``n``."""
-        self._look_ahead()
+        while not self._stopped and not self._rows_at_hand():
+            pass  # that epoch had no rows left: look into the next one
         return self._stopped
 
-    def _look_ahead(self) -> None:
-        """Hold the current epoch's next rows, or end the epochs that have none left."""
+    def _rows_at_hand(self) -> bool:
+        """Wait until the current epoch's next row is at hand (True), or end the epoch when it
+        has none left (False)."""
         bound = self._bound if self._equalizing else None
-        while not self._stopped:
+        while True:
             if bound is not None and self._delivered >= bound.limit():
-                if not bound.final:
-                    self._wait_for_peers(bound)
-                    continue
-                self._end_epoch(self._share_rows() - self._delivered)
+                if bound.final:  # this epoch is complete for every node
+                    self._end_epoch(self._share_rows() - self._delivered)
+                    return False
+                # Wait even with a part of a batch in hand: batch boundaries must not depend
+                # on timing, or equal rows would still make unequal steps.
+                self._wait_for_peers(bound)
                 continue
             if self._chunk is not None and self._chunk_pos < batches.rows(self._chunk):
-                return
+                return True
             chunk = self._next_chunk()
             if chunk is EOF:
                 if bound is not None and not bound.final:
                     self._wait_for_peers(bound)
                     continue
                 self._end_epoch(0)
-                continue
+                return False
             self._chunk, self._chunk_pos = chunk, 0
 
     def terminate(self) -> None:
