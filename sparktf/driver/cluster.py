@@ -305,16 +305,16 @@ class Cluster:
             log.warning("sparktf: %d rows were held back so that every worker took the same "
                         "number of steps (cluster.rows_held_back)", self.rows_held_back)
 
-    def inference(self, data, output_schema: str = "prediction double",
+    def inference(self, data, output_schema: Any = "prediction double",
                   feed_timeout: float = 600):
         """Run ``main_fn`` over ``data`` with ``train_mode=False``; one output per input row.
 
         Each node reads its rows with ``ctx.get_data_feed(train_mode=False)`` and returns one
         output per row with ``feed.batch_results``; a node that answers fewer (or more) rows
         than it was given fails the job. Returns an RDD (RDD input) or a DataFrame with
-        ``output_schema`` (DataFrame input) in input order, persisted (memory and disk) so that
-        it outlives the nodes. Every node of an inference cluster gets data: start it without
-        parameter servers or an evaluator.
+        ``output_schema`` (DataFrame input; a DDL string or a ``StructType``) in input order,
+        persisted (memory and disk) so that it outlives the nodes. Every node of an inference
+        cluster gets data: start it without parameter servers or an evaluator.
         """
         self._require_data_mode("inference")
         problems = stages.feed_problems(self.sc, data, 1, feed_timeout, False, False, None)

@@ -110,7 +110,7 @@ def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize,
     if preflight.is_connect(data):
         problems.append(f"data is a Spark Connect DataFrame: {preflight.CONNECT_CANNOT}")
     elif not isinstance(data, (RDD, DataFrame)):
-        problems.append(f"data must be a pyspark RDD or DataFrame, got {type(data).__name__}")
+        problems.append(f"data must be a pyspark RDD or DataFrame, got {_what(data)}")
     else:
         made_on = data.context if isinstance(data, RDD) else data.sparkSession.sparkContext
         if made_on is not sc:
@@ -146,13 +146,31 @@ def _dataframe_problems(df) -> list[str]:
     return []
 
 
+def _what(data) -> str:
+    """``data``'s type as a user would recognise it, and how to make Spark data of it."""
+    kind = type(data)
+    module = kind.__module__.split(".")[0]
+    name = kind.__name__ if module == "builtins" else f"a {module} {kind.__name__}"
+    if module == "pandas":
+        return f"{name} (spark.createDataFrame(pdf) makes a Spark DataFrame of it)"
+    if module == "numpy" or isinstance(data, (list, tuple, range)):
+        return f"{name} (sc.parallelize(...) makes an RDD of it)"
+    return name
+
+
 def parse_output_schema(output_schema: Any):
-    """The Spark type of an inference output DDL (``ConfigError`` naming it if invalid)."""
+    """The Spark type of an inference output: a DDL string or a ``StructType``, as Spark's own
+    APIs take it (``ConfigError`` naming it if invalid)."""
     from pyspark.sql.types import StructType, _parse_datatype_string
 
+    if isinstance(output_schema, StructType):
+        if not output_schema.fields:
+            raise ConfigError("output_schema is a StructType without fields: give it the "
+                              "output's columns, like 'prediction double'")
+        return output_schema
     if not isinstance(output_schema, str) or not output_schema.strip():
-        raise ConfigError(f"output_schema must be a DDL string such as 'prediction double', "
-                          f"got {output_schema!r}")
+        raise ConfigError(f"output_schema must be a DDL string such as 'prediction double' "
+                          f"or a StructType, got {output_schema!r}")
     try:
         schema = _parse_datatype_string(output_schema)
     except Exception as exc:  # noqa: BLE001 - Spark's parser raises several kinds

@@ -280,6 +280,38 @@ def test_inference_over_a_dataframe_keeps_input_order(spark):
     assert out.count() == 500 and out.storageLevel.useMemory
 
 
+def test_inference_takes_a_structtype_output_schema_as_spark_does(spark):
+    """output_schema as Spark's own APIs take it (mapInArrow, createDataFrame): a StructType
+    as well as a DDL string (a ConfigError before)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    schema = StructType([StructField("doubled", LongType())])
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.infer_double, {"batch": 7},
+                          num_executors=2, input_mode=SPARK)
+    out = cluster.inference(spark.range(0, 50, numPartitions=2), output_schema=schema)
+    cluster.shutdown()
+    assert out.schema == schema
+    assert [r.doubled for r in out.collect()] == [2 * x for x in range(50)]
+
+
+@pytest.mark.parametrize("data, fragment", [
+    ("pandas", "a pandas DataFrame (spark.createDataFrame(pdf) makes a Spark DataFrame of it)"),
+    ("list", "list (sc.parallelize(...) makes an RDD of it)"),
+    ("numpy", "a numpy ndarray (sc.parallelize(...) makes an RDD of it)"),
+])
+def test_data_that_is_not_sparks_says_what_it_is_and_how_to_make_it(sc_local, data, fragment):
+    import numpy as np
+    import pandas as pd
+
+    given = {"pandas": pd.DataFrame({"a": [1]}), "list": [1, 2], "numpy": np.arange(3)}[data]
+    cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2,
+                          input_mode=SPARK)
+    with pytest.raises(sparktf.ConfigError) as err:
+        cluster.train(given)
+    assert f"data must be a pyspark RDD or DataFrame, got {fragment}" in str(err.value)
+    cluster.shutdown()
+
+
 @pytest.mark.parametrize("partitions", [2, 3], ids=["one-per-node", "dealt-out"])
 def test_inference_over_an_empty_dataframe_answers_nothing_and_ends(spark, partitions):
     df = spark.range(0, 10, numPartitions=partitions).where("id < 0")
