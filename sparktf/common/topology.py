@@ -44,8 +44,12 @@ class NodeRole:
 
 
 def topology_problems(num_nodes: object, num_ps: object, master_node: object,
-                      eval_node: object) -> list[str]:
-    """Every reason these role arguments are invalid, each saying what to change."""
+                      eval_node: object,
+                      every_slot: tuple[str, str] | None = None) -> list[str]:
+    """Every reason these role arguments are invalid, each saying what to change.
+
+    ``every_slot``: set when ``num_nodes`` is not the user's but every task slot of a Spark
+    master: ``(master, how to give it more slots)``, e.g. ``("local[2]", "--master local[3]")``."""
     problems = []
     if not isinstance(num_nodes, int) or isinstance(num_nodes, bool) or num_nodes < 1:
         problems.append(f"num_executors must be a positive int, got {num_nodes!r}")
@@ -60,9 +64,15 @@ def topology_problems(num_nodes: object, num_ps: object, master_node: object,
     reserved = num_ps + (1 if eval_node else 0)
     if reserved >= num_nodes:
         what = f"num_ps={num_ps}" + (" plus the evaluator" if eval_node else "")
-        problems.append(
-            f"{what} leaves no node to train among num_executors={num_nodes}: "
-            f"use num_executors >= {reserved + 1} or fewer parameter servers")
+        if every_slot is None:
+            problems.append(
+                f"{what} leaves no node to train among num_executors={num_nodes}: "
+                f"use num_executors >= {reserved + 1} or fewer parameter servers")
+        else:  # num_executors left unset: more nodes need more slots, not the argument
+            problems.append(
+                f"{what} leaves no node to train among num_executors={num_nodes} (left unset, "
+                f"every task slot of {every_slot[0]}): give Spark at least {reserved + 1} task "
+                f"slots ({every_slot[1]}) or ask for fewer parameter servers")
     return problems
 
 

@@ -459,8 +459,13 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     problems += preflight.gpu_problems(sc.master, conf, settings.gpus_per_node)
     num_nodes = settings.num_executors or slots
     if num_nodes >= 1:  # once, with the slot count known
+        every_slot = None
+        if settings.num_executors is None and isinstance(settings.num_ps, int):
+            wanted = settings.num_ps + (2 if settings.eval_node is True else 1)
+            every_slot = (sc.master, preflight.more_slots(sc.master, wanted, conf))
         problems += topology.topology_problems(num_nodes, settings.num_ps,
-                                               settings.master_node, settings.eval_node)
+                                               settings.master_node, settings.eval_node,
+                                               every_slot)
     if problems:
         raise ConfigError.from_problems(problems)
     roles = topology.assign_roles(num_nodes, settings.num_ps, settings.master_node,

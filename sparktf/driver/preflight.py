@@ -218,6 +218,17 @@ def conf_problems(conf) -> list[str]:
     return problems
 
 
+def more_slots(master: str, wanted: int, conf: dict[str, str]) -> str:
+    """How to give a Spark application of ``master`` ``wanted`` task slots."""
+    task_cpus = int(conf.get("spark.task.cpus", "1"))
+    if master == "local" or _LOCAL.match(master):
+        return f"--master local[{wanted * task_cpus}]" + (
+            f" (spark.task.cpus={task_cpus})" if task_cpus > 1 else "")
+    if _LOCAL_CLUSTER.match(master):
+        return "more local-cluster[workers,cores,memory] workers or cores"
+    return "more executors or cores (--num-executors, --executor-cores, spark.cores.max)"
+
+
 def spark_problems(sc, num_nodes: int | None, slot_timeout: float,
                    conf: dict[str, str]) -> tuple[list[str], int]:
     """Problems with the Spark side (``conf``: the context's settings), and the task slots
@@ -226,11 +237,14 @@ def spark_problems(sc, num_nodes: int | None, slot_timeout: float,
     slots = wait_for_slots(sc, num_nodes, slot_timeout, conf)
     if num_nodes is not None and num_nodes > slots:
         task_cpus = conf.get("spark.task.cpus", "1")
+        promised = expected_slots(sc.master, conf, os.cpu_count() or 1)
+        waited = "" if promised is not None and promised < num_nodes else \
+            f" after waiting {slot_timeout:g}s for executors"
         problems.append(
             f"num_executors={num_nodes} needs {num_nodes} concurrent task slots, but the cluster "
-            f"({sc.master}) has {slots} (executor cores / spark.task.cpus={task_cpus}) after "
-            f"waiting {slot_timeout:g}s for executors: use num_executors <= {slots}, or add "
-            "executors or cores")
+            f"({sc.master}) has {slots} (executor cores / spark.task.cpus={task_cpus}){waited}: "
+            f"use num_executors <= {slots}, or give Spark more: "
+            f"{more_slots(sc.master, num_nodes, conf)}")
     if slots < 1:
         problems.append(f"the cluster ({sc.master}) has no task slots after waiting "
                         f"{slot_timeout:g}s; check that executors started (Spark UI, executor logs)")

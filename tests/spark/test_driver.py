@@ -45,9 +45,14 @@ def test_an_evaluator_with_every_slot(sc_local):
 
 
 def test_too_many_parameter_servers_for_the_slots_says_so_with_the_slot_count(sc_local):
-    with pytest.raises(sparktf.ConfigError, match="num_ps=4 leaves no node to train among "
-                                                  "num_executors=4"):
+    """num_executors left unset is every slot: the way out is more slots, which the message
+    says how to get on this master (it used to say "use num_executors >= 5", which then
+    failed for want of slots)."""
+    with pytest.raises(sparktf.ConfigError) as err:
         sparktf.run(sc_local, jobs.describe, num_ps=4)
+    assert ("num_ps=4 leaves no node to train among num_executors=4 (left unset, every task "
+            "slot of local[4]): give Spark at least 5 task slots (--master local[5])"
+            ) in str(err.value)
 
 
 # --------------------------------------------------- 3. an evaluator after training ended

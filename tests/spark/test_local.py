@@ -212,7 +212,9 @@ def test_sigkill_of_the_spark_python_worker_kills_the_whole_node_tree(sc_local, 
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    (dict(num_executors=5), "num_executors=5 needs 5 concurrent task slots"),
+    (dict(num_executors=5), "num_executors=5 needs 5 concurrent task slots, but the cluster "
+                            "(local[4]) has 4 (executor cores / spark.task.cpus=1): use "
+                            "num_executors <= 4, or give Spark more: --master local[5]"),
     (dict(num_executors=2, num_ps=2), "num_ps=2 leaves no node to train"),
     (dict(num_executors=2, master_node="boss"), "master_node must be one of"),
     (dict(main_fn=lambda a, b, c: None), "must take (args, ctx) or (ctx)"),

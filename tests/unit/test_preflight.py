@@ -153,3 +153,14 @@ def test_layering(module, forbidden):
     code = f"import sys, {module}; print({forbidden!r} in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("master, conf, expected", [
+    ("local[2]", {}, "--master local[3]"),
+    ("local", {}, "--master local[3]"),
+    ("local[*]", {"spark.task.cpus": "2"}, "--master local[6] (spark.task.cpus=2)"),
+    ("local-cluster[2,1,1024]", {}, "more local-cluster[workers,cores,memory] workers or cores"),
+    ("spark://127.0.0.1:7077", {}, "more executors or cores (--num-executors, --executor-cores"),
+])
+def test_more_slots_says_how_on_each_master(master, conf, expected):
+    assert preflight.more_slots(master, 3, conf).startswith(expected)

@@ -42,6 +42,9 @@ def test_assign_roles(n, num_ps, master, evaluator, expected):
     (dict(num_nodes=3, num_ps=-1), "num_ps must be an int >= 0"),
     (dict(num_nodes=3, master_node="boss"), "master_node must be one of 'chief', 'master' or None"),
     (dict(num_nodes=3, eval_node="yes"), "eval_node must be True or False"),
+    (dict(num_nodes=2, num_ps=2, every_slot=("local[2]", "--master local[3]")),
+     "num_ps=2 leaves no node to train among num_executors=2 (left unset, every task slot of "
+     "local[2]): give Spark at least 3 task slots (--master local[3]) or ask for fewer"),
 ])
 def test_invalid_roles_say_what_to_change(kwargs, fragment):
     args = dict(num_ps=0, master_node="chief", eval_node=False)
@@ -49,7 +52,8 @@ def test_invalid_roles_say_what_to_change(kwargs, fragment):
     problems = topology.topology_problems(args.pop("num_nodes"), **args)
     assert any(fragment in p for p in problems), problems
     with pytest.raises(ValueError):
-        topology.assign_roles(kwargs["num_nodes"], **{k: v for k, v in args.items()})
+        topology.assign_roles(kwargs["num_nodes"],
+                              **{k: v for k, v in args.items() if k != "every_slot"})
 
 
 def test_several_problems_reported_at_once():
