@@ -13,7 +13,9 @@ barrier ``mapInArrow``). Its steps (:func:`_steps`):
 4. feed it the partition, InputMode.SPARK (:mod:`sparktf.task.feeder`), and wait for it; the
    port stays reserved until the node ends;
 5. whatever happens: tell the driver why the task failed (typed, over the control channel),
-   stop the supervisor, remove the node's directories.
+   stop the supervisor, remove the node's directories. A node that failed and whose exit the
+   supervisor reported to the driver ends the task without an error of its own: the driver
+   fails the job with the node's error, and Spark logs no stack trace beside it.
 
 The closure captures only the :class:`~sparktf.common.spec.LaunchSpec` (plain data).
 """
@@ -36,6 +38,7 @@ from sparktf.errors import SparkJobError, SparkTFError
 from sparktf.common.ports import PortReservation
 from sparktf.common.spec import LaunchSpec, NodeSpec
 from sparktf.task import feeder
+from sparktf.task.supervisor import EXIT_REPORTED
 
 def rendezvous(launch: LaunchSpec, node: str, host: str, port: int) -> list[str]:
     """Every node's ``host:port`` in rank order, through the driver's control channel: this
@@ -320,6 +323,8 @@ def _steps(ctx, rank: int, host: str, partition: Iterator, launch: LaunchSpec,
         for path in (work_dir, sock_dir):
             if path:
                 shutil.rmtree(path, ignore_errors=True)
+    if code == EXIT_REPORTED:
+        return  # the driver has the node's exit and fails the job with its own error
     if code != 0:
         raise NodeFailed(f"sparktf node {role.name} on {host} {procs.describe_exit(code)}; "
                          "the driver's error has the node's own message and output")

@@ -30,6 +30,10 @@ from sparktf.common import messages, procs, protocol
 from sparktf.common.spec import NodeSpec
 
 EXIT_ABORTED = 70
+#: The supervisor's own exit code when its node failed and the node's exit report went to
+#: the driver, which fails the job with the node's error: the barrier task then ends without
+#: an error of its own (Spark would log it as a stack trace on top of sparktf's message).
+EXIT_REPORTED = 3
 #: The supervisor's and the TF process's names (``ps -o comm``, ``psutil.Process.name()``):
 #: forked, they would otherwise show as the Spark Python worker.
 NAME, NODE_NAME = "sparktf-sup", "sparktf-node"
@@ -46,12 +50,14 @@ class Supervisor:
         self.tail: collections.deque[str] = collections.deque(maxlen=spec.launch.tail_lines)
         self.child: subprocess.Popen | _Forked | None = None
         self.aborted = threading.Event()
+        self.reported = False  # the node's exit report reached the driver's channel
 
-    def _send(self, message: dict) -> None:
+    def _send(self, message: dict) -> bool:
         try:
             self.chan.send(message)
+            return True
         except OSError:
-            pass  # the driver is gone; the listener thread handles that
+            return False  # the driver is gone; the listener thread handles that
 
     def _pump(self, stream: IO[bytes], name: str) -> None:
         for raw in iter(stream.readline, b""):
@@ -127,8 +133,9 @@ class Supervisor:
             t.join(timeout=1.0)
         if self.aborted.is_set() and code != 0:
             code = code if code < 0 else EXIT_ABORTED
-        self._send(messages.make("exit", code=code, aborted=self.aborted.is_set(),
-                                 tail=list(self.tail)))
+        self.reported = self._send(messages.make("exit", code=code,
+                                                 aborted=self.aborted.is_set(),
+                                                 tail=list(self.tail)))
         self.chan.close()
         return code
 
@@ -213,9 +220,12 @@ def serve(spec: NodeSpec, parent: int) -> int:
         return 2
     chan.send(messages.hello(messages.AGENT, spec.name, spec.host, pid=os.getpid(),
                              port=spec.port))
-    code = Supervisor(spec, chan).run()
+    supervisor = Supervisor(spec, chan)
+    code = supervisor.run()
     remove_node_dirs(spec)
-    return 0 if code == 0 else 1
+    if code == 0:
+        return 0
+    return EXIT_REPORTED if supervisor.reported else 1
 
 
 def main() -> None:

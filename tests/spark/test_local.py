@@ -115,8 +115,8 @@ def test_tensorflow_startup_chatter_is_left_off_the_console_unless_asked(sc_loca
     sc_local._conf.set("spark.sparktf.tfStartupLogs", "true")
     try:
         sparktf.run(sc_local, jobs.imports_tensorflow, num_executors=1).shutdown()
-    finally:
-        sc_local._conf.set("spark.sparktf.tfStartupLogs", "false")
+    finally:  # removed, not set to false: later tests see a session without sparktf keys
+        sc_local._conf._jconf.remove("spark.sparktf.tfStartupLogs")
     out, err = capfd.readouterr()
     assert "[chief:0] user line from chief:0\n" in out
     # shown: TensorFlow 2.21 on a machine without a GPU says so through absl at import
@@ -155,6 +155,24 @@ def test_main_fn_error_names_node_type_message_and_output(sc_local):
     text = str(e)
     assert "worker:1 on host 127.0.0.1" in text and "ValueError: bad learning rate 42" in text
     assert "about to fail on worker:1" in text  # the tail of its output
+
+
+@pytest.mark.parametrize("job, args", [
+    (jobs.raise_on, {"node": "worker:0", "message": "bad learning rate 42", "delay": 2}),
+    (jobs.sigkill_self_on, {"node": "worker:0", "delay": 2}),
+], ids=["raises", "killed"])
+def test_a_failed_node_is_one_error_without_sparks_stack_traces(sc_local, job, args):
+    """A node's failure reaches the user once, as sparktf's NodeError. Its barrier task, and
+    those of the nodes sparktf then stopped, end without errors of their own (the driver has
+    the nodes' exits), so Spark logs no "Exception in task" with a PythonException and its
+    Java frames on top of it (one such trace per task before)."""
+    cluster = sparktf.run(sc_local, job, args, num_executors=3)
+    with pytest.raises(sparktf.NodeError, match="worker:0"):
+        cluster.shutdown(timeout=60)
+    tracker = sc_local.statusTracker()
+    stages = [tracker.getStageInfo(s) for j in tracker.getJobIdsForGroup(cluster.job_id)
+              for s in tracker.getJobInfo(j).stageIds]
+    assert stages and sum(s.numFailedTasks for s in stages if s) == 0, stages
 
 
 def test_a_failed_cluster_keeps_raising_and_never_hangs(sc_local):
