@@ -138,18 +138,22 @@ def test_classic_tf1_code_under_the_mission_call_does_not_idle_for_the_chief(sc_
     assert chief["my_steps"] + worker["my_steps"] >= 60
 
 
-def test_a_tensorflowonspark_style_tf1_main_fn_runs_as_written(sc_local, tmp_path, monkeypatch):
-    """A TF1 main_fn written for TensorFlowOnSpark (its ctx names and calls, master_node=None,
-    a ps, InputMode.SPARK with tuples, a relative checkpoint dir) trains unchanged; the relative
-    ctx.absolute_path resolves under the driver's working directory, not the executor's."""
+def test_a_tensorflowonspark_program_runs_with_one_import_changed(sc_local, tmp_path,
+                                                                   monkeypatch):
+    """A TensorFlowOnSpark program, driver and TF1 main_fn, as its examples write them, with
+    ``from sparktf import TFCluster``: ``TFCluster.run(sc, fn, args, 3, 1, False,
+    InputMode.SPARK)`` (positional, its master_node=None default), ``cluster.train(rdd, 2)``,
+    ``cluster.shutdown()``; in main_fn its ctx names and calls, a ps, fed tuples, a relative
+    checkpoint dir, which resolves under the driver's working directory, not the executor's."""
+    from sparktf import TFCluster
+
     monkeypatch.chdir(tmp_path)
     rng = np.random.RandomState(0)
     rows = [((float(a), float(b)), float(2 * a - b)) for a, b in rng.rand(4000, 2)]
-    cluster = sparktf.run(sc_local, tf_jobs.tfos_style_tf1,
-                          {"mode": "train", "steps": 150, "batch_size": 20, "model": "tfos"},
-                          num_executors=3, num_ps=1, master_node=None,
-                          input_mode=sparktf.InputMode.SPARK, env=TF_ENV)
-    cluster.train(sc_local.parallelize(rows, 2), num_epochs=2)
+    args = {"mode": "train", "steps": 150, "batch_size": 20, "model": "tfos"}
+    cluster = TFCluster.run(sc_local, tf_jobs.tfos_style_tf1, args, 3, 1, False,
+                            TFCluster.InputMode.SPARK)
+    cluster.train(sc_local.parallelize(rows, 2), 2)
     chief = cluster.shutdown()
     worker1 = cluster.results["worker:1"]
     assert (chief["worker_num"], chief["executor_id"], worker1["worker_num"]) == (0, 0, 1)

@@ -1,0 +1,102 @@
+"""TensorFlowOnSpark's driver API over sparktf: a TFoS driver program runs with one import
+changed, ``from sparktf import TFCluster`` for ``from tensorflowonspark import TFCluster``.
+
+Runs on the driver. A thin translation onto :func:`sparktf.run` and :class:`sparktf.Cluster`
+that keeps TFoS's positional order and defaults (``master_node=None``: every training node a
+worker, worker 0 the chief; ``reservation_timeout=600``) and its cluster methods
+``train(dataRDD, num_epochs, feed_timeout, qname)``, ``inference(dataRDD, feed_timeout, qname)``
+and ``shutdown(ssc, grace_secs, timeout)``. The ``main_fn`` runs as written: ``ctx`` has TFoS's
+names too (:class:`sparktf.NodeContext`). What sparktf does not do is refused before anything
+starts, with a :class:`~sparktf.ConfigError` that says what to change: parameter servers on the
+driver (``driver_ps_nodes=True``), queue names other than TFoS's own, Spark Streaming, and
+``num_epochs=0`` (which TFoS read as ten passes).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from sparktf.driver.settings import InputMode as _Mode
+from sparktf.errors import ConfigError
+
+__all__ = ["InputMode", "TFCluster", "run"]
+
+_QUEUES = ("input", "output", "error")
+
+
+class InputMode:
+    """TFoS's input modes (its 0 and 1 are taken too)."""
+
+    TENSORFLOW = _Mode.TENSORFLOW
+    SPARK = _Mode.SPARK
+
+
+def run(sc, map_fun: Callable, tf_args: Any, num_executors: int, num_ps: int,
+        tensorboard: bool = False, input_mode: Any = InputMode.TENSORFLOW,
+        log_dir: str | None = None, driver_ps_nodes: bool = False,
+        master_node: str | None = None, reservation_timeout: float = 600,
+        queues: Any = _QUEUES, eval_node: bool = False, release_port: bool = True
+        ) -> "TFCluster":
+    """``TFCluster.run`` as TensorFlowOnSpark takes it; see :func:`sparktf.run`."""
+    import sparktf
+
+    problems = []
+    if driver_ps_nodes is not False:
+        problems.append("driver_ps_nodes: sparktf runs every node, parameter servers included, "
+                        "in a Spark barrier task; give Spark num_executors task slots and pass "
+                        "driver_ps_nodes=False")
+    if isinstance(queues, str) or not all(isinstance(q, str) for q in queues or ()):
+        problems.append(f"queues must be a list of queue names, got {queues!r}")
+    if not isinstance(release_port, bool):
+        problems.append(f"release_port must be True or False, got {release_port!r}")
+    if problems:
+        raise ConfigError.from_problems(problems)
+    if not isinstance(input_mode, bool) and input_mode in (0, 1):
+        input_mode = (InputMode.TENSORFLOW, InputMode.SPARK)[input_mode]
+    return TFCluster(sparktf.run(
+        sc, map_fun, tf_args, num_executors, num_ps, master_node=master_node,
+        eval_node=eval_node, input_mode=input_mode, reservation_timeout=reservation_timeout,
+        tensorboard=tensorboard, log_dir=log_dir))
+
+
+def _check_qname(qname: Any) -> None:
+    if qname != "input":
+        raise ConfigError(f"qname: a sparktf node has one input feed, 'input'; got {qname!r}")
+
+
+class TFCluster:
+    """TFoS's cluster object over a :class:`sparktf.Cluster` (``.cluster``); other attributes
+    (``results``, ``progress()``, ``status``, ...) are the sparktf cluster's."""
+
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+
+    def train(self, dataRDD, num_epochs: int = 0, feed_timeout: float = 600,  # noqa: N803
+              qname: str = "input") -> None:
+        """Feed ``dataRDD`` (an RDD or a DataFrame) for ``num_epochs`` passes."""
+        _check_qname(qname)
+        if not isinstance(num_epochs, bool) and num_epochs == 0:
+            raise ConfigError("num_epochs=0: TensorFlowOnSpark fed ten passes for it; give the "
+                              "number of passes (num_epochs >= 1)")
+        self.cluster.train(dataRDD, num_epochs, feed_timeout)
+
+    def inference(self, dataRDD, feed_timeout: float = 600,  # noqa: N803
+                  qname: str = "input"):
+        """One output per row of ``dataRDD``, in its order (an RDD for an RDD)."""
+        _check_qname(qname)
+        return self.cluster.inference(dataRDD, feed_timeout=feed_timeout)
+
+    def shutdown(self, ssc=None, grace_secs: float = 0, timeout: float | None = 259200):
+        """Wait for the end and stop every node; returns the chief's (worker 0's) value."""
+        if ssc is not None:
+            raise ConfigError("shutdown(ssc): sparktf does not feed Spark Streaming; call "
+                              "shutdown() without a StreamingContext")
+        return self.cluster.shutdown(grace_secs, timeout)
+
+    def tensorboard_url(self) -> str | None:
+        return self.cluster.tensorboard_url()
+
+    def __getattr__(self, name: str):
+        if name == "cluster":  # not set yet (copying, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.cluster, name)
