@@ -26,7 +26,7 @@ _EXPORTS = {
     "WarmUp": "sparktf.driver.warmup", "DataFeed": "sparktf.node.feed", "FeedError": "sparktf.errors",
 }
 
-__all__ = [*_EXPORTS, "fs", "TFCluster", "__version__"]
+__all__ = [*_EXPORTS, "fs", "TFCluster", "TFNode", "__version__"]
 
 if TYPE_CHECKING:
     from sparktf.node.context import NodeContext
@@ -45,6 +45,8 @@ def __getattr__(name: str):
         return importlib.import_module("sparktf.fs")
     if name == "TFCluster":  # TensorFlowOnSpark's driver API (a module)
         return importlib.import_module("sparktf.tfcluster")
+    if name == "TFNode":  # TensorFlowOnSpark's helpers for main_fn (a module)
+        return importlib.import_module("sparktf.tfnode")
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value

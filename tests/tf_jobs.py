@@ -207,21 +207,23 @@ def beside_an_idle_evaluator(args, ctx):
 
 
 def tfos_style_tf1(args, ctx):
-    """A main_fn as TensorFlowOnSpark's TF1 examples write theirs: ``ctx.worker_num``,
-    ``ctx.start_cluster_server(1, rdma)``, ``ctx.get_data_feed(mode == "train")``, a ps branch
-    that joins, ``replica_device_setter`` over the returned ClusterSpec, a
-    ``MonitoredTrainingSession`` whose checkpoint_dir is ``ctx.absolute_path(relative)``, fed
-    by ``next_batch`` of (features, label) tuples, and ``terminate()`` at the last step. It
-    learns y = 2 x0 - x1."""
+    """A main_fn as TensorFlowOnSpark's examples write theirs: ``ctx.worker_num``,
+    ``ctx.start_cluster_server(1, rdma)``, ``TFNode.DataFeed(ctx.mgr, False)`` (its Keras
+    example's call, False while training), a ps branch that joins, ``replica_device_setter``
+    over the returned ClusterSpec, a ``MonitoredTrainingSession`` whose checkpoint_dir is
+    ``TFNode.hdfs_path(ctx, relative)``, fed by ``next_batch`` of (features, label) tuples,
+    and ``terminate()`` at the last step. It learns y = 2 x0 - x1."""
     import numpy as np
     import tensorflow as tf
+
+    from sparktf import TFNode
 
     v1 = tf.compat.v1
     v1.disable_eager_execution()
     worker_num, job_name, task_index = ctx.worker_num, ctx.job_name, ctx.task_index
     ctx.release_port()
     cluster, server = ctx.start_cluster_server(1, False)
-    tf_feed = ctx.get_data_feed(args["mode"] == "train", qname_in="input")
+    tf_feed = TFNode.DataFeed(ctx.mgr, False)
     if job_name == "ps":
         server.join()  # TFoS's ps branch: sparktf runs no main_fn on a ps, so never reached
         return None
@@ -233,7 +235,7 @@ def tfos_style_tf1(args, ctx):
         global_step = v1.train.get_or_create_global_step()
         loss = tf.reduce_mean(tf.square(tf.reduce_sum(x * w, 1) - y))
         train_op = v1.train.GradientDescentOptimizer(0.2).minimize(loss, global_step=global_step)
-    logdir = ctx.absolute_path(args["model"])
+    logdir = TFNode.hdfs_path(ctx, args["model"])
     step, weights = 0, None
     with v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=(task_index == 0), checkpoint_dir=logdir,

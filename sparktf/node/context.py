@@ -86,6 +86,12 @@ class NodeContext:
         return self.rank
 
     @property
+    def mgr(self) -> "NodeContext":
+        """What TensorFlowOnSpark's helpers take as its queue manager
+        (``TFNode.DataFeed(ctx.mgr)``): on sparktf, this context (:mod:`sparktf.tfnode`)."""
+        return self
+
+    @property
     def defaultFS(self) -> str:  # noqa: N802 - TensorFlowOnSpark's name
         """The driver's Hadoop ``fs.defaultFS`` (``"file://"`` without one), as
         TensorFlowOnSpark's ``ctx.defaultFS``."""

@@ -33,3 +33,13 @@ def test_what_sparktf_does_not_do_is_refused_saying_what_to_change(kwargs, fragm
 def test_the_cluster_methods_refuse_what_tfos_meant_otherwise(call, fragment):
     with pytest.raises(ConfigError, match=fragment):
         call(TFCluster.TFCluster(None))
+
+
+def test_tfnode_helpers_take_the_main_fns_ctx_and_say_so_otherwise():
+    from sparktf import TFNode
+
+    with pytest.raises(TypeError, match="TFNode: pass ctx.mgr .or ctx., the main_fn's context; "
+                                        "got dict"):
+        TFNode.DataFeed({}, False)
+    with pytest.raises(TypeError, match="pass ctx.mgr"):
+        TFNode.hdfs_path("ctx", "model")
