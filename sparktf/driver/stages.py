@@ -149,6 +149,8 @@ def _dataframe_problems(df) -> list[str]:
 def _what(data) -> str:
     """``data``'s type as a user would recognise it, and how to make Spark data of it."""
     kind = type(data)
+    if kind.__module__.startswith("pyspark.pandas"):
+        return f"a pandas-on-Spark {kind.__name__} (.to_spark() makes a Spark DataFrame of it)"
     module = kind.__module__.split(".")[0]
     name = kind.__name__ if module == "builtins" else f"a {module} {kind.__name__}"
     if module == "pandas":

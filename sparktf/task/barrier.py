@@ -40,6 +40,7 @@ from sparktf.common.spec import LaunchSpec, NodeSpec
 from sparktf.task import feeder
 from sparktf.task.supervisor import EXIT_REPORTED
 
+
 def rendezvous(launch: LaunchSpec, node: str, host: str, port: int) -> list[str]:
     """Every node's ``host:port`` in rank order, through the driver's control channel: this
     task sends its node's reserved port and waits for the driver's answer, which comes once

@@ -298,12 +298,18 @@ def test_inference_takes_a_structtype_output_schema_as_spark_does(spark):
     ("pandas", "a pandas DataFrame (spark.createDataFrame(pdf) makes a Spark DataFrame of it)"),
     ("list", "list (sc.parallelize(...) makes an RDD of it)"),
     ("numpy", "a numpy ndarray (sc.parallelize(...) makes an RDD of it)"),
+    ("pandas-on-Spark", "a pandas-on-Spark DataFrame (.to_spark() makes a Spark DataFrame"),
 ])
 def test_data_that_is_not_sparks_says_what_it_is_and_how_to_make_it(sc_local, data, fragment):
     import numpy as np
     import pandas as pd
 
-    given = {"pandas": pd.DataFrame({"a": [1]}), "list": [1, 2], "numpy": np.arange(3)}[data]
+    if data == "pandas-on-Spark":
+        import pyspark.pandas as ps
+
+        given = ps.DataFrame({"a": [1]})
+    else:
+        given = {"pandas": pd.DataFrame({"a": [1]}), "list": [1, 2], "numpy": np.arange(3)}[data]
     cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2,
                           input_mode=SPARK)
     with pytest.raises(sparktf.ConfigError) as err:
