@@ -33,8 +33,7 @@ def DataFeed(mgr, train_mode: bool = True, qname_in: str = "input",  # noqa: N80
 
 
 def _feed(mgr, qname: str):
-    ctx = _ctx(mgr)
-    return DataFeed(ctx, bool(ctx.train_mode), qname_in=qname)
+    return DataFeed(mgr, qname_in=qname)  # in the data's own mode
 
 
 def next_batch(mgr, batch_size: int, qname: str = "input"):

@@ -33,27 +33,32 @@ def install(runtime) -> None:
 
 
 def _patch(module, runtime) -> None:
-    original = getattr(module, "checkpoints_iterator", None)
-    if original is None or getattr(original, "_sparktf", False):
-        return  # another TensorFlow without it, or patched already
+    # tf.train and tf.compat.v1.train hold it too: replaced there as well (everywhere).
+    imports.wrap(module, "checkpoints_iterator", lambda original: _ending(original, runtime),
+                 everywhere=True)
+
+
+def _ending(original, runtime):
+    """``original`` (TensorFlow's ``checkpoints_iterator``), ending once training is over."""
 
     @functools.wraps(original)
     def checkpoints_iterator(checkpoint_dir, min_interval_secs=0, timeout=None,
                              timeout_fn=None):
-        since = [time.monotonic()]  # the start of the current wait for a checkpoint
-        last_look = [False]  # training is over: one more slice looks for its last checkpoint
+        since = time.monotonic()  # the start of the current wait for a checkpoint
+        last_look = False  # training is over: one more slice looks for its last checkpoint
 
         def slice_over() -> bool:
             """True ends the iteration: training is over, or the caller's timeout says so."""
+            nonlocal since, last_look
             if runtime.training_done.is_set():
                 # The slice that just ended may have looked before the chief's last save,
                 # so one more slice starts with a look of its own.
-                if last_look[0]:
+                if last_look:
                     return True
-                last_look[0] = True
+                last_look = True
                 return False
-            if timeout is not None and time.monotonic() - since[0] >= timeout:
-                since[0] = time.monotonic()
+            if timeout is not None and time.monotonic() - since >= timeout:
+                since = time.monotonic()
                 return timeout_fn is None or bool(timeout_fn())
             return False
 
@@ -61,8 +66,6 @@ def _patch(module, runtime) -> None:
         for path in original(checkpoint_dir, min_interval_secs, timeout=wait,
                              timeout_fn=slice_over):
             yield path
-            since[0] = time.monotonic()
+            since = time.monotonic()
 
-    checkpoints_iterator._sparktf = True
-    # tf.train and tf.compat.v1.train hold it too: those imported later take it from here.
-    imports.replace_everywhere(module, "checkpoints_iterator", checkpoints_iterator)
+    return checkpoints_iterator

@@ -40,18 +40,16 @@ def install(cluster_spec: dict, job_name: str) -> None:
 
 
 def _patch_connect(module) -> None:
-    original = getattr(module, "connect_to_cluster", None)
-    if original is None or getattr(original, "_sparktf", False):
-        return
+    def make(original):
+        @functools.wraps(original)
+        def connect_to_cluster(cluster_spec_or_resolver, job_name="localhost", *args,
+                               **kwargs):
+            if job_name != EVALUATOR:
+                cluster_spec_or_resolver = _without_evaluator(module, cluster_spec_or_resolver)
+            return original(cluster_spec_or_resolver, job_name, *args, **kwargs)
+        return connect_to_cluster
 
-    @functools.wraps(original)
-    def connect_to_cluster(cluster_spec_or_resolver, job_name="localhost", *args, **kwargs):
-        if job_name != EVALUATOR:
-            cluster_spec_or_resolver = _without_evaluator(module, cluster_spec_or_resolver)
-        return original(cluster_spec_or_resolver, job_name, *args, **kwargs)
-
-    connect_to_cluster._sparktf = True
-    imports.replace_everywhere(module, "connect_to_cluster", connect_to_cluster)
+    imports.wrap(module, "connect_to_cluster", make, everywhere=True)
 
 
 def _without_evaluator(remote, spec_or_resolver):
@@ -77,20 +75,16 @@ def _without_evaluator(remote, spec_or_resolver):
 
 
 def _patch_session(others: list, module) -> None:
-    base = getattr(module, "BaseSession", None)
-    original = getattr(base, "__init__", None)
-    if original is None or getattr(original, "_sparktf", False):
-        return
+    def make(original):
+        @functools.wraps(original)
+        def __init__(self, target="", graph=None, config=None):
+            if isinstance(target, (str, bytes)) and _remote(target) and (
+                    config is None or not config.device_filters):
+                config = _filtered(module, config, others)
+            original(self, target, graph, config)
+        return __init__
 
-    @functools.wraps(original)
-    def __init__(self, target="", graph=None, config=None):
-        if isinstance(target, (str, bytes)) and _remote(target) and (
-                config is None or not config.device_filters):
-            config = _filtered(module, config, others)
-        original(self, target, graph, config)
-
-    __init__._sparktf = True
-    base.__init__ = __init__
+    imports.wrap(getattr(module, "BaseSession", None), "__init__", make)
 
 
 def _remote(target) -> bool:

@@ -45,6 +45,23 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def wrap(owner, name: str, make: Callable[[Callable], Callable],
+         everywhere: bool = False) -> None:
+    """Replace ``owner.<name>`` (a module's function, a class's method) with ``make(original)``,
+    once: nothing where ``owner`` has no such attribute (another TensorFlow) or it is sparktf's
+    already. ``everywhere``: also in every module that holds the original by name
+    (:func:`replace_everywhere`)."""
+    original = getattr(owner, name, None) if owner is not None else None
+    if original is None or getattr(original, "_sparktf", False):
+        return
+    new = make(original)
+    new._sparktf = True
+    if everywhere:
+        replace_everywhere(owner, name, new)
+    else:
+        setattr(owner, name, new)
+
+
 def replace_everywhere(module, name: str, new) -> None:
     """Set ``module.<name>`` to ``new`` and every loaded module's own reference to the old
     function too (TensorFlow's ``tf.*`` API modules import its functions by name). Only the

@@ -30,16 +30,10 @@ def install(runtime) -> None:
 
 
 def _patch(module, runtime) -> None:
-    server = getattr(module, "Server", None)
-    original = getattr(server, "join", None)
-    if original is None or getattr(original, "_sparktf", False):
-        return  # another TensorFlow without the method, or patched already
-
     def join(self) -> None:
         """Serve until the job's training is over (sparktf: see :mod:`sparktf.node.join`)."""
         if threading.current_thread() is threading.main_thread():
             runtime.report_state("serving")  # main_fn's own thread: this node only serves
         runtime.stop.wait()  # a thread of main_fn's own: main_fn goes on (and ends the node)
 
-    join._sparktf = True
-    server.join = join
+    imports.wrap(getattr(module, "Server", None), "join", lambda original: join)

@@ -29,18 +29,15 @@ def install() -> None:
 
 
 def _patch(module) -> None:
-    extended = getattr(module, "CollectiveAllReduceExtended", None)
-    original = getattr(extended, "_initialize_multi_worker", None)
-    if original is None or getattr(original, "_sparktf", False):
-        return
+    def make(original):
+        def _initialize_multi_worker(self, cluster_resolver):
+            if not getattr(self, "_local_or_standalone_client_mode", False):
+                _coordinate_trainers(module, cluster_resolver)
+            return original(self, cluster_resolver)
+        return _initialize_multi_worker
 
-    def _initialize_multi_worker(self, cluster_resolver):
-        if not getattr(self, "_local_or_standalone_client_mode", False):
-            _coordinate_trainers(module, cluster_resolver)
-        return original(self, cluster_resolver)
-
-    _initialize_multi_worker._sparktf = True
-    extended._initialize_multi_worker = _initialize_multi_worker
+    imports.wrap(getattr(module, "CollectiveAllReduceExtended", None),
+                 "_initialize_multi_worker", make)
 
 
 def _coordinate_trainers(module, cluster_resolver) -> None:
