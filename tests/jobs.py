@@ -329,3 +329,8 @@ def ctx_misuse(args, ctx):
         except TypeError as exc:
             said[name] = str(exc)
     return said
+
+
+async def async_main(args, ctx):
+    """A main_fn written with async def: run() refuses it (calling it would run nothing)."""
+    return ctx.name

@@ -20,6 +20,12 @@ def main_fn_params(main_fn: Any) -> tuple[int | None, str | None]:
     """How many arguments ``main_fn`` takes (1: ``ctx``; 2: ``args, ctx``), or a problem."""
     if not callable(main_fn):
         return None, f"main_fn must be a function main_fn(args, ctx) or main_fn(ctx), got {main_fn!r}"
+    lazy = _lazy_kind(main_fn)
+    if lazy:
+        kind, instead = lazy
+        return None, (f"main_fn {getattr(main_fn, '__name__', main_fn)!r} is {kind}: calling it "
+                      f"runs none of its body, and sparktf calls main_fn as a plain function. "
+                      f"Use a plain def{instead}")
     try:
         sig = inspect.signature(main_fn)
     except (TypeError, ValueError):
@@ -38,6 +44,18 @@ def main_fn_params(main_fn: Any) -> tuple[int | None, str | None]:
         return 2, None
     return None, (f"main_fn{sig} must take (args, ctx) or (ctx); "
                   f"it takes {len(positional)} positional argument(s), {len(required)} required")
+
+
+def _lazy_kind(fn: Any) -> tuple[str, str] | None:
+    """What ``fn`` is, and what to write instead, when calling it only makes an object (a
+    generator, a coroutine). ``inspect`` sees through partials and bound methods."""
+    if inspect.isasyncgenfunction(fn):
+        return "an async generator function", " that collects what it yields into its return value"
+    if inspect.iscoroutinefunction(fn):
+        return "a coroutine function (async def)", " that runs the coroutine: asyncio.run(...)"
+    if inspect.isgeneratorfunction(fn):
+        return "a generator function", " that returns its result (return a list of the values)"
+    return None
 
 
 def pickle_payload(main_fn: Callable, args: Any, n_params: int) -> tuple[bytes | None, str | None]:

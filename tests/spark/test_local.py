@@ -237,6 +237,7 @@ def test_sigkill_of_the_spark_python_worker_kills_the_whole_node_tree(sc_local, 
     (dict(num_executors=2, master_node="boss"), "master_node must be one of"),
     (dict(main_fn=lambda a, b, c: None), "must take (args, ctx) or (ctx)"),
     (dict(main_fn="not a function"), "main_fn must be a function"),
+    (dict(main_fn=jobs.async_main), "is a coroutine function (async def)"),
     (dict(args=threading.Lock()), "args cannot be pickled"),
     (dict(input_mode="spark"), "input_mode must be sparktf.InputMode.TENSORFLOW or"),
 ])

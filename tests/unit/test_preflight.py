@@ -22,6 +22,9 @@ def varargs(*a): ...
 def three(a, b, c): ...
 def none(): ...
 def kwonly(args, ctx, *, must): ...
+def generator(args, ctx): yield 1
+async def coroutine(args, ctx): ...
+async def async_generator(ctx): yield 1
 
 
 @pytest.mark.parametrize("fn, n", [
@@ -36,6 +39,9 @@ def test_accepted_main_fn_signatures(fn, n):
     (three, "must take (args, ctx) or (ctx)"),
     (none, "must take (args, ctx) or (ctx)"),
     (kwonly, "required keyword-only"),
+    (generator, "is a generator function"),
+    (coroutine, "is a coroutine function (async def)"),
+    (async_generator, "is an async generator function"),
     ("main", "main_fn must be a function"),
     (None, "main_fn must be a function"),
 ])
