@@ -158,6 +158,52 @@ def seed_style_tf1_late_worker(args, ctx):
     return {"my_steps": steps, "recovery_wait_secs": waits[0], "supervisor_wait_secs": waits[1]}
 
 
+def sync_replicas_tf1(args, ctx):
+    """Classic synchronous between-graph training as TF1 wrote it: its own
+    tf.compat.v1.train.Server from TF_CONFIG, ``SyncReplicasOptimizer`` aggregating one
+    gradient from each of the chief and worker per step, its session hook, StopAtStepHook and
+    MonitoredTrainingSession's default ``stop_grace_period_secs``. worker:0 starts
+    ``args["late"]`` seconds after the chief. Learns y = 2 x0 - x1."""
+    import json
+
+    import numpy as np
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+    tf_config = json.loads(os.environ["TF_CONFIG"])
+    cluster = v1.train.ClusterSpec(tf_config["cluster"])
+    job, index = tf_config["task"]["type"], tf_config["task"]["index"]
+    server = v1.train.Server(cluster, job_name=job, task_index=index)
+    replicas = len(cluster.as_dict().get("chief", [])) + len(cluster.as_dict().get("worker", []))
+    if job == "worker":
+        time.sleep(args["late"])
+    with v1.device(v1.train.replica_device_setter(
+            worker_device=f"/job:{job}/task:{index}", cluster=cluster)):
+        x = v1.placeholder(tf.float32, [None, 2])
+        y = v1.placeholder(tf.float32, [None])
+        w = v1.get_variable("w", [2], initializer=v1.zeros_initializer())
+        global_step = v1.train.get_or_create_global_step()
+        loss = tf.reduce_mean(tf.square(tf.reduce_sum(x * w, 1) - y))
+        opt = v1.train.SyncReplicasOptimizer(v1.train.GradientDescentOptimizer(0.3),
+                                             replicas_to_aggregate=replicas,
+                                             total_num_replicas=replicas)
+        train_op = opt.minimize(loss, global_step=global_step)
+    is_chief = job == "chief"
+    hooks = [opt.make_session_run_hook(is_chief),
+             v1.train.StopAtStepHook(last_step=args["steps"])]
+    rng = np.random.RandomState(index)
+    step, weights = 0, None
+    with v1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief,
+                                           hooks=hooks) as sess:
+        while not sess.should_stop():
+            xs = rng.rand(32, 2).astype("float32")
+            _, step, weights = sess.run([train_op, global_step, w],
+                                        {x: xs, y: 2 * xs[:, 0] - xs[:, 1]})
+    return {"step": int(step), "w": [float(v) for v in weights],
+            "stop_grace": _default(v1.train.MonitoredTrainingSession, "stop_grace_period_secs")}
+
+
 def sidecar_evaluator(args, ctx):
     """An evaluator written as TensorFlow's ParameterServerStrategy guide writes it: tf-keras'
     ``SidecarEvaluator`` with ``max_evaluations=None`` ("runs indefinitely"), following the

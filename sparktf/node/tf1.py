@@ -11,36 +11,71 @@ from sparktf.node import imports
 
 #: How often a session that waits for the chief checks whether it has initialized the model.
 RECOVERY_WAIT_SECS = 1.0
+#: How long closing a monitored session (or stopping a Supervisor) waits for its threads
+#: before its session's close cancels what they are still running; TensorFlow's default: 120 s.
+STOP_GRACE_SECS = 3.0
 SESSION_MANAGER = "tensorflow.python.training.session_manager"
 SUPERVISOR = "tensorflow.python.training.supervisor"
+MONITORED_SESSION = "tensorflow.python.training.monitored_session"
 
 
 def install_defaults() -> None:
-    """In this node process, a ``tf.compat.v1.train.SessionManager`` created without
-    ``recovery_wait_secs`` (as ``MonitoredTrainingSession`` creates it for a non-chief worker),
-    and likewise the older ``tf.compat.v1.train.Supervisor`` (which passes its own default of
-    30 s on), check every ``RECOVERY_WAIT_SECS`` instead of every 30 s whether the chief has
-    initialized the variables: in the seeds' plain TF1 code, a worker whose session comes up a
-    moment before the chief's otherwise idles for half a minute. A value given explicitly is
-    kept. Applied when TensorFlow's modules are imported; nothing else changes."""
-    imports.after_import(SESSION_MANAGER, lambda m: _shorter_recovery_wait(m, "SessionManager"))
-    imports.after_import(SUPERVISOR, lambda m: _shorter_recovery_wait(m, "Supervisor"))
+    """Two of TensorFlow's TF1 session defaults, changed in this node process where the seeds'
+    plain TF1 code would otherwise idle; a value given explicitly is kept, and the patches are
+    applied when TensorFlow's modules are imported:
+
+    * a ``tf.compat.v1.train.SessionManager`` created without ``recovery_wait_secs`` (as
+      ``MonitoredTrainingSession`` creates it for a non-chief worker), and likewise the older
+      ``tf.compat.v1.train.Supervisor`` (which passes its own default of 30 s on), check every
+      ``RECOVERY_WAIT_SECS`` instead of every 30 s whether the chief has initialized the
+      variables: a worker whose session comes up a moment before the chief's otherwise idles
+      for half a minute;
+    * ``MonitoredTrainingSession``, ``MonitoredSession`` and ``SingularMonitoredSession``
+      (``stop_grace_period_secs``) and ``Supervisor`` (``stop_grace_secs``) give their threads
+      ``STOP_GRACE_SECS`` instead of 120 s to stop when the session closes. A thread that
+      checks its coordinator stops at once either way; one blocked in a step is cancelled by
+      the session's close after the grace. ``SyncReplicasOptimizer``'s chief queue runner is
+      such a thread: it waits on the parameter server for the next step's gradients, which
+      never come once the replicas have stopped, so the chief idled two minutes at its end.
+    """
+    imports.after_import(SESSION_MANAGER, lambda m: _shorter(
+        _init(m, "SessionManager"), "recovery_wait_secs", 30, RECOVERY_WAIT_SECS))
+    imports.after_import(SUPERVISOR, _supervisor)
+    imports.after_import(MONITORED_SESSION, _monitored_sessions)
 
 
-def _shorter_recovery_wait(module, cls: str) -> None:
+def _supervisor(module) -> None:
+    init = _init(module, "Supervisor")
+    _shorter(init, "recovery_wait_secs", 30, RECOVERY_WAIT_SECS)
+    _shorter(init, "stop_grace_secs", 120, STOP_GRACE_SECS)
+
+
+def _monitored_sessions(module) -> None:
+    for func in (getattr(module, "MonitoredTrainingSession", None),
+                 _init(module, "MonitoredSession"), _init(module, "SingularMonitoredSession")):
+        _shorter(func, "stop_grace_period_secs", 120, STOP_GRACE_SECS)
+
+
+def _init(module, cls: str):
     init = getattr(getattr(module, cls, None), "__init__", None)
-    if init is not None:
-        init = inspect.unwrap(init)  # Supervisor's is wrapped by a deprecation notice
-    code, defaults = getattr(init, "__code__", None), getattr(init, "__defaults__", None)
-    if code is None or not defaults:
+    return None if init is None else inspect.unwrap(init)  # Supervisor's: a deprecation wrapper
+
+
+def _shorter(func, name: str, default: float, value: float) -> None:
+    """``func``'s default for its argument ``name`` becomes ``value`` if it is ``default``
+    (another TensorFlow, with other arguments or defaults, is left as it is)."""
+    code, defaults = getattr(func, "__code__", None), getattr(func, "__defaults__", None)
+    if code is None:
         return
-    positional = code.co_varnames[1:code.co_argcount]
-    with_defaults = positional[len(positional) - len(defaults):]
-    if "recovery_wait_secs" not in with_defaults:
-        return  # another TensorFlow: leave it as it is
-    i = with_defaults.index("recovery_wait_secs")
-    if defaults[i] == 30:
-        init.__defaults__ = defaults[:i] + (RECOVERY_WAIT_SECS,) + defaults[i + 1:]
+    kwdefaults = getattr(func, "__kwdefaults__", None) or {}
+    if kwdefaults.get(name) == default:
+        func.__kwdefaults__ = {**kwdefaults, name: value}
+        return
+    positional = code.co_varnames[:code.co_argcount]
+    with_defaults = positional[len(positional) - len(defaults or ()):]
+    if name in with_defaults and defaults[with_defaults.index(name)] == default:
+        i = with_defaults.index(name)
+        func.__defaults__ = defaults[:i] + (value,) + defaults[i + 1:]
 
 
 def worker_session_creator(master: str = "", config=None, scaffold=None,

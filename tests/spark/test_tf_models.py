@@ -6,12 +6,15 @@
   MonitoredTrainingSession-style sessions with StopAtStepHook, async updates to the ps.
 """
 
+import time
+
 import numpy as np
 import pytest
 
 import sparktf
 import tf_jobs
 from conftest import TF_ENV
+from sparktf.node import tf1
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
 
@@ -121,6 +124,26 @@ def test_classic_tf1_code_with_a_worker_15_s_late_never_hangs(sc_local):
     assert cluster.results["chief:0"]["my_steps"] == 50
     # it came after the last step: its session opened (on every task's server) and stopped
     assert cluster.results["worker:0"]["my_steps"] <= 1
+
+
+@pytest.mark.parametrize("late", [0, 10])
+def test_tf1_sync_replicas_training_ends_without_waiting_out_tensorflows_grace(sc_local, late):
+    """SyncReplicasOptimizer's chief runs a queue runner that waits on the parameter server
+    for the next step's gradients; once the replicas stop, nothing comes, and closing a
+    MonitoredTrainingSession waits stop_grace_period_secs (120 s by default) for that thread
+    before its session cancels it. The job idled two minutes at its end, with plain
+    TensorFlow too. In sparktf's node processes that default is a few seconds: the job ends
+    promptly, with a worker ready at once or late."""
+    start = time.monotonic()
+    cluster = sparktf.run(sc_local, tf_jobs.sync_replicas_tf1, {"steps": 40, "late": late},
+                          num_executors=3, num_ps=1, env=TF_ENV)
+    cluster.shutdown(timeout=90)
+    chief, worker = cluster.results["chief:0"], cluster.results["worker:0"]
+    assert chief["stop_grace"] == worker["stop_grace"] == tf1.STOP_GRACE_SECS
+    assert max(chief["step"], worker["step"]) >= 39
+    # from w = [0, 0] towards [2, -1]: the aggregated steps learned (the same on any start)
+    assert abs(chief["w"][0] - 2) < 0.3 and abs(chief["w"][1] + 1) < 0.3, chief["w"]
+    assert time.monotonic() - start < 90
 
 
 def test_classic_tf1_code_under_the_mission_call_does_not_idle_for_the_chief(sc_local):
