@@ -317,3 +317,19 @@ def refuses_empty_batches(args, ctx):
         if not ctx.train_mode:
             feed.batch_results([2.0 * x for x in batch])
     return sizes
+
+
+def read_epochs(args, ctx):
+    """Read ``args["epochs"]`` epochs of the feed (stopping early if the feed ends), as a
+    ``model.fit(feed.to_dataset(n), epochs=k)`` with ``k`` set apart from ``train()``'s does;
+    ``args["exact"]``: take exactly ``args["exact"]`` rows in batches of ``args["batch"]``
+    and return without asking the feed for more."""
+    feed = ctx.get_data_feed()
+    rows = 0
+    if args.get("exact") is not None:
+        while rows < args["exact"]:
+            rows += len(feed.next_batch(min(args["batch"], args["exact"] - rows)))
+        return rows
+    while not feed.should_stop() and feed.epoch < args["epochs"]:
+        rows += len(feed.next_batch(args["batch"]))
+    return rows

@@ -626,6 +626,34 @@ def test_a_node_that_stops_reading_sparks_socket_early_leaves_no_worker_behind(s
     check_plain_jobs(sc_local)
 
 
+def test_a_node_that_returns_with_its_share_unread_says_so(sc_local, capfd):
+    """train(num_epochs=2) while main_fn trains one epoch (model.fit(ds, epochs=1)), or stops
+    in the middle of an epoch: the rows left are not trained on. The job still ends (returning
+    stops the feed, as terminate() does), and the node's output says what was left and how to
+    read it all. A main_fn that read exactly its share, never asking for more, or that
+    called terminate(), gets no such line."""
+    rdd = sc_local.parallelize(range(400), 2).cache()
+    rdd.count()
+    cases = [({"epochs": 1, "batch": 50}, 200, ": epoch 2 of 2 not started;"),
+             ({"exact": 130, "batch": 50}, 130,
+              ": at least 70 more rows of epoch 1, epoch 2 of 2 not started;"),
+             ({"exact": 400, "batch": 50}, 400, None)]
+    for args, rows, said in cases:
+        capfd.readouterr()
+        cluster = sparktf.run(sc_local, feed_jobs.read_epochs, args, num_executors=2,
+                              input_mode=sparktf.InputMode.SPARK)
+        cluster.train(rdd, num_epochs=2)
+        cluster.shutdown(timeout=60)
+        assert cluster.results == {"chief:0": rows, "worker:0": rows}
+        out = "".join(capfd.readouterr())  # a node's stderr goes to the driver's
+        lines = [line for line in out.splitlines() if "left its share unread" in line]
+        if said is None:
+            assert not lines, out
+        else:
+            assert len(lines) == 2 and all(said in line for line in lines), out
+            assert {line.split("]")[0] for line in lines} == {"[chief:0", "[worker:0"}
+
+
 def test_the_readme_loop_never_gets_an_empty_batch_training_or_inference(sc_local):
     """``while not feed.should_stop(): feed.next_batch(n)`` over shares that are a multiple of n
     (64 rows a node, batches of 16): 4 full batches an epoch and no empty one, in training

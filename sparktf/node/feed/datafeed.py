@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import sys
 import threading
 import time
 from typing import Any, Callable, Iterator
@@ -334,10 +335,40 @@ class DataFeed:
         try:
             if not self.train_mode:
                 self._check_answered()
-            elif self._exchange is not None and not self._terminated and self._bound.final:
-                self._exchange.finish()  # this node's surplus rows reach their takers
+            else:
+                unread = self._left_unread()
+                if unread:
+                    print(f"sparktf: main_fn returned after {self.rows_fed:,} rows and left its "
+                          f"share unread: {unread}; those rows were not trained on. Read until "
+                          "feed.should_stop() (with to_dataset: as many epochs as train()'s "
+                          f"num_epochs={self.config.num_epochs}), or call feed.terminate() "
+                          "where stopping early is meant", file=sys.stderr, flush=True)
+                if self._exchange is not None and not self._terminated and self._bound.final:
+                    self._exchange.finish()  # this node's surplus rows reach their takers
         finally:
             self._release()
+
+    def _left_unread(self) -> str | None:
+        """What of its share a training main_fn that returned without ``terminate()`` and
+        before ``should_stop()`` is known to have left: the rest of the batch in hand and the
+        epochs not started (None if nothing is known to be left: a consumer that took exactly
+        its rows without asking for more has not seen the end, and owes nothing)."""
+        if self._terminated or self._stopped:
+            return None
+        left = []
+        started = self._delivered > 0  # the current epoch (should_stop() may have looked in)
+        if self._chunk is not None and started:
+            rest = batches.rows(self._chunk) - self._chunk_pos
+            if self._equalizing:
+                rest = self._bound.allows(self._delivered, rest)
+            if rest > 0:
+                left.append(f"at least {rest:,} more rows of epoch {self._epoch + 1}")
+        first = self._epoch + (2 if started else 1)  # the first epoch not started, from 1
+        later = self.config.num_epochs - first + 1
+        if later > 0 and (self.rows_fed > 0 or self._chunk is not None):  # a share with rows
+            which = f"epoch {first}" if later == 1 else f"epochs {first}-{first + later - 1}"
+            left.append(f"{which} of {self.config.num_epochs} not started")
+        return ", ".join(left) or None
 
     def _check_answered(self) -> None:
         stream = self._stream
