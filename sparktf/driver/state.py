@@ -322,7 +322,8 @@ class JobState:
                 n.error, n.error_at = messages.make(
                     "error", where="feed", exc_type="FeedError", traceback="",
                     message=f"main_fn returned without reading its data feed, while "
-                    f"{', '.join(waiting)} wait for its rows: with equalize (the default "
+                    f"{', '.join(waiting)} {'waits' if len(waiting) == 1 else 'wait'} for its "
+                    "rows: with equalize (the default "
                     "without parameter servers) every training node's share sets how many "
                     "rows each may take. Read the feed on every training node (ctx."
                     "get_data_feed() until should_stop()), or pass equalize=False to "
