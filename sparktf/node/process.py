@@ -157,6 +157,12 @@ def run(spec: NodeSpec) -> int:
             else:  # connections to every task leave out an evaluator (it runs no server)
                 evaluator.install(spec.cluster_spec, spec.role.job)
             value = _call_main(spec, ctx)
+        if runtime.feed is None and spec.feed_path is not None and ctx.train_mode:
+            print("sparktf: main_fn returned without opening its data feed: this node's share "
+                  "of the data given to train() was not read and not trained on: cluster.train() "
+                  "splits the data over the chief and every worker, so read it on each of them "
+                  "with ctx.get_data_feed() (until feed.should_stop())", file=sys.stderr,
+                  flush=True)
         if runtime.feed is not None:
             where = "feed"
             runtime.feed.close()

@@ -654,6 +654,21 @@ def test_a_node_that_returns_with_its_share_unread_says_so(sc_local, capfd):
             assert {line.split("]")[0] for line in lines} == {"[chief:0", "[worker:0"}
 
 
+def test_a_node_that_never_opens_its_feed_says_its_share_was_not_read(sc_local, capfd):
+    """With a parameter server equalization is off, so a worker whose main_fn never calls
+    get_data_feed() holds nobody up: the job ends, and the worker's output says its share
+    of the data was not read (it was dropped with nothing said)."""
+    rdd = sc_local.parallelize(range(600), 2)
+    cluster = sparktf.run(sc_local, feed_jobs.worker_never_opens_its_feed, None,
+                          num_executors=3, num_ps=1, input_mode=sparktf.InputMode.SPARK)
+    cluster.train(rdd)
+    cluster.shutdown(timeout=60)
+    assert cluster.results["chief:0"] == 300 and cluster.results["worker:0"] == 0
+    lines = [line for line in "".join(capfd.readouterr()).splitlines()
+             if "without opening its data feed" in line]
+    assert len(lines) == 1 and lines[0].startswith("[worker:0]"), lines
+
+
 def test_the_readme_loop_never_gets_an_empty_batch_training_or_inference(sc_local):
     """``while not feed.should_stop(): feed.next_batch(n)`` over shares that are a multiple of n
     (64 rows a node, batches of 16): 4 full batches an epoch and no empty one, in training
