@@ -64,19 +64,45 @@ def _predict_batches(batches, model_path: str, input_cols: Sequence[str], output
 
     fn = _serving_fn(model_path, signature, startup_logs)
     specs = fn.structured_input_signature[1]
-    dtypes = {name: specs[name].dtype.as_numpy_dtype for name in sorted(specs)}
+    names = sorted(specs)
+    if len(names) != len(input_cols):
+        raise ConfigError(
+            f"{len(input_cols)} input_cols {list(input_cols)} for a signature with "
+            f"{len(names)} input{'s' if len(names) != 1 else ''} ({', '.join(names)}) in "
+            f"{model_path} ({signature!r}): give one column per input, in the order of the "
+            "inputs' sorted names")
+    dtypes = {name: specs[name].dtype.as_numpy_dtype for name in names}
+    checked = False
     for batch in batches:
         for start in range(0, batch.num_rows, batch_size):
             part = batch.slice(start, batch_size)
             arrays = [column_to_numpy(c, part.column(c)) for c in input_cols]
             feeds = {name: arr.astype(dtype)
                      for (name, dtype), arr in zip(dtypes.items(), arrays)}
+            if not checked:  # rows of one column have one shape: the first batch tells
+                _check_shapes(feeds, specs, input_cols)
+                checked = True
             outputs = fn(**feeds)
             key = output_key or sorted(outputs)[0]
             values = outputs[key].numpy()
             column = (pa.array(values.ravel()) if values.ndim == 1 or values.shape[1:] == (1,)
                       else pa.array(list(values.reshape(len(values), -1))))
             yield part.append_column(output_col, column)
+
+
+def _check_shapes(feeds: dict, specs: dict, input_cols: Sequence[str]) -> None:
+    """Each column's rows against its input's shape per row, where the model fixes one."""
+    for (name, arr), col in zip(feeds.items(), input_cols):
+        want = specs[name].shape
+        if want.rank is None:
+            continue
+        row, want_row = arr.shape[1:], tuple(want.as_list()[1:])
+        if len(row) != len(want_row) or any(w is not None and w != r
+                                            for w, r in zip(want_row, row)):
+            shown = tuple("?" if w is None else w for w in want_row)
+            raise ConfigError(
+                f"input_cols {col!r} has rows of shape {row}, but the model's input {name!r} "
+                f"takes {shown} per row: feed a column whose rows have that shape")
 
 
 def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "prediction", *,

@@ -73,6 +73,23 @@ def test_predict_reads_spark_ml_vectors(spark, model_dir):
         assert abs(got[i][0] - (W[0] * a + W[1] * b + B)) < 1e-4
 
 
+@pytest.mark.parametrize("columns, cols, says", [
+    ("f array<float>, g array<float>", ["f", "g"],
+     "2 input_cols ['f', 'g'] for a signature with 1 input (dense_input)"),
+    ("f array<float>", ["f"],
+     "input_cols 'f' has rows of shape (2,), but the model's input 'dense_input' takes (3,)"),
+])
+def test_input_columns_that_do_not_fit_the_signature_are_named(spark, model_dir, columns,
+                                                               cols, says):
+    """An input column too many was silently left out (the model scored the first alone);
+    rows of the wrong width failed deep in TensorFlow's tf.function binding. Both are named,
+    with the signature's own input names and shapes."""
+    df = spark.createDataFrame([([1.0, 2.0],) * len(cols)] * 4, columns)
+    with pytest.raises(Exception) as err:
+        sparktf.predict(df, model_dir, cols, "p").collect()
+    assert says in str(err.value)
+
+
 def test_predict_checks_its_arguments(spark, model_dir):
     df = spark.range(3)
     with pytest.raises(sparktf.ConfigError) as err:
