@@ -334,13 +334,3 @@ def read_epochs(args, ctx):
         rows += len(feed.next_batch(args["batch"]))
     return rows
 
-
-def worker_never_opens_its_feed(args, ctx):
-    """The chief reads its share; worker:0 returns without calling get_data_feed()."""
-    if ctx.job_name == "worker":
-        return 0
-    feed = ctx.get_data_feed()
-    rows = 0
-    while not feed.should_stop():
-        rows += len(feed.next_batch(100))
-    return rows

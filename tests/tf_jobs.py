@@ -158,6 +158,19 @@ def seed_style_tf1_late_worker(args, ctx):
     return {"my_steps": steps, "recovery_wait_secs": waits[0], "supervisor_wait_secs": waits[1]}
 
 
+def _tf1_linear():
+    """A TF1 graph of y = x . w over two features: placeholders, ``w``, the global step and
+    the squared loss (in the caller's device scope)."""
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    x = v1.placeholder(tf.float32, [None, 2])
+    y = v1.placeholder(tf.float32, [None])
+    w = v1.get_variable("w", [2], initializer=v1.zeros_initializer())
+    global_step = v1.train.get_or_create_global_step()
+    return x, y, w, global_step, tf.reduce_mean(tf.square(tf.reduce_sum(x * w, 1) - y))
+
+
 def sync_replicas_tf1(args, ctx):
     """Classic synchronous between-graph training as TF1 wrote it: its own
     tf.compat.v1.train.Server from TF_CONFIG, ``SyncReplicasOptimizer`` aggregating one
@@ -180,11 +193,7 @@ def sync_replicas_tf1(args, ctx):
         time.sleep(args["late"])
     with v1.device(v1.train.replica_device_setter(
             worker_device=f"/job:{job}/task:{index}", cluster=cluster)):
-        x = v1.placeholder(tf.float32, [None, 2])
-        y = v1.placeholder(tf.float32, [None])
-        w = v1.get_variable("w", [2], initializer=v1.zeros_initializer())
-        global_step = v1.train.get_or_create_global_step()
-        loss = tf.reduce_mean(tf.square(tf.reduce_sum(x * w, 1) - y))
+        x, y, w, global_step, loss = _tf1_linear()
         opt = v1.train.SyncReplicasOptimizer(v1.train.GradientDescentOptimizer(0.3),
                                              replicas_to_aggregate=replicas,
                                              total_num_replicas=replicas)
@@ -275,11 +284,7 @@ def tfos_style_tf1(args, ctx):
         return None
     with v1.device(v1.train.replica_device_setter(
             worker_device=f"/job:worker/task:{task_index}", cluster=cluster)):
-        x = v1.placeholder(tf.float32, [None, 2])
-        y = v1.placeholder(tf.float32, [None])
-        w = v1.get_variable("w", [2], initializer=v1.zeros_initializer())
-        global_step = v1.train.get_or_create_global_step()
-        loss = tf.reduce_mean(tf.square(tf.reduce_sum(x * w, 1) - y))
+        x, y, w, global_step, loss = _tf1_linear()
         train_op = v1.train.GradientDescentOptimizer(0.2).minimize(loss, global_step=global_step)
     logdir = TFNode.hdfs_path(ctx, args["model"])
     step, weights = 0, None

@@ -659,7 +659,7 @@ def test_a_node_that_never_opens_its_feed_says_its_share_was_not_read(sc_local, 
     get_data_feed() holds nobody up: the job ends, and the worker's output says its share
     of the data was not read (it was dropped with nothing said)."""
     rdd = sc_local.parallelize(range(600), 2)
-    cluster = sparktf.run(sc_local, feed_jobs.worker_never_opens_its_feed, None,
+    cluster = sparktf.run(sc_local, feed_jobs.only_the_chief_reads, None,
                           num_executors=3, num_ps=1, input_mode=sparktf.InputMode.SPARK)
     cluster.train(rdd)
     cluster.shutdown(timeout=60)
