@@ -37,7 +37,7 @@ from pyspark.ml.util import (DefaultParamsReadable, DefaultParamsReader, Default
                              DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter)
 
 from sparktf.driver import partition
-from sparktf.errors import ConfigError
+from sparktf.errors import ConfigError, SparkTFError
 
 
 class _TFParams(HasInputCols, HasPredictionCol):
@@ -134,6 +134,7 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
 
     def _fit(self, dataset):
         import sparktf
+        from sparktf import predictor
 
         problems = []
         if self.main_fn is None:
@@ -160,6 +161,14 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
         cluster.train(df, num_epochs=self.getOrDefault(self.epochs),
                       shuffle=self.getOrDefault(self.shuffle))
         cluster.shutdown()
+        export, missing = predictor.saved_model_missing(dataset.sparkSession,
+                                                        self.getOrDefault(self.exportDir))
+        if missing:
+            raise SparkTFError(
+                f"exportDir {export} holds no saved_model.pb after training: the chief's "
+                "main_fn must export the model there (args.export_dir), e.g. with "
+                "sparktf.fs.export_dir(args.export_dir) around model.save() or "
+                "tf.saved_model.save(); the TFModel that fit() returns scores with it")
         model = TFModel(exportDir=self.getOrDefault(self.exportDir),
                         inputCols=self.getInputCols(), predictionCol=self.getPredictionCol(),
                         outputType=self.getOrDefault(self.outputType),

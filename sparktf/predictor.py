@@ -105,6 +105,23 @@ def _check_shapes(feeds: dict, specs: dict, input_cols: Sequence[str]) -> None:
                 f"takes {shown} per row: feed a column whose rows have that shape")
 
 
+def saved_model_missing(session, model_path: str, connect: bool = False) -> tuple[str, bool]:
+    """``model_path`` as the executors will read it, and whether it is known to hold no
+    SavedModel: checked where the driver sees what the executors will (a Hadoop path; a
+    local path under a ``local`` or ``local-cluster`` master, where a relative path is the
+    driver's), else taken on trust."""
+    from sparktf import fs
+
+    if fs.is_hadoop(model_path):
+        return model_path, not fs.exists(model_path.rstrip("/") + "/saved_model.pb")
+    if not connect and session.sparkContext.master.startswith("local"):  # local[-cluster]
+        # The executors share the driver's files and working directory only here; elsewhere
+        # a local path may exist on the executors' hosts alone (--files, an image).
+        model_path = os.path.abspath(model_path)
+        return model_path, not os.path.isfile(os.path.join(model_path, "saved_model.pb"))
+    return model_path, False
+
+
 def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "prediction", *,
             output_type: str = "double", signature: str = "serving_default",
             output_key: str | None = None, batch_size: int = 1024):
@@ -172,15 +189,7 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
 
     session = df.sparkSession
     hadoop = fs.is_hadoop(model_path)
-    if hadoop:
-        missing = not fs.exists(model_path.rstrip("/") + "/saved_model.pb")
-    elif not connect and session.sparkContext.master.startswith("local"):  # local[-cluster]
-        # The executors share the driver's files and working directory only here; elsewhere
-        # a local path may exist on the executors' hosts alone (--files, an image).
-        model_path = os.path.abspath(model_path)
-        missing = not os.path.isfile(os.path.join(model_path, "saved_model.pb"))
-    else:
-        missing = False
+    model_path, missing = saved_model_missing(session, model_path, connect)
     if missing:
         raise ConfigError(f"model_path {model_path} holds no saved_model.pb: give the directory "
                           "a SavedModel was exported to")

@@ -36,3 +36,11 @@ def mnist_dense(args, ctx):
         model.save(scratch)
         shutil.rmtree(scratch, ignore_errors=True)
     return {"steps": int(model.optimizer.iterations.numpy())}
+
+
+def reads_but_exports_nothing(args, ctx):
+    """Trains on nothing and forgets to export: reads its feed to the end, returns."""
+    feed = ctx.get_data_feed()
+    while not feed.should_stop():
+        feed.next_batch(args.batch_size)
+    return "no export"

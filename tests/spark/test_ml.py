@@ -89,6 +89,18 @@ def test_fit_without_required_params_says_what_to_set(spark, digits):
         TFEstimator(ml_jobs.mnist_dense, inputCols=["nope"], exportDir="/tmp/x").fit(train)
 
 
+def test_fit_whose_main_fn_exports_no_saved_model_says_so(spark, tmp_path):
+    """fit() returned a TFModel over an empty exportDir: the mistake surfaced only at
+    transform(), far from its cause. fit() now says the chief's main_fn exported nothing."""
+    df = spark.createDataFrame([([1.0, 2.0], 1.0)] * 8, "features array<double>, label double")
+    export = tmp_path / "export"
+    estimator = TFEstimator(ml_jobs.reads_but_exports_nothing, inputCols=["features"],
+                            labelCol="label", clusterSize=2, epochs=1, batchSize=4,
+                            exportDir=str(export))
+    with pytest.raises(sparktf.SparkTFError, match=r"holds no saved_model\.pb after training"):
+        estimator.fit(df)
+
+
 def test_params_of_the_wrong_type_are_refused_at_once():
     with pytest.raises(TypeError, match="epochs"):
         TFEstimator(ml_jobs.mnist_dense, epochs="many")
