@@ -17,12 +17,17 @@ about 2 s more to get there.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
 import uuid
 
 from sparktf.errors import ConfigError
+
+#: How long the driver's exit waits for a warm-up still running (its tasks import TensorFlow:
+#: 1.5-3 s of a core each).
+SETTLE_SECS = 10.0
 
 
 def _report(batches):
@@ -128,6 +133,14 @@ class WarmUp:
             except Exception:  # noqa: BLE001 - Spark already stopped: nothing to cancel
                 pass
 
+    def _settle(self, timeout: float = SETTLE_SECS) -> None:
+        """At the driver's exit: give a warm-up still running (the program ended, or failed,
+        within seconds of starting) up to ``timeout`` seconds to end. Spark stopping under its
+        tasks logs them as crashed Python workers and missing broadcasts, errors that bury
+        the program's own."""
+        if not self.done and self._sc._jsc is not None:
+            self._done.wait(timeout)
+
     def _run(self) -> None:
         try:
             self._sc.setJobGroup(self.job_group, "sparktf.warm_up: starting the executors' "
@@ -142,6 +155,7 @@ class WarmUp:
             self.error = type(exc).__name__ + (f": {text.splitlines()[0]}" if text else "")
         finally:
             self._done.set()
+            atexit.unregister(self._settle)  # nothing left to wait for at exit
 
     def _sql_session(self):
         if self._session is None:
@@ -199,5 +213,6 @@ def warm_up(spark, *, dataframes: bool = True, rdds: bool = False) -> WarmUp:
     handle = WarmUp(sc, session, f"sparktf-warm-up-{uuid.uuid4().hex[:8]}", kinds,
                     max(1, sc.defaultParallelism))
     handle._thread = InheritableThread(target=handle._run, name=handle.job_group, daemon=True)
+    atexit.register(handle._settle)  # before the start: the job unregisters it when it ends
     handle._thread.start()
     return handle

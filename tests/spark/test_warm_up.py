@@ -93,6 +93,41 @@ def test_a_failed_warm_up_is_reported_on_its_handle_not_raised(spark, monkeypatc
     assert handle.tensorflow_preloaded is None and "failed: RuntimeError: boom" in repr(handle)
 
 
+def test_a_program_that_fails_right_after_warm_up_ends_with_its_own_error_last(tmp_path):
+    """A driver that starts the warm-up and fails at once (a --data path that does not
+    exist) exited under Spark's errors about the warm-up's tasks (crashed Python workers, a
+    missing broadcast) under spark-submit, whose JVM stops Spark as the driver's Python
+    exits. Its exit now lets the warm-up end first: the program's own error is the last thing
+    on the console."""
+    import os
+    import subprocess
+    import sys
+
+    import pyspark
+
+    script = tmp_path / "driver.py"
+    script.write_text(
+        "import os\n"
+        "os.environ['SPARK_LOCAL_IP'] = '127.0.0.1'\n"
+        "from pyspark.sql import SparkSession\n"
+        "import sparktf\n"
+        "spark = (SparkSession.builder.master('local[2]').config('spark.ui.enabled', 'false')\n"
+        "         .config('spark.python.daemon.module', 'sparktf.daemon').getOrCreate())\n"
+        "spark.sparkContext.setLogLevel('WARN')\n"
+        "sparktf.warm_up(spark)\n"
+        "import time; time.sleep(1.5)  # the program reads its input and fails\n"
+        "raise SystemExit('the program failed: ' + str(spark.sparkContext.defaultParallelism))\n")
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    out = subprocess.run([spark_submit, "--conf", "spark.ui.showConsoleProgress=false",
+                          str(script)], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+    console = out.stdout + out.stderr  # spark-submit passes the driver's stderr to stdout
+    assert out.returncode == 1 and "the program failed: 2" in console, console[-3000:]
+    errors = [line for line in console.splitlines() if " ERROR " in line
+              or "exited unexpectedly" in line]
+    assert not errors, console[-3000:]
+
+
 def test_stopping_spark_under_a_warm_up_ends_it(spark_pool, spark):
     """Last in this module: it stops the module's SparkContext (the pool starts another)."""
     from conftest import wait_until
