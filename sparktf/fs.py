@@ -64,6 +64,12 @@ def _fspath(path, name: str = "path") -> str:
     if not isinstance(path, str) or not path:
         raise TypeError(f"sparktf.fs: {name} must be a non-empty str or os.PathLike, got "
                         f"{path!r}")
+    scheme = urllib.parse.urlsplit(path).scheme if "://" in path else ""
+    if scheme and scheme not in HADOOP_SCHEMES + ("file",):
+        # Not a local path either: it would be written to ./s3:/bucket/... on the local disk.
+        raise HadoopFSError(f"sparktf.fs: {path}: {scheme}:// is not a filesystem sparktf.fs "
+                            "reaches; it takes hdfs://, viewfs://, webhdfs:// or local paths "
+                            "(plain or file://)")
     return path
 
 

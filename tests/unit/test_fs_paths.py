@@ -118,3 +118,18 @@ def test_every_call_takes_path_objects(tmp_path):
 def test_a_path_of_the_wrong_type_is_named(call):
     with pytest.raises(TypeError, match=r"must be a non-empty str or os\.PathLike"):
         call()
+
+
+@pytest.mark.parametrize("call", [
+    lambda p: fs.write_bytes(p, b"abc"), lambda p: fs.exists(p), lambda p: fs.read_bytes(p),
+    lambda p: fs.makedirs(p), lambda p: fs.listdir(p)])
+@pytest.mark.parametrize("url", ["s3://bucket/x.bin", "gs://bucket/x.bin", "s3a://bucket/x"])
+def test_a_url_of_another_filesystem_is_refused_not_taken_as_a_local_path(tmp_path, monkeypatch,
+                                                                          call, url):
+    """fs.write_bytes("s3://bucket/x") wrote ./s3:/bucket/x on the local disk, and
+    fs.exists() of it said False: a URL sparktf.fs cannot reach is now an error that says
+    which schemes it reads."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(fs.HadoopFSError, match=r"hdfs://, viewfs://, webhdfs:// or local"):
+        call(url)
+    assert not os.listdir(tmp_path)
