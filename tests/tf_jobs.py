@@ -302,3 +302,18 @@ def tfos_style_tf1(args, ctx):
     return {"worker_num": worker_num, "executor_id": ctx.executor_id, "job": job_name,
             "defaultFS": ctx.defaultFS, "working_dir": ctx.working_dir, "logdir": logdir,
             "step": int(step), "w": [float(v) for v in weights]}
+
+
+def keras3_under_mwms(args, ctx):
+    """model.fit of a Keras 3 model (``import keras``) under MultiWorkerMirroredStrategy,
+    which TensorFlow 2.21's Keras 3 cannot do (tf_keras can: see mwms_keras)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+    x, y = _data(128)
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)

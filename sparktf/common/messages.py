@@ -101,7 +101,10 @@ def hello(role: str, node: str, host: str | None, **extra) -> dict:
     return make("hello", role=role, node=node, host=host, **extra)
 
 
-def error(where: str, exc: BaseException, traceback_text: str = "", **extra: Any) -> dict:
-    """An ``error`` message for ``exc``, raised at ``where`` (``extra``: more fields)."""
-    return make("error", where=where, exc_type=type(exc).__name__, message=str(exc),
+def error(where: str, exc: BaseException, traceback_text: str = "", note: str | None = None,
+          **extra: Any) -> dict:
+    """An ``error`` message for ``exc``, raised at ``where`` (``note``: a line sparktf adds to
+    its message; ``extra``: more fields)."""
+    message = str(exc) if note is None else f"{exc}\n{note}"
+    return make("error", where=where, exc_type=type(exc).__name__, message=message,
                 traceback=traceback_text, **extra)

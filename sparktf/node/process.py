@@ -66,8 +66,27 @@ def _report_error(chan: protocol.Channel, exc: BaseException, where: str) -> Non
     print(text, file=sys.stderr, end="", flush=True)
     if where == "main_fn" and isinstance(exc, SystemExit):  # sys.exit(3), sys.exit("why")
         chan.send(messages.error("exit", exc, text, code=repr(exc.code)))
-    else:
-        chan.send(messages.error(where, exc, text))
+        return
+    note = _known_cause(exc)
+    if note:
+        print(f"sparktf: {note}", file=sys.stderr, flush=True)
+    chan.send(messages.error(where, exc, text, note=note))
+
+
+#: Keras 3's own package (tf-keras's is tf_keras/src).
+_KERAS3_SRC = os.sep + os.path.join("keras", "src") + os.sep
+
+
+def _known_cause(exc: BaseException) -> str | None:
+    """What a failure TensorFlow reports in its own terms means, and what to change."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if "PerReplica" in str(exc) and any(_KERAS3_SRC in f.filename
+                                        and "tf_keras" not in f.filename for f in frames):
+        return ("Keras 3 cannot train under MultiWorkerMirroredStrategy in TensorFlow 2.21 "
+                "(its model.fit fails on the strategy's PerReplica values): build the model "
+                "with tf-keras, import tf_keras as keras (or tf.keras with "
+                "run(env={'TF_USE_LEGACY_KERAS': '1'}))")
+    return None
 
 
 def _log_dir(spec: NodeSpec) -> str | None:

@@ -44,6 +44,19 @@ def test_the_readme_call_mwms_with_num_ps_2_and_defaults_trains(sc_local):
     assert cluster.results["ps:0"] is None and cluster.results["ps:1"] is None
 
 
+def test_keras_3_under_mwms_fails_with_the_way_to_tf_keras(sc_local):
+    """Keras 3's model.fit under MultiWorkerMirroredStrategy fails in TensorFlow 2.21 with
+    "Attempt to convert a value (PerReplica:{...})", which names neither Keras 3 nor the way
+    out. The node's error keeps TensorFlow's and says what to use instead."""
+    cluster = sparktf.run(sc_local, tf_jobs.keras3_under_mwms, None, num_executors=2,
+                          env=TF_ENV)
+    with pytest.raises(sparktf.NodeError) as err:
+        cluster.shutdown(timeout=120)
+    assert "PerReplica" in str(err.value)
+    assert "Keras 3 cannot train under MultiWorkerMirroredStrategy" in str(err.value)
+    assert "import tf_keras as keras" in str(err.value)
+
+
 def test_parameter_server_strategy_trains_with_variables_on_the_ps(sc_local):
     cluster = sparktf.run(sc_local, tf_jobs.ps_strategy_keras, {"epochs": 2}, num_executors=4,
                           num_ps=1, env=TF_ENV)
