@@ -317,3 +317,20 @@ def keras3_under_mwms(args, ctx):
         model.compile("sgd", "mse")
     x, y = _data(128)
     model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+
+
+def keras3_under_pss(args, ctx):
+    """Keras 3's model.fit under ParameterServerStrategy (the chief coordinates, the workers
+    serve), which TensorFlow 2.21's Keras 3 cannot do either (tf_keras can: ps_strategy_keras)."""
+    if ctx.job_name == "worker":
+        return ctx.serve()
+    import keras
+    import tensorflow as tf
+
+    strategy = tf.distribute.ParameterServerStrategy(ctx.cluster_resolver())
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+    x, y = _data(128)
+    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32), epochs=1,
+              steps_per_epoch=2, verbose=0)

@@ -77,15 +77,21 @@ def _report_error(chan: protocol.Channel, exc: BaseException, where: str) -> Non
 _KERAS3_SRC = os.sep + os.path.join("keras", "src") + os.sep
 
 
+#: How Keras 3's model.fit fails under a TF2 multi-worker strategy in TensorFlow 2.21, by the
+#: strategy: words of TensorFlow's error.
+_KERAS3_FAILS = (("PerReplica", "MultiWorkerMirroredStrategy"),
+                 ("ClusterCoordinator.create_per_worker_dataset", "ParameterServerStrategy"))
+
+
 def _known_cause(exc: BaseException) -> str | None:
     """What a failure TensorFlow reports in its own terms means, and what to change."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if "PerReplica" in str(exc) and any(_KERAS3_SRC in f.filename
-                                        and "tf_keras" not in f.filename for f in frames):
-        return ("Keras 3 cannot train under MultiWorkerMirroredStrategy in TensorFlow 2.21 "
-                "(its model.fit fails on the strategy's PerReplica values): build the model "
-                "with tf-keras, import tf_keras as keras (or tf.keras with "
-                "run(env={'TF_USE_LEGACY_KERAS': '1'}))")
+    text = str(exc)
+    strategy = next((name for words, name in _KERAS3_FAILS if words in text), None)
+    if strategy and any(_KERAS3_SRC in f.filename and "tf_keras" not in f.filename
+                        for f in traceback.extract_tb(exc.__traceback__)):
+        return (f"Keras 3 cannot train under {strategy} in TensorFlow 2.21 (the error above "
+                "is how its model.fit fails): build the model with tf-keras, import tf_keras "
+                "as keras (or tf.keras with run(env={'TF_USE_LEGACY_KERAS': '1'}))")
     return None
 
 

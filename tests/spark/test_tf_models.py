@@ -44,16 +44,22 @@ def test_the_readme_call_mwms_with_num_ps_2_and_defaults_trains(sc_local):
     assert cluster.results["ps:0"] is None and cluster.results["ps:1"] is None
 
 
-def test_keras_3_under_mwms_fails_with_the_way_to_tf_keras(sc_local):
-    """Keras 3's model.fit under MultiWorkerMirroredStrategy fails in TensorFlow 2.21 with
-    "Attempt to convert a value (PerReplica:{...})", which names neither Keras 3 nor the way
-    out. The node's error keeps TensorFlow's and says what to use instead."""
-    cluster = sparktf.run(sc_local, tf_jobs.keras3_under_mwms, None, num_executors=2,
+@pytest.mark.parametrize("job, num_ps, strategy, theirs", [
+    (tf_jobs.keras3_under_mwms, 0, "MultiWorkerMirroredStrategy", "PerReplica"),
+    (tf_jobs.keras3_under_pss, 1, "ParameterServerStrategy", "create_per_worker_dataset"),
+])
+def test_keras_3_under_a_strategy_fails_with_the_way_to_tf_keras(sc_local, job, num_ps,
+                                                                  strategy, theirs):
+    """Keras 3's model.fit under MultiWorkerMirroredStrategy or ParameterServerStrategy fails
+    in TensorFlow 2.21 with errors ("Attempt to convert a value (PerReplica:{...})", "pass this
+    dataset to ClusterCoordinator.create_per_worker_dataset") that name neither Keras 3 nor the
+    way out. The node's error keeps TensorFlow's and says what to use instead."""
+    cluster = sparktf.run(sc_local, job, None, num_executors=2 + num_ps, num_ps=num_ps,
                           env=TF_ENV)
     with pytest.raises(sparktf.NodeError) as err:
         cluster.shutdown(timeout=120)
-    assert "PerReplica" in str(err.value)
-    assert "Keras 3 cannot train under MultiWorkerMirroredStrategy" in str(err.value)
+    assert theirs in str(err.value)
+    assert f"Keras 3 cannot train under {strategy}" in str(err.value)
     assert "import tf_keras as keras" in str(err.value)
 
 
