@@ -92,6 +92,10 @@ def _known_cause(exc: BaseException) -> str | None:
         return (f"Keras 3 cannot train under {strategy} in TensorFlow 2.21 (the error above "
                 "is how its model.fit fails): build the model with tf-keras, import tf_keras "
                 "as keras (or tf.keras with run(env={'TF_USE_LEGACY_KERAS': '1'}))")
+    if "Disallowed task type" in text and "'master'" in text:
+        return ("master_node='master' names the chief's job 'master', as TF1 programs "
+                "(Estimator, between-graph sessions) expect; TF2 strategies take 'chief': run "
+                "with master_node='chief' (the default)")
     return None
 
 
