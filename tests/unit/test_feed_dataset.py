@@ -152,3 +152,18 @@ def test_keras_fit_takes_every_row_each_epoch(tmp_path):
     model.fit(feed.to_dataset(16), epochs=4, verbose=0, callbacks=[Count()])
     assert steps == [3, 3, 3, 3] and feed.rows_fed == 160
     feed.close()
+
+
+@pytest.mark.parametrize("frames", [[], arrow_frames(0, 1)[:1]], ids=["rdd", "dataframe"])
+def test_a_share_without_rows_says_so_and_takes_an_output_signature(tmp_path, frames):
+    """An empty share (1 row over 2 equalized nodes, or an empty DataFrame) failed in
+    to_dataset() with "RDD elements of different shapes ... need at least one array to
+    stack", for a DataFrame too. Without rows there is no structure to read: it says so and
+    what to pass; with output_signature the dataset is empty each epoch."""
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+    with pytest.raises(FeedError, match=r"this node's share has no rows.* output_signature="):
+        feed_of(tmp_path / "a", frames, epochs=2).to_dataset(4)
+    spec = {"x": tf.TensorSpec([None], tf.float64)}
+    ds = feed_of(tmp_path / "b", frames, epochs=2).to_dataset(4, output_signature=spec)
+    assert list(ds) == [] and list(ds) == []

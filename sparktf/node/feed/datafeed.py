@@ -427,6 +427,15 @@ class DataFeed:
 
         first = self.next_batch(batch_size)
         if output_signature is None:
+            if batches.count(first) == 0:
+                held = self.rows_held_back
+                raise FeedError(
+                    "to_dataset(): this node's share has no rows"
+                    f"{f' ({held} held back by equalizing)' if held else ''}, so the elements' "
+                    "structure cannot be read from them: "
+                    "pass output_signature= (e.g. {'x': tf.TensorSpec([None, 784], tf.float32)}"
+                    ", one spec per column or component) for an empty dataset, or give every "
+                    "training node rows (more data, or fewer nodes)")
             output_signature = batches.signature(tf, first)
         specs = tf.nest.flatten(output_signature)
         state = {"pending": first, "ended": False}  # the batch read for the signature
