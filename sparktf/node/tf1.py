@@ -73,8 +73,8 @@ def _shorter(func, name: str, default: float, value: float) -> None:
         return
     positional = code.co_varnames[:code.co_argcount]
     with_defaults = positional[len(positional) - len(defaults or ()):]
-    if name in with_defaults and defaults[with_defaults.index(name)] == default:
-        i = with_defaults.index(name)
+    i = with_defaults.index(name) if name in with_defaults else None
+    if i is not None and defaults[i] == default:
         func.__defaults__ = defaults[:i] + (value,) + defaults[i + 1:]
 
 
