@@ -8,12 +8,14 @@ worker, worker 0 the chief; ``reservation_timeout=600``) and its cluster methods
 and ``shutdown(ssc, grace_secs, timeout)``. The ``main_fn`` runs as written: ``ctx`` has TFoS's
 names too (:class:`sparktf.NodeContext`). What sparktf does not do is refused before anything
 starts, with a :class:`~sparktf.ConfigError` that says what to change: parameter servers on the
-driver (``driver_ps_nodes=True``), queue names other than TFoS's own, Spark Streaming, and
-``num_epochs=0`` (which TFoS read as ten passes).
+driver (``driver_ps_nodes=True``), queue names other than TFoS's own, and Spark Streaming.
+``train(dataRDD)`` without ``num_epochs`` feeds ten passes, as TFoS did (its ``num_epochs=0``),
+and logs that it does.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 from sparktf.driver.settings import InputMode as _Mode
@@ -21,7 +23,10 @@ from sparktf.errors import ConfigError
 
 __all__ = ["InputMode", "TFCluster", "run"]
 
+log = logging.getLogger(__name__)
 _QUEUES = ("input", "output", "error")
+#: Passes that TFoS's ``train(dataRDD)`` fed for its default ``num_epochs=0``.
+TFOS_DEFAULT_EPOCHS = 10
 
 
 class InputMode:
@@ -73,11 +78,15 @@ class TFCluster:
 
     def train(self, dataRDD, num_epochs: int = 0, feed_timeout: float = 600,  # noqa: N803
               qname: str = "input") -> None:
-        """Feed ``dataRDD`` (an RDD or a DataFrame) for ``num_epochs`` passes."""
+        """Feed ``dataRDD`` (an RDD or a DataFrame) for ``num_epochs`` passes; ``0`` (the
+        default) is ten passes, as in TFoS (a ``main_fun`` that has trained enough calls
+        ``terminate()``)."""
         _check_qname(qname)
         if not isinstance(num_epochs, bool) and num_epochs == 0:
-            raise ConfigError("num_epochs=0: TensorFlowOnSpark fed ten passes for it; give the "
-                              "number of passes (num_epochs >= 1)")
+            log.warning("sparktf: num_epochs=0 (TensorFlowOnSpark's default): feeding %d passes "
+                        "of the data, as TensorFlowOnSpark did; pass num_epochs to choose",
+                        TFOS_DEFAULT_EPOCHS)
+            num_epochs = TFOS_DEFAULT_EPOCHS
         self.cluster.train(dataRDD, num_epochs, feed_timeout)
 
     def inference(self, dataRDD, feed_timeout: float = 600,  # noqa: N803

@@ -685,3 +685,19 @@ def test_the_readme_loop_never_gets_an_empty_batch_training_or_inference(sc_loca
     out = cluster.inference(rdd)
     cluster.shutdown()
     assert out.collect() == [2.0 * i for i in range(128)]
+
+
+def test_a_tfos_train_call_without_num_epochs_feeds_ten_passes_as_tfos_did(sc_local, caplog):
+    """TensorFlowOnSpark's ``cluster.train(dataRDD)`` (its default ``num_epochs=0``) fed ten
+    passes; ``sparktf.TFCluster`` takes the call as written and does the same, saying so."""
+    from sparktf import TFCluster
+
+    cluster = TFCluster.run(sc_local, feed_jobs.sum_ids, {"col": None}, 2, 0, False,
+                            TFCluster.InputMode.SPARK)
+    with caplog.at_level("WARNING", logger="sparktf"):
+        cluster.train(sc_local.parallelize(range(1, 101), 2))
+    cluster.shutdown(timeout=120)
+    results = cluster.results.values()
+    assert sum(r["rows"] for r in results) == 10 * 100
+    assert sum(r["sum"] for r in results) == 10 * sum(range(1, 101))
+    assert "num_epochs=0 (TensorFlowOnSpark's default): feeding 10 passes" in caplog.text

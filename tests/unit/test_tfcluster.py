@@ -25,7 +25,6 @@ def test_what_sparktf_does_not_do_is_refused_saying_what_to_change(kwargs, fragm
 
 
 @pytest.mark.parametrize("call, fragment", [
-    (lambda c: c.train(None, 0), "num_epochs=0: TensorFlowOnSpark fed ten passes for it"),
     (lambda c: c.train(None, 2, 600, "other"), "one input feed, 'input'; got 'other'"),
     (lambda c: c.inference(None, 600, "q"), "one input feed"),
     (lambda c: c.shutdown(object()), "sparktf does not feed Spark Streaming"),
