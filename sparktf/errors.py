@@ -101,7 +101,14 @@ def _rebuild_node_error(node, host, reason, exc_type, exc_message, tb, tail, oth
 
 
 class SparkJobError(SparkTFError, RuntimeError):
-    """The Spark job that holds the TensorFlow nodes failed before any node reported why."""
+    """The Spark job that holds the TensorFlow nodes failed before any node reported why.
+
+    ``cancelled``: someone cancelled it (its job group, every job, the Spark UI); sparktf
+    does not restart a cluster for that."""
+
+    def __init__(self, message: str, cancelled: bool = False) -> None:
+        super().__init__(message)
+        self.cancelled = cancelled
 
 
 class ClusterTimeoutError(SparkTFError, TimeoutError):

@@ -98,8 +98,8 @@ _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\
 
 CONNECT_CANNOT = (
     "a Spark Connect client has no SparkContext, and a sparktf cluster needs one on the "
-    "driver: to run a barrier job in its own job group and cancel it when a node fails "
-    "(setJobGroup/cancelJobGroup), to count task slots and wait for running tasks "
+    "driver: to run a barrier job tagged with the cluster's id and cancel it when a node "
+    "fails (addJobTag/cancelJobsWithTag), to count task slots and wait for running tasks "
     "(statusTracker), to read the Hadoop configuration, and to feed RDDs. Run the driver "
     "with a classic session instead (spark-submit, or SparkSession.builder without "
     ".remote()); sparktf.predict and sparktf.ml.TFModel.transform do work over Spark Connect")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import sys
 import threading
 import time
@@ -149,8 +150,12 @@ class Runner:
                 self._close_attempt(attempt)
                 raise self.failure or ClusterStateError("the cluster was aborted")
             self._take(attempt)
-        self._monitor = threading.Thread(target=self._monitor_loop, daemon=True,
-                                         name=f"{self.base_id}-monitor")
+        from pyspark import InheritableThread
+
+        # The monitor starts the restarts' jobs: like the first, they run with the caller's
+        # Spark properties (its job group: a notebook's cancel reaches them too).
+        self._monitor = InheritableThread(target=self._monitor_loop, daemon=True,
+                                          name=f"{self.base_id}-monitor")
         self._monitor.start()
         if self._progress_interval is not None:
             self._reporter = Reporter(self.progress, self._progress_interval,
@@ -318,8 +323,13 @@ class Runner:
     def _run_job(self, attempt: _Attempt) -> None:
         error = None
         try:
-            self.sc.setJobGroup(attempt.job_id, f"sparktf TensorFlow cluster {attempt.job_id}",
-                                interruptOnCancel=True)
+            # The job runs in the caller's job group, if it has one (inherited with its
+            # other properties), so that cancelling that group (a notebook's cancel of the
+            # cell) cancels the cluster too; sparktf finds and cancels it by its own tag.
+            self.sc.addJobTag(attempt.job_id)
+            self.sc.setInterruptOnCancel(True)
+            self.sc.setLocalProperty("spark.job.description",
+                                     f"sparktf TensorFlow cluster {attempt.job_id}")
             if not self.aborted:
                 attempt.stage()
         except BaseException as exc:  # noqa: BLE001 - becomes the state's job error
@@ -370,6 +380,7 @@ class Runner:
 
     def _may_restart(self, failure: SparkTFError) -> bool:
         return (isinstance(failure, (NodeError, SparkJobError)) and not self.aborted
+                and not getattr(failure, "cancelled", False)  # a user's cancel: no restart
                 and self.attempt < self._max_restarts
                 and self._launch.train_mode is not False)  # inference is not restarted
 
@@ -430,7 +441,7 @@ class Runner:
         self._cancel(attempt.job_id)
 
     def _cancel(self, job_id: str) -> None:
-        """Cancel the job group's running jobs, each once. A job that has ended, was already
+        """Cancel the running jobs tagged ``job_id``, each once. A job that has ended, was already
         cancelled, or is not yet submitted (the callers cancel again while they wait for it)
         is left alone: Spark would answer with a warning that it "failed to cancel" the
         group."""
@@ -440,7 +451,7 @@ class Runner:
                 return
             self._cancelled_jobs |= running
         try:
-            self.sc.cancelJobGroup(job_id)
+            self.sc.cancelJobsWithTag(job_id)
         except Exception as exc:  # noqa: BLE001 - e.g. the SparkContext was stopped
             log.info("sparktf: could not cancel %s: %s", job_id, exc)
 
@@ -507,13 +518,18 @@ class _AttemptHandler:
         self._guard(self._runner.on_disconnect, node, role)
 
 
-def _running_jobs(sc, job_group: str) -> set[int] | None:
-    """The jobs of ``job_group`` that Spark's status tracker has not seen end (None: it
+def jobs_tagged(sc, tag: str) -> list[int]:
+    """The ids of the jobs Spark's status tracker knows with job tag ``tag``."""
+    return list(sc._jsc.sc().statusTracker().getJobIdsForTag(tag))
+
+
+def _running_jobs(sc, tag: str) -> set[int] | None:
+    """The jobs tagged ``tag`` that Spark's status tracker has not seen end (None: it
     cannot be asked)."""
     try:
         tracker = sc.statusTracker()
         running = set()
-        for job in tracker.getJobIdsForGroup(job_group):
+        for job in jobs_tagged(sc, tag):
             info = tracker.getJobInfo(job)
             if info is None or info.status not in ("SUCCEEDED", "FAILED"):
                 running.add(job)
@@ -522,12 +538,12 @@ def _running_jobs(sc, job_group: str) -> set[int] | None:
         return None
 
 
-def _active_tasks(sc, job_group: str) -> int:
-    """Tasks of ``job_group``'s jobs still running (0 once the SparkContext is gone)."""
+def _active_tasks(sc, tag: str) -> int:
+    """Tasks of the jobs tagged ``tag`` still running (0 once the SparkContext is gone)."""
     try:
         tracker = sc.statusTracker()
         active = 0
-        for job in tracker.getJobIdsForGroup(job_group):
+        for job in jobs_tagged(sc, tag):
             info = tracker.getJobInfo(job)
             for stage in (info.stageIds if info else ()):
                 stage_info = tracker.getStageInfo(stage)
@@ -549,10 +565,15 @@ def _spark_stopped(sc) -> bool:
 
 def _abort_quietly(sc, job_id: str, server: ControlServer) -> None:
     try:
-        sc.cancelJobGroup(job_id)
+        sc.cancelJobsWithTag(job_id)
     except Exception:  # noqa: BLE001 - interpreter exit: best effort
         pass
     server.close()
+
+
+#: A line of a Spark job's failure that says it was cancelled: what precedes Spark's words.
+_CANCELLED = re.compile(r"^[:\s]*(?:org\.apache\.spark\.SparkException:\s*)?"
+                        r"(?:\[SPARK_JOB_CANCELLED\]\s*)?(?=Job \d+ cancelled)")
 
 
 def spark_error_text(exc: BaseException) -> str:
@@ -561,6 +582,9 @@ def spark_error_text(exc: BaseException) -> str:
     lines = [ln.strip() for ln in str(exc).splitlines()]
     keep = [ln for ln in lines if ln and not ln.startswith(("at ", "...", "File ", "^"))
             and ("Exception" in ln or "Error" in ln or "sparktf" in ln)]
+    cancelled = [_CANCELLED.sub("", ln) for ln in keep if _CANCELLED.match(ln)]
+    if cancelled:  # Spark's own words, without its class name, error class and SQL state
+        return re.sub(r"\s*SQLSTATE: \w+$", "", cancelled[0])
     text = "\n  ".join(keep[:6] or lines[:6] or [type(exc).__name__])
     if "BarrierJobUnsupportedRDDChainException" in str(exc):
         text += ("\n  The data's lineage (union, coalesce, zip...) cannot feed a barrier stage "

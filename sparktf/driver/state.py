@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import enum
 import heapq
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -477,6 +478,11 @@ class JobState:
         settled = self.job_ended_at is not None and now - self.job_ended_at >= \
             self.limits.error_settle
         if settled and self.job_error is not None:
+            if re.match(r"Job \d+ cancelled", self.job_error):  # by someone else than sparktf
+                return SparkJobError(
+                    "the Spark job holding the TensorFlow nodes was cancelled (cancelJobGroup, "
+                    "cancelJobsWithTag, cancelAllJobs or the Spark UI's kill); every node was "
+                    "stopped:\n  " + self.job_error, cancelled=True)
             return SparkJobError("the Spark job holding the TensorFlow nodes failed:\n  "
                                  + self.job_error)
         if settled and not self._finished(now):

@@ -96,7 +96,7 @@ def test_run_over_spark_connect_fails_at_once_saying_why(remote):
         sparktf.run(remote, jobs.describe, num_executors=2)
     message = str(info.value)
     assert "Spark Connect" in message and "no SparkContext" in message
-    assert "cancelJobGroup" in message and "classic session" in message
+    assert "cancelJobsWithTag" in message and "classic session" in message
     assert "sparktf.predict" in message  # ... and what does work
     assert time.monotonic() - started < 5
     assert not sparktf_processes()

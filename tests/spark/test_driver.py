@@ -172,6 +172,42 @@ def test_ctrl_c_while_the_data_is_fed_stops_every_node_and_job_before_it_propaga
         cluster.shutdown()
 
 
+@pytest.mark.parametrize("cancel, restarts", [("group", 0), ("all", 0), ("group", 2)])
+def test_cancelling_the_users_spark_jobs_stops_the_cluster_started_from_them(sc_local, cancel,
+                                                                             restarts):
+    """A notebook cancels a cell by cancelling the job group its jobs run in (Zeppelin,
+    Jupyter's Spark kernels), or every job: the TensorFlow cluster started from that cell is
+    among them, so every node stops, no restart starts (max_restarts is for failures), and
+    shutdown() says the job was cancelled."""
+    def cell(out):
+        sc_local.setJobGroup("cell-7", "a notebook cell")
+        try:
+            cluster = sparktf.run(sc_local, jobs.sleep_forever, {}, num_executors=2,
+                                  max_restarts=restarts)
+            out["cluster"] = cluster
+            cluster.shutdown(timeout=60)
+        except BaseException as exc:  # noqa: BLE001 - what the cell saw
+            out["error"] = exc
+
+    out = {}
+    thread = threading.Thread(target=cell, args=(out,))
+    thread.start()
+    assert wait_until(lambda: "cluster" in out and out["cluster"].status.value == "running",
+                      timeout=30)
+    if cancel == "group":
+        sc_local.cancelJobGroup("cell-7")
+    else:
+        sc_local.cancelAllJobs()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert isinstance(out.get("error"), sparktf.SparkJobError), out
+    assert str(out["error"]).startswith("the Spark job holding the TensorFlow nodes was "
+                                        "cancelled"), out["error"]
+    assert "org.apache" not in str(out["error"])
+    assert out["cluster"].failures == [] and out["cluster"].attempt == 0
+    _nothing_left(sc_local)
+
+
 # ------------------------------------------------------------- 7. argument types at once
 @pytest.mark.parametrize("kwargs, fragment", [
     ({"reservation_timeout": "60"}, "reservation_timeout must be a positive number"),

@@ -13,6 +13,7 @@ import pytest
 import jobs
 import sparktf
 from conftest import pid_alive, port_is_free, sparktf_processes, wait_until
+from sparktf.driver.runner import jobs_tagged
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -170,7 +171,7 @@ def test_a_failed_node_is_one_error_without_sparks_stack_traces(sc_local, job, a
     with pytest.raises(sparktf.NodeError, match="worker:0"):
         cluster.shutdown(timeout=60)
     tracker = sc_local.statusTracker()
-    stages = [tracker.getStageInfo(s) for j in tracker.getJobIdsForGroup(cluster.job_id)
+    stages = [tracker.getStageInfo(s) for j in jobs_tagged(sc_local, cluster.job_id)
               for s in tracker.getJobInfo(j).stageIds]
     assert stages and sum(s.numFailedTasks for s in stages if s) == 0, stages
 

@@ -463,3 +463,24 @@ def test_trainers_that_all_ignore_the_feed_or_all_read_it_are_no_failure():
     s.apply("worker:0", NODE, messages.make("done", value=None), 1.0)
     s.step(5.0)
     assert s.outcome is None
+
+
+@pytest.mark.parametrize("spark_says", [
+    "An error occurred while calling o97.collectAndServe.\n: org.apache.spark.SparkException: "
+    "[SPARK_JOB_CANCELLED] Job 4 cancelled part of cancelled job group cell-7 SQLSTATE: XXKDA",
+    ": org.apache.spark.SparkException: Job 0 cancelled as part of cancellation of all jobs",
+])
+def test_a_spark_job_cancelled_by_someone_else_says_it_was_cancelled(spark_says):
+    from sparktf.driver.runner import spark_error_text
+
+    s = job(num=2)
+    start(s)
+    s.job_ended(spark_error_text(Exception(spark_says)), 2.0)
+    s.step(5.1)
+    text = str(s.outcome)
+    assert isinstance(s.outcome, SparkJobError)
+    assert text.startswith("the Spark job holding the TensorFlow nodes was cancelled "
+                           "(cancelJobGroup, cancelJobsWithTag, cancelAllJobs or the Spark UI's "
+                           "kill); every node was stopped:"), text
+    assert "cancelled part of cancelled job group cell-7" in text or "cancellation of all" in text
+    assert "org.apache" not in text and "SQLSTATE" not in text and "\n  :" not in text
