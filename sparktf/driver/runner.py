@@ -579,7 +579,7 @@ _CANCELLED = re.compile(r"^[:\s]*(?:org\.apache\.spark\.SparkException:\s*)?"
 def spark_error_text(exc: BaseException) -> str:
     """The few lines of a Spark job failure worth reading (the nodes' own reports, which name
     them, arrive over the control channel; this is for what only Spark knows)."""
-    lines = [ln.strip() for ln in str(exc).splitlines()]
+    lines = [ln.strip().removeprefix(": ") for ln in str(exc).splitlines()]  # py4j's ": "
     keep = [ln for ln in lines if ln and not ln.startswith(("at ", "...", "File ", "^"))
             and ("Exception" in ln or "Error" in ln or "sparktf" in ln)]
     cancelled = [_CANCELLED.sub("", ln) for ln in keep if _CANCELLED.match(ln)]

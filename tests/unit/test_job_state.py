@@ -484,3 +484,14 @@ def test_a_spark_job_cancelled_by_someone_else_says_it_was_cancelled(spark_says)
                            "kill); every node was stopped:"), text
     assert "cancelled part of cancelled job group cell-7" in text or "cancellation of all" in text
     assert "org.apache" not in text and "SQLSTATE" not in text and "\n  :" not in text
+
+
+def test_a_spark_job_failure_reads_without_py4js_leading_colon():
+    from sparktf.driver.runner import spark_error_text
+
+    text = spark_error_text(Exception(
+        "An error occurred while calling o97.collectAndServe.\n: org.apache.spark.SparkException:"
+        " Job aborted due to stage failure: Task 1 in stage 3.0 failed 1 times\n\tat org.apache"
+        ".spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2898)"))
+    assert text == ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 "
+                    "in stage 3.0 failed 1 times"), text
