@@ -429,8 +429,12 @@ class Runner:
     def _send_quietly(chan, message: dict) -> None:
         try:
             chan.send(message)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            # The peer is gone. What it sent last (a node's error report) may still wait in
+            # our receive buffer: its reader reads that, then the end, which tells the state.
+            pass
         except OSError:
-            chan.close()  # gone, or frozen with a full buffer: its connection's end tells the state
+            chan.close()  # frozen with a full buffer (the send timed out): cut it off
 
     def _stop_nodes(self, attempt: _Attempt) -> None:
         """Tell every supervisor of ``attempt`` to stop its tree, and cancel its Spark job."""

@@ -508,7 +508,9 @@ class JobState:
             # An exit with an error code (not a signal) usually follows the node's own error
             # report, which comes on the node's channel, not the supervisor's: wait for that
             # channel's end (or the settle time) so the report, not the bare code, is the reason.
-            return (n.error is not None or n.exit["code"] < 0 or not n.connected or n.closed
+            # Also before the channel has been read at all: a main_fn that fails at once
+            # exits before the driver has read the connection that carries its hello and error.
+            return (n.error is not None or n.exit["code"] < 0 or n.closed
                     or now - n.exit_at >= self.limits.error_settle)
         if n.error is not None:
             return n.exit is not None or now - n.error_at >= self.limits.error_settle

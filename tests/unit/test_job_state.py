@@ -495,3 +495,30 @@ def test_a_spark_job_failure_reads_without_py4js_leading_colon():
         ".spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2898)"))
     assert text == ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 "
                     "in stage 3.0 failed 1 times"), text
+
+
+def test_an_exit_reported_before_the_nodes_own_connection_waits_for_its_report():
+    """A main_fn that raises at once: its supervisor's exit can reach the driver before the
+    TF process's own connection (hello, then the error) is read; the error, not the bare exit
+    code, is the reason. A node that never connects fails with the code after the settle."""
+    s = job(num=2)
+    for name in s.nodes:
+        s.apply(name, AGENT, messages.hello(AGENT, name, "h"), 1.0)
+    s.apply("chief:0", NODE, messages.hello(NODE, "chief:0", "h"), 1.0)
+    s.apply("worker:0", AGENT, messages.make("exit", code=1, aborted=False, tail=["boom"]), 1.1)
+    s.step(1.12)
+    assert s.outcome is None
+    s.apply("worker:0", NODE, messages.hello(NODE, "worker:0", "h"), 1.15)
+    s.apply("worker:0", NODE, _error("ConfigError", "batch_size must be a positive int"), 1.15)
+    s.step(1.2)
+    assert isinstance(s.outcome, NodeError) and s.outcome.exc_type == "ConfigError", s.outcome
+    assert "main_fn raised" in str(s.outcome)
+
+    s = job(num=2)
+    for name in s.nodes:
+        s.apply(name, AGENT, messages.hello(AGENT, name, "h"), 1.0)
+    s.apply("worker:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 1.1)
+    s.step(2.0)
+    assert s.outcome is None
+    s.step(4.2)
+    assert "worker:0" in str(s.outcome) and "exited with code 1" in str(s.outcome)
