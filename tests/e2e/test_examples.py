@@ -266,3 +266,58 @@ def test_a_failing_node_is_reported_by_sparktf_without_spark_warning_it_failed_t
     assert "NodeError: sparktf node chief:0" in out.stdout
     assert "[chief:0] ValueError: bad input in main_fn" in out.stdout  # the node's own words
     assert "Failed to cancel job group" not in out.stderr, out.stderr[-5000:]
+
+
+DRIVER_WAITS = '''
+import time
+from pyspark.sql import SparkSession
+import sparktf
+
+spark = SparkSession.builder.config("spark.log.level", "WARN").getOrCreate()
+
+def main_fn(ctx):
+    time.sleep(300)
+
+cluster = sparktf.run(spark.sparkContext, main_fn, num_ps=1)
+print("RUNNING", flush=True)
+cluster.shutdown()
+'''
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_a_driver_killed_while_its_nodes_run_leaves_no_process_behind(tmp_path, no_spark, sig):
+    """The driver process dies (killed, or stopped by its resource manager) while a ps, a
+    chief and a worker run: the nodes lose their channel and exit, the supervisors die with
+    their Spark tasks, and nothing that the job started is left on the machine."""
+    import signal
+
+    import pyspark
+
+    from conftest import sparktf_processes
+
+    script = tmp_path / "waits.py"
+    script.write_text(DRIVER_WAITS)
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    log = open(tmp_path / "driver.log", "w+")
+    driver = subprocess.Popen([spark_submit, "--master", "local[3]", "--conf",
+                               "spark.driver.host=127.0.0.1", str(script)], cwd=tmp_path,
+                              env=_env(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert wait_until(lambda: "RUNNING" in (tmp_path / "driver.log").read_text(),
+                          timeout=120), (tmp_path / "driver.log").read_text()[-3000:]
+        assert wait_until(lambda: len([p for p in sparktf_processes()
+                                       if p.info["name"] == "sparktf-node"]) == 3, timeout=30)
+        started = [driver.pid] + [p.pid for p in psutil.Process(driver.pid).children(True)]
+        os.kill(driver.pid, getattr(signal, sig))
+        driver.wait(30)
+        alive = lambda: [p for p in started if psutil.pid_exists(p)  # noqa: E731
+                         and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        assert wait_until(lambda: not alive() and not sparktf_processes(), timeout=20), \
+            (alive(), sparktf_processes())
+    finally:
+        for pid in [driver.pid] + [p.pid for p in sparktf_processes()]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        log.close()
