@@ -167,3 +167,34 @@ def test_a_share_without_rows_says_so_and_takes_an_output_signature(tmp_path, fr
     spec = {"x": tf.TensorSpec([None], tf.float64)}
     ds = feed_of(tmp_path / "b", frames, epochs=2).to_dataset(4, output_signature=spec)
     assert list(ds) == [] and list(ds) == []
+
+
+@pytest.mark.parametrize("column, says", [
+    (pa.array([{"a": 1, "b": 2.0}] * 3), "column 'x' holds dict values"),  # a struct column
+    (pa.array([[("k", 1)]] * 3, type=pa.map_(pa.string(), pa.int64())),
+     "column 'x' holds list values"),  # a map column
+])
+def test_a_column_a_tensor_cannot_hold_is_an_error_that_names_it(tmp_path, column, says):
+    """A struct or map column reaches next_batch as an object array of dicts or lists, which
+    no tensor holds: to_dataset says which column and what to do, at once, instead of
+    TensorFlow's "Unsupported object type dict" from inside the dataset's function."""
+    batch = pa.RecordBatch.from_pydict({"x": column, "y": pa.array([1.0, 2.0, 3.0])})
+    frames = [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
+              (feedwire.ARROW, batch.serialize().to_pybytes(), 3)]
+    feed = feed_of(tmp_path, frames, epochs=1)
+    with pytest.raises(FeedError, match=f"to_dataset\\(\\): {says}.*input_mapping"):
+        feed.to_dataset(3)
+    feed.close()
+
+
+class _Point:
+    def __init__(self, x):
+        self.x = x
+
+
+def test_rdd_elements_a_tensor_cannot_hold_are_an_error_that_names_them(tmp_path):
+    elements = [(_Point(i), i) for i in range(4)]
+    feed = feed_of(tmp_path, [(feedwire.PICKLED, pickle.dumps(elements), 4)], epochs=1)
+    with pytest.raises(FeedError, match="to_dataset\\(\\): component 0 holds _Point values"):
+        feed.to_dataset(4)
+    feed.close()

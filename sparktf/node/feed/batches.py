@@ -196,12 +196,20 @@ def signature(tf, batch):
             raise FeedError(f"to_dataset(): {name} holds dates or times ({a.dtype}), which "
                             "TensorFlow has no type for: leave it out (input_mapping) or make "
                             "it a number first (e.g. unix_timestamp() in Spark)")
+        sample = next((v for v in a.flat if v is not None), None) if a.dtype == object else None
         if a.dtype != object:
             dtype = tf.as_dtype(a.dtype)
-        elif a.size and isinstance(a.flat[0], decimal.Decimal):  # a decimal(p, s) column
+        elif isinstance(sample, decimal.Decimal):  # a decimal(p, s) column
             dtype = tf.float64
-        else:
+        elif sample is None or isinstance(sample, (str, bytes, bytearray)):
             dtype = tf.string
+        else:  # a struct or map column's dicts and lists, objects of a class of the user's
+            raise FeedError(
+                f"to_dataset(): {name} holds {type(sample).__name__} values (a struct, map or "
+                "nested column, or objects), which no tensor holds: select the fields you "
+                "train on as columns of numbers, strings or arrays of one length (for a "
+                "struct, df.select('col.*')), leave it out with input_mapping, or read it "
+                "with next_batch() and build the tensors yourself")
         return tf.TensorSpec(shape=(None,) + a.shape[1:], dtype=dtype)
 
     if isinstance(data, dict):
