@@ -291,14 +291,21 @@ def infer_timestamps(args, ctx):
 
 def infer_numpy(args, ctx):
     """Inference answering each batch of a DataFrame's 'id' with one numpy array, shaped
-    ``args["shape"]``: "(n,)" 2*id, "(n, 1)" 2*id, "(n, 2)" (id, 2*id)."""
+    ``args["shape"]``: "(n,)" 2*id, "(n, 1)" 2*id, "(n, 2)" (id, 2*id), or "dict" (a Keras
+    model's named outputs: {"a": id, "b": 2*id}); with ``args["tensor"]``, as tensors."""
     import numpy as np
 
     feed = ctx.get_data_feed(train_mode=False)
     while not feed.should_stop():
         x = feed.next_batch(4)["id"].astype("float32")
         out = {"(n,)": 2 * x, "(n, 1)": (2 * x).reshape(-1, 1),
-               "(n, 2)": np.stack([x, 2 * x], axis=1)}[args["shape"]]
+               "(n, 2)": np.stack([x, 2 * x], axis=1),
+               "dict": {"a": x, "b": 2 * x}}[args["shape"]]
+        if args.get("tensor"):  # what model(x) returns: eager tensors
+            import tensorflow as tf
+
+            out = ({k: tf.constant(v) for k, v in out.items()} if isinstance(out, dict)
+                   else tf.constant(out))
         feed.batch_results(out)
 
 

@@ -329,16 +329,21 @@ def test_inference_over_an_empty_dataframe_answers_nothing_and_ends(spark, parti
     assert cluster.shutdown(timeout=60) == "inferred"
 
 
-@pytest.mark.parametrize("shape, schema, expected", [
-    ("(n, 1)", "prediction double", [[2.0 * i] for i in range(10)]),  # Keras' model.predict
-    ("(n,)", "prediction float", [[2.0 * i] for i in range(10)]),
-    ("(n, 2)", "scores array<float>", [[[i, 2.0 * i]] for i in range(10)]),
+@pytest.mark.parametrize("shape, schema, expected, tensor", [
+    ("(n, 1)", "prediction double", [[2.0 * i] for i in range(10)], False),  # model.predict
+    ("(n,)", "prediction float", [[2.0 * i] for i in range(10)], False),
+    ("(n, 2)", "scores array<float>", [[[i, 2.0 * i]] for i in range(10)], False),
+    ("dict", "a float, b double", [[i, 2.0 * i] for i in range(10)], False),  # named outputs
+    ("(n, 1)", "prediction double", [[2.0 * i] for i in range(10)], True),  # model(x)
+    ("dict", "b double, a float", [[2.0 * i, i] for i in range(10)], True),
 ])
-def test_inference_takes_a_numpy_batch_of_outputs(spark, shape, schema, expected):
+def test_inference_takes_a_numpy_batch_of_outputs(spark, shape, schema, expected, tensor):
     """feed.batch_results(model.predict(x)): a numpy array with a row per input row, as Keras
-    returns it ((n, 1) for one number per row), fills a scalar or an array column."""
-    cluster = sparktf.run(spark.sparkContext, feed_jobs.infer_numpy, {"shape": shape},
-                          num_executors=2, input_mode=SPARK)
+    returns it ((n, 1) for one number per row), fills a scalar or an array column; a dict of
+    them (a model's named outputs) fills the columns of those names; eager tensors (what
+    model(x) returns) count as their numpy values."""
+    cluster = sparktf.run(spark.sparkContext, feed_jobs.infer_numpy,
+                          {"shape": shape, "tensor": tensor}, num_executors=2, input_mode=SPARK)
     out = cluster.inference(spark.range(0, 10, numPartitions=3), output_schema=schema)
     assert [list(r) for r in out.collect()] == expected
     cluster.shutdown(timeout=120)

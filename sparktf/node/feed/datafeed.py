@@ -22,6 +22,29 @@ from sparktf.node.feed.spool import Spool
 from sparktf.node.feed.stream import EOF, Stream
 
 
+def _host(value):
+    """An eager tensor (anything with a ``numpy()`` method) as its numpy value; else as is."""
+    numpy = getattr(value, "numpy", None)
+    return numpy() if callable(numpy) else value
+
+
+def _as_rows(results) -> list:
+    """``batch_results``' argument as one output per row (tensors as numpy, so that the Spark
+    task, which has no TensorFlow, can read them; a dict of columns as a dict per row)."""
+    results = _host(results)
+    if isinstance(results, dict):
+        columns = {name: _host(col) for name, col in results.items()}
+        lengths = {name: len(col) for name, col in columns.items()}
+        if len(set(lengths.values())) > 1:
+            raise FeedError(f"batch_results(): the dict's columns have different lengths "
+                            f"({lengths}); give each column one value per row of the batch")
+        return [dict(zip(columns, row)) for row in zip(*columns.values())]
+    results = list(results)
+    if results and callable(getattr(results[0], "numpy", None)):
+        results = [_host(r) for r in results]
+    return results
+
+
 class DataFeed:
     """This node's share of the data; ``next_batch`` / ``should_stop`` / ``terminate``.
 
@@ -316,11 +339,13 @@ class DataFeed:
                                        stopped=True))
 
     def batch_results(self, results) -> None:
-        """Send one output per row of the batch just taken (inference)."""
+        """Send one output per row of the batch just taken (inference): a list, an array or
+        tensor with a row per input row (``model.predict(x)``, ``model(x)``), or a dict of
+        those by output column (a model's named outputs)."""
         if self.train_mode:
             raise FeedError("batch_results() is for inference: get the feed with "
                             "ctx.get_data_feed(train_mode=False)")
-        results = list(results)
+        results = _as_rows(results)
         self._stream.send(feedwire.RESULT,
                           pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))
         self.results_sent += len(results)
