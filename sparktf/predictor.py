@@ -122,6 +122,18 @@ def saved_model_missing(session, model_path: str, connect: bool = False) -> tupl
     return model_path, False
 
 
+def _not_a_saved_model(path: str, hadoop: bool) -> str:
+    """Why a path without ``saved_model.pb`` is not what ``predict`` reads, and what to give."""
+    export = ("give the directory a SavedModel was exported to (Keras 3: model.export(dir); "
+              "tf-keras: model.save(dir), a path without .keras or .h5; or "
+              "tf.saved_model.save(model, dir))")
+    if path.rstrip("/").lower().endswith((".keras", ".h5", ".hdf5")):
+        return f"it is a Keras model file, not a SavedModel directory: {export}"
+    if not hadoop and not os.path.exists(path):
+        return f"it does not exist; {export}"
+    return export
+
+
 def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "prediction", *,
             output_type: str = "double", signature: str = "serving_default",
             output_key: str | None = None, batch_size: int = 1024):
@@ -191,8 +203,8 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
     hadoop = fs.is_hadoop(model_path)
     model_path, missing = saved_model_missing(session, model_path, connect)
     if missing:
-        raise ConfigError(f"model_path {model_path} holds no saved_model.pb: give the directory "
-                          "a SavedModel was exported to")
+        raise ConfigError(f"model_path {model_path} holds no saved_model.pb: "
+                          f"{_not_a_saved_model(model_path, hadoop)}")
     probe = output_type == "array<double>"
     out_type = ArrayType(DoubleType()) if probe else DoubleType()
     # Spark ML vector inputs (VectorAssembler's output) read from array columns added for

@@ -116,11 +116,24 @@ def test_predict_refuses_arguments_of_the_wrong_type_before_any_spark_job(spark,
         call(spark.range(3), model_dir)
 
 
-def test_a_local_model_path_without_a_saved_model_is_refused_at_the_call(spark, tmp_path):
+@pytest.mark.parametrize("name, says", [
+    ("not-there", "holds no saved_model.pb: it does not exist"),
+    ("model.keras", "holds no saved_model.pb: it is a Keras model file.*model.export"),
+    ("weights.h5", "holds no saved_model.pb: it is a Keras model file"),
+    ("empty-dir", "holds no saved_model.pb: give the directory a SavedModel was exported to"),
+])
+def test_a_local_model_path_without_a_saved_model_is_refused_at_the_call(spark, tmp_path,
+                                                                          name, says):
     """Under a local master the executors share the driver's files: a wrong path is named at
-    once, not as a TensorFlow traceback from a Python worker when the output is computed."""
-    with pytest.raises(sparktf.ConfigError, match="holds no saved_model.pb"):
-        sparktf.predict(spark.range(3), str(tmp_path / "not-there"), ["id"])
+    once, not as a TensorFlow traceback from a Python worker when the output is computed; a
+    Keras file (model.save('m.keras')) is told apart from a SavedModel directory."""
+    path = tmp_path / name
+    if name == "empty-dir":
+        path.mkdir()
+    elif name != "not-there":
+        path.write_bytes(b"not a SavedModel")
+    with pytest.raises(sparktf.ConfigError, match=says):
+        sparktf.predict(spark.range(3), str(path), ["id"])
 
 
 def test_a_relative_model_path_is_the_drivers(spark, model_dir, monkeypatch):
