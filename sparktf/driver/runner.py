@@ -105,6 +105,9 @@ class Runner:
         self.failure: SparkTFError | None = None
         #: Set once nothing may start any more: an abort, or the final outcome.
         self.aborted = False
+        # Set by the finalizer that stops the nodes when the interpreter exits (or the runner
+        # is collected) with the job still running: what then fails is that stop's own doing.
+        self._exiting = threading.Event()
         #: The failures that made the cluster restart, oldest first.
         self.failures: list[SparkTFError] = []
 
@@ -306,7 +309,8 @@ class Runner:
         state = JobState(self.roles, self._limits, time.monotonic(), tail_lines=self._tail_lines)
         attempt = _Attempt(number, job_id, server, launch, stage, state, {})
         # Whatever happens to the cluster object, the nodes do not outlive the interpreter.
-        attempt.finalizer = weakref.finalize(self, _abort_quietly, self.sc, job_id, server)
+        attempt.finalizer = weakref.finalize(self, _abort_quietly, self.sc, job_id, server,
+                                             self._exiting)
         return attempt
 
     def _take(self, attempt: _Attempt) -> None:
@@ -381,6 +385,7 @@ class Runner:
     def _may_restart(self, failure: SparkTFError) -> bool:
         return (isinstance(failure, (NodeError, SparkJobError)) and not self.aborted
                 and not getattr(failure, "cancelled", False)  # a user's cancel: no restart
+                and not self._exiting.is_set()
                 and self.attempt < self._max_restarts
                 and self._launch.train_mode is not False)  # inference is not restarted
 
@@ -409,8 +414,9 @@ class Runner:
         """Record the job's final failure (lock held); the first one stays."""
         if self.failure is None:
             self.failure = failure
-            log.warning("sparktf: %s failed (%s); stopping every node", self.base_id,
-                        str(failure).splitlines()[0])
+            if not self._exiting.is_set():  # not the nodes' loss that the exit itself caused
+                log.warning("sparktf: %s failed (%s); stopping every node", self.base_id,
+                            str(failure).splitlines()[0])
         self.aborted = True
         if self._current is not None:
             self._current.state.fail(failure)
@@ -567,7 +573,8 @@ def _spark_stopped(sc) -> bool:
         return True
 
 
-def _abort_quietly(sc, job_id: str, server: ControlServer) -> None:
+def _abort_quietly(sc, job_id: str, server: ControlServer, exiting: threading.Event) -> None:
+    exiting.set()
     try:
         sc.cancelJobsWithTag(job_id)
     except Exception:  # noqa: BLE001 - interpreter exit: best effort

@@ -321,3 +321,41 @@ def test_a_driver_killed_while_its_nodes_run_leaves_no_process_behind(tmp_path, 
             except OSError:
                 pass
         log.close()
+
+
+DRIVER_RAISES = '''
+import time
+from pyspark.sql import SparkSession
+import sparktf
+
+spark = SparkSession.builder.config("spark.log.level", "WARN").getOrCreate()
+
+def main_fn(ctx):
+    time.sleep(120)
+
+cluster = sparktf.run(spark.sparkContext, main_fn, num_ps=1)
+time.sleep(2)
+raise ValueError("the driver program's own bug")
+'''
+
+
+def test_a_driver_program_that_raises_while_its_cluster_runs_ends_quietly(tmp_path, no_spark):
+    """The user's driver code raises while the nodes run: the program ends with that
+    traceback, the nodes are stopped at exit, and sparktf does not add a line blaming a node
+    ("lost contact with the node ...") for the stop it made itself."""
+    script = tmp_path / "raises.py"
+    script.write_text(DRIVER_RAISES)
+    import pyspark
+
+    from conftest import sparktf_processes
+
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    out = subprocess.run([spark_submit, "--master", "local[3]", "--conf",
+                          "spark.driver.host=127.0.0.1", str(script)], cwd=tmp_path,
+                         env=_env(), capture_output=True, text=True, timeout=300)
+    console = out.stdout + out.stderr  # spark-submit passes the Python's stderr on as stdout
+    assert out.returncode != 0
+    assert "ValueError: the driver program's own bug" in console
+    assert "lost contact" not in console and "failed (sparktf node" not in console, \
+        console[-3000:]
+    assert wait_until(lambda: not sparktf_processes(), timeout=15), sparktf_processes()
