@@ -304,3 +304,17 @@ def test_next_batch_without_should_stop_still_ends_each_epoch_with_an_empty_batc
     assert feed.next_batch(2) == [1, 2] and feed.next_batch(2) == [3, 4]
     assert feed.next_batch(2) == [] and feed.should_stop()
     feed.close()
+
+
+def test_batch_results_dict_columns_become_rows_and_unequal_ones_are_named():
+    """A model's named outputs, {column: array}, answer one dict per row; columns of different
+    lengths are an error that names each length (no row silently dropped by zip)."""
+    import numpy as np
+
+    from sparktf.errors import FeedError
+    from sparktf.node.feed.datafeed import _as_rows
+
+    rows = _as_rows({"a": np.array([1, 2]), "b": [0.5, 1.5]})
+    assert rows == [{"a": 1, "b": 0.5}, {"a": 2, "b": 1.5}]
+    with pytest.raises(FeedError, match=r"different lengths \({'a': 2, 'b': 3}\)"):
+        _as_rows({"a": np.array([1, 2]), "b": [0.5, 1.5, 2.5]})
