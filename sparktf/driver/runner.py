@@ -26,7 +26,8 @@ from sparktf.common import logfilter, messages, protocol
 from sparktf.driver.control import ControlServer
 from sparktf.driver.progress import Reporter
 from sparktf.driver.state import JobState, Limits, Send, Status
-from sparktf.errors import ClusterStateError, NodeError, SparkJobError, SparkTFError
+from sparktf.errors import (ClusterStateError, ClusterTimeoutError, NodeError, SparkJobError,
+                            SparkTFError)
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 
@@ -366,6 +367,10 @@ class Runner:
                 if outcome is None:
                     self._wake.wait(TICK)
                     continue
+                if isinstance(outcome, ClusterTimeoutError) and RESERVATION in str(outcome):
+                    note = _unlaunched_note(self.sc, attempt.job_id, state)
+                    if note:
+                        outcome = ClusterTimeoutError(f"{outcome}. {note}")
                 if _spark_stopped(self.sc):
                     outcome = ClusterStateError(
                         "the SparkContext was stopped while the cluster ran; every node was "
@@ -526,6 +531,43 @@ class _AttemptHandler:
 
     def on_disconnect(self, node: str, role: str) -> None:
         self._guard(self._runner.on_disconnect, node, role)
+
+
+#: Words of the reservation timeout's error (see JobState.failure).
+RESERVATION = "did not start within reservation_timeout"
+
+
+def _unlaunched_note(sc, tag: str, state: JobState) -> str | None:
+    """Why no node started, where no Spark task of the attempt ever reached the driver (Spark
+    never launched its barrier stage): the other jobs that held the task slots (None if a task
+    did start, or Spark cannot be asked)."""
+    from sparktf.driver import preflight
+
+    if any(n.host is not None for n in state.nodes.values()):
+        return None  # its tasks launched: they are slow or stuck, not unscheduled
+    try:
+        tracker = sc.statusTracker()
+        ours = set(jobs_tagged(sc, tag))
+        others = [j for j in tracker.getActiveJobsIds() if j not in ours]
+        names = []
+        for job in others[:3]:
+            info = tracker.getJobInfo(job)
+            stage = tracker.getStageInfo(info.stageIds[-1]) if info and info.stageIds else None
+            name = stage.name if stage else ""
+            if name.startswith("copy_local_properties at "):  # pyspark's InheritableThread
+                name = "started from a thread: another sparktf cluster?"
+            names.append(f"job {job}" + (f" ({name})" if name else ""))
+        slots = preflight.current_slots(sc)
+    except Exception:  # noqa: BLE001 - a note, never a new failure
+        return None
+    nodes = len(state.nodes)
+    text = (f"No Spark task of the cluster ever started: Spark never launched its barrier "
+            f"stage, which needs {nodes} free task slots at once (the executors have {slots})")
+    if others:
+        text += (f", while {len(others)} other job(s) held slots: {', '.join(names)}; wait for "
+                 "them to end (a sparktf cluster's ends with its shutdown()), or ask for fewer "
+                 "nodes")
+    return text
 
 
 def jobs_tagged(sc, tag: str) -> list[int]:

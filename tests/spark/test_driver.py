@@ -20,6 +20,7 @@ import feed_jobs
 import jobs
 import sparktf
 import sparktf.driver.stages
+from sparktf.driver.runner import jobs_tagged
 from conftest import sparktf_processes, wait_until
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
@@ -205,6 +206,27 @@ def test_cancelling_the_users_spark_jobs_stops_the_cluster_started_from_them(sc_
                                         "cancelled"), out["error"]
     assert "org.apache" not in str(out["error"])
     assert out["cluster"].failures == [] and out["cluster"].attempt == 0
+    _nothing_left(sc_local)
+
+
+def test_a_cluster_that_finds_every_slot_busy_says_so_when_its_reservation_times_out(sc_local):
+    """A second cluster started while another job holds every task slot: Spark cannot launch
+    its barrier stage, so no node starts; the timeout says that, and what holds the slots,
+    instead of sending the user to the executor logs."""
+    holder = sparktf.run(sc_local, jobs.sleep_forever, {}, num_executors=4)
+    (holder_job,) = jobs_tagged(sc_local, holder.job_id)
+    try:
+        with pytest.raises(sparktf.ClusterTimeoutError) as err:
+            sparktf.run(sc_local, jobs.describe, {}, num_executors=2,
+                        reservation_timeout=3).shutdown(timeout=60)
+        text = str(err.value)
+        assert "did not start within reservation_timeout=3s" in text
+        assert "No Spark task of the cluster ever started: Spark never launched its barrier " \
+               "stage, which needs 2 free task slots at once (the executors have 4), while 1 " \
+               f"other job(s) held slots: job {holder_job}" in text, text
+    finally:
+        with pytest.raises(sparktf.ClusterTimeoutError):
+            holder.shutdown(timeout=0.5)
     _nothing_left(sc_local)
 
 
