@@ -30,8 +30,11 @@ def _host(value):
 
 def _as_rows(results) -> list:
     """``batch_results``' argument as one output per row (tensors as numpy, so that the Spark
-    task, which has no TensorFlow, can read them; a dict of columns as a dict per row)."""
+    task, which has no TensorFlow, can read them; a dict of columns, or a pandas DataFrame, as
+    a dict per row)."""
     results = _host(results)
+    if hasattr(results, "columns") and callable(getattr(results, "to_dict", None)):
+        results = results.to_dict("list")  # a pandas DataFrame: a column per output column
     if isinstance(results, dict):
         columns = {name: _host(col) for name, col in results.items()}
         lengths = {name: len(col) for name, col in columns.items()}
