@@ -120,6 +120,9 @@ def _mirror_log_dir(ctx: NodeContext):
 
     if not fs.is_hadoop(ctx.log_dir):
         return None
+    # Made now, before main_fn: a NameNode that is down or a directory that cannot be written
+    # fails the node within seconds, not after all of training at the first copy.
+    fs.makedirs(ctx.log_dir)
     mirror = fs.SyncedDir(ctx.log_dir, interval=LOG_SYNC_SECS, download_first=False)
     ctx.log_dir = mirror.__enter__()
     return mirror

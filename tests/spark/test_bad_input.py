@@ -151,3 +151,19 @@ def test_the_spark_context_stopped_in_the_middle_of_a_job(spark_pool):
     with pytest.raises(sparktf.ClusterStateError, match="the SparkContext was stopped"):
         cluster.shutdown(timeout=60)
     assert time.monotonic() - start < 30
+
+
+def test_a_hadoop_log_dir_that_cannot_be_reached_fails_the_job_at_the_start(sc_local):
+    """run(log_dir="hdfs://...") with the NameNode down (here: nothing listens on the port):
+    each node makes the directory before main_fn starts, so the job fails within seconds,
+    naming the path and the cause, instead of after all of training, at the first copy
+    (or never, when main_fn wrote nothing there)."""
+    started = time.monotonic()
+    cluster = sparktf.run(sc_local, jobs.sleep_forever, {}, num_executors=2,
+                          log_dir="hdfs://127.0.0.1:1/sparktf-logs")
+    with pytest.raises(sparktf.NodeError) as err:
+        cluster.shutdown(timeout=60)
+    assert "copying its log_dir to HDFS" in str(err.value)
+    assert "hdfs://127.0.0.1:1/sparktf-logs" in str(err.value)
+    assert "cannot reach HDFS at 127.0.0.1:1" in str(err.value)
+    assert time.monotonic() - started < 30
