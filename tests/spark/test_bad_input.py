@@ -143,16 +143,6 @@ def test_every_run_argument_is_checked(sc_local, kwargs, fragment):
         sparktf.run(sc_local, jobs.describe, {}, **kwargs)
 
 
-def test_the_spark_context_stopped_in_the_middle_of_a_job(spark_pool):
-    sc = spark_pool.get("local[2]")
-    cluster = sparktf.run(sc, jobs.sleep_forever, {}, num_executors=2)
-    threading.Timer(1.0, spark_pool.stop).start()
-    start = time.monotonic()
-    with pytest.raises(sparktf.ClusterStateError, match="the SparkContext was stopped"):
-        cluster.shutdown(timeout=60)
-    assert time.monotonic() - start < 30
-
-
 def test_a_hadoop_log_dir_that_cannot_be_reached_fails_the_job_at_the_start(sc_local):
     """run(log_dir="hdfs://...") with the NameNode down (here: nothing listens on the port):
     each node makes the directory before main_fn starts, so the job fails within seconds,
@@ -167,3 +157,15 @@ def test_a_hadoop_log_dir_that_cannot_be_reached_fails_the_job_at_the_start(sc_l
     assert "hdfs://127.0.0.1:1/sparktf-logs" in str(err.value)
     assert "cannot reach HDFS at 127.0.0.1:1" in str(err.value)
     assert time.monotonic() - started < 30
+
+
+# It stops the module's SparkContext: keep it the module's last test.
+def test_the_spark_context_stopped_in_the_middle_of_a_job(spark_pool):
+    sc = spark_pool.get("local[2]")
+    cluster = sparktf.run(sc, jobs.sleep_forever, {}, num_executors=2)
+    threading.Timer(1.0, spark_pool.stop).start()
+    start = time.monotonic()
+    with pytest.raises(sparktf.ClusterStateError, match="the SparkContext was stopped"):
+        cluster.shutdown(timeout=60)
+    assert time.monotonic() - start < 30
+
