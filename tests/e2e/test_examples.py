@@ -229,6 +229,18 @@ def test_bin_standalone_cluster_runs_the_main_job(tmp_path, no_spark):
     assert not (tmp_path / "standalone").exists()
 
 
+def run_script(tmp_path, name, text, master):
+    """A driver script of ``text`` written to ``tmp_path/name`` and run with spark-submit on
+    ``master``, whatever its exit code (``submit`` wants 0)."""
+    import pyspark
+
+    script = tmp_path / name
+    script.write_text(text)
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    return subprocess.run([spark_submit, "--master", master, "--conf",
+                           "spark.driver.host=127.0.0.1", str(script)], cwd=tmp_path,
+                          env=_env(), capture_output=True, text=True, timeout=300)
+
 NODE_FAILS = '''
 import sys, time
 from pyspark.sql import SparkSession
@@ -254,14 +266,7 @@ def test_a_failing_node_is_reported_by_sparktf_without_spark_warning_it_failed_t
     """A user's main_fn raises on the first job of a fresh driver: the console has sparktf's
     NodeError and the node's own traceback, and no warning from Spark that it "failed to
     cancel" sparktf's job group (sparktf cancelled a job that had already ended)."""
-    script = tmp_path / "fails.py"
-    script.write_text(NODE_FAILS)
-    import pyspark
-
-    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
-    out = subprocess.run([spark_submit, "--master", "local[2]", "--conf",
-                          "spark.driver.host=127.0.0.1", str(script)], cwd=tmp_path,
-                         env=_env(), capture_output=True, text=True, timeout=300)
+    out = run_script(tmp_path, "fails.py", NODE_FAILS, "local[2]")
     assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-3000:]
     assert "NodeError: sparktf node chief:0" in out.stdout
     assert "[chief:0] ValueError: bad input in main_fn" in out.stdout  # the node's own words
@@ -343,16 +348,9 @@ def test_a_driver_program_that_raises_while_its_cluster_runs_ends_quietly(tmp_pa
     """The user's driver code raises while the nodes run: the program ends with that
     traceback, the nodes are stopped at exit, and sparktf does not add a line blaming a node
     ("lost contact with the node ...") for the stop it made itself."""
-    script = tmp_path / "raises.py"
-    script.write_text(DRIVER_RAISES)
-    import pyspark
-
     from conftest import sparktf_processes
 
-    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
-    out = subprocess.run([spark_submit, "--master", "local[3]", "--conf",
-                          "spark.driver.host=127.0.0.1", str(script)], cwd=tmp_path,
-                         env=_env(), capture_output=True, text=True, timeout=300)
+    out = run_script(tmp_path, "raises.py", DRIVER_RAISES, "local[3]")
     console = out.stdout + out.stderr  # spark-submit passes the Python's stderr on as stdout
     assert out.returncode != 0
     assert "ValueError: the driver program's own bug" in console
