@@ -17,6 +17,7 @@ import pickle
 import queue
 import socket
 import stat as statmod
+import struct
 import subprocess
 import threading
 import time
@@ -134,7 +135,7 @@ def feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema)
         reader.close()
         conn.close()
         if spark is not None and not reader.spark_ended:
-            spark.stream.close()
+            leave_mid_data(spark)
 
 
 def _took_no_data(timeout: float) -> TaskFeedError:
@@ -159,8 +160,9 @@ def spark_data_socket(partition) -> SparkDataSocket | None:
 
     The task must not touch the partition afterwards. If the TF process does not say that
     it read the data to its end (and so stopped there, where the worker reads on), the
-    task closes the worker's reader: the worker then ends after this task (Spark starts
-    another) instead of reading the socket from the middle of the data.
+    task takes the socket away from the worker's reader (:func:`leave_mid_data`): the
+    worker then ends after this task (Spark starts another) instead of reading the socket
+    from the middle of the data.
     """
     if os.environ.get("SPARKTF_FEED_SPARK_SOCKET", "1") == "0":
         return None
@@ -180,6 +182,35 @@ def spark_data_socket(partition) -> SparkDataSocket | None:
     if not head or _data_ends_within(head):
         return None  # all of it is here: no socket to read, and the worker's end follows it
     return SparkDataSocket(fd, stream.read(len(head)), stream)  # the buffer, exactly
+
+
+#: What the worker reads, after a task that left its partition unread, where it checks the
+#: end of the stream: Spark's END_OF_DATA_SECTION, anything but END_OF_STREAM (-4).
+_NOT_THE_END = struct.pack("!i", -1)
+
+
+def leave_mid_data(spark: SparkDataSocket) -> None:
+    """The TF process stopped before the data's end: Spark's socket is in the middle of the
+    partition, and after this task the worker reads the end of the stream from it. Its reader's
+    descriptor becomes a pipe that holds one value other than END_OF_STREAM, then ends: the
+    worker reads that, tells the JVM not to reuse it, and exits (PySpark 4.0 to 4.3 all do so),
+    instead of reading the rest of the data as the stream's end. Its writer, a descriptor of its
+    own, still reaches the JVM. (Closing the reader instead fails the task on PySpark 4.0-4.2,
+    whose unguarded read of a closed file crashes the worker.)"""
+    try:
+        fd = spark.stream.fileno()
+        r, w = os.pipe()
+    except (OSError, ValueError):
+        spark.stream.close()
+        return
+    try:
+        os.write(w, _NOT_THE_END)
+        os.dup2(r, fd, inheritable=False)
+    except OSError:
+        spark.stream.close()
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 def _data_ends_within(head: bytes) -> bool:

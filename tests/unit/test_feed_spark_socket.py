@@ -25,7 +25,7 @@ from sparktf.errors import FeedError
 from sparktf.node.feed import batches
 from sparktf.node.feed.sparkstream import SparkRecords, wrap
 from sparktf.node.feed.stream import EOF, Stream
-from sparktf.task.feeder import spark_data_socket
+from sparktf.task.feeder import leave_mid_data, spark_data_socket
 
 END_OF_DATA, END_OF_STREAM = -1, -4
 
@@ -198,6 +198,37 @@ def test_the_task_takes_the_workers_buffered_bytes_and_leaves_the_socket_at_the_
         stream.close()
         worker.close()
         jvm.close()
+
+
+def test_a_partition_left_in_the_middle_ends_the_worker_without_failing_its_task():
+    """A TF process that stopped reading before the data's end (``terminate()``, ``main_fn``
+    returning with rows unread) leaves Spark's socket in the middle of the partition, where
+    the worker, after the task, reads the end of the stream. It must read there a value other
+    than END_OF_STREAM (then it tells the JVM not to reuse it, and exits), not the rest of the
+    data, and not fail: PySpark 4.0-4.2 read it with a bare ``read_int``, which raised on the
+    closed reader this once was, crashing the worker and failing the task and the job
+    (PySpark 4.2.1 is what Python 3.10 installs). Its writer to the JVM still works."""
+    from pyspark.serializers import read_int, write_int
+
+    section = data_section(list(range(50_000)), per_batch=1_000)
+    worker, jvm = executor(section, chunk=50_000, pause=0.05)
+    partition, stream = pyspark_partition(worker)
+    outfile = os.fdopen(os.dup(worker.fileno()), "wb", 65536)  # as daemon.py makes both
+    try:
+        time.sleep(0.1)
+        found = spark_data_socket(partition)
+        assert found is not None
+        leave_mid_data(found)
+        assert read_int(stream) not in (END_OF_STREAM, *struct.unpack("!4i", section[4:20]))
+        with pytest.raises(EOFError):
+            read_int(stream)  # and nothing after it: the data stays unread
+        write_int(END_OF_DATA, outfile)
+        outfile.flush()
+        jvm.settimeout(5)
+        assert jvm.recv(16) == struct.pack("!i", END_OF_DATA)
+    finally:
+        for f in (stream, outfile, worker, jvm):
+            f.close()
 
 
 def test_the_task_forwards_the_frames_itself_when_the_socket_cannot_be_passed(monkeypatch):
