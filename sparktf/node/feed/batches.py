@@ -149,13 +149,29 @@ def _plain_to_numpy(arr):
             return np.zeros(0, dtype=bool)
         bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")
         return bits[start:start + n].astype(bool)
-    dtype = np.dtype(arr.type.to_pandas_dtype())
+    dtype = _numpy_dtype(arr.type)
     if data is None or n == 0:
         out = np.zeros(0, dtype=dtype)
     else:
         out = np.frombuffer(data, dtype=dtype, count=n, offset=start * dtype.itemsize)
     out.flags.writeable = False  # Arrow's memory, as to_numpy leaves it: never written in place
     return out
+
+
+_NUMERIC = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+            "float16", "float32", "float64")
+_DTYPES: dict = {}  # Arrow number type -> numpy dtype
+
+
+def _numpy_dtype(arrow_type):
+    """The numpy dtype of an Arrow integer or floating type (``DataType.to_pandas_dtype``
+    gives the same but imports pandas on pyarrow before 26)."""
+    if not _DTYPES:
+        import numpy as np
+        import pyarrow as pa
+
+        _DTYPES.update({pa.from_numpy_dtype(np.dtype(n)): np.dtype(n) for n in _NUMERIC})
+    return _DTYPES[arrow_type]
 
 
 def structure(batch):
