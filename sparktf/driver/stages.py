@@ -40,13 +40,25 @@ def arrow_schema(df, output=None) -> bytes:
     session's time zone for timestamps, large strings and binaries if
     ``spark.sql.execution.arrow.useLargeVarTypes``), or of ``output``, a ``StructType`` a
     ``mapInArrow`` function returns (time zone UTC, as PySpark's worker converts it)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     conf = df.sparkSession.conf
     large = str(conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower() == "true"
     timezone = "UTC" if output is not None else conf.get("spark.sql.session.timeZone")
-    return to_arrow_schema(output if output is not None else df.schema, timezone=timezone,
-                           prefers_large_types=large).serialize().to_pybytes()
+    return schema_to_arrow(output if output is not None else df.schema, timezone,
+                           large).serialize().to_pybytes()
+
+
+def schema_to_arrow(schema, timezone: str | None, large: bool):
+    """PySpark's Arrow schema of a ``StructType``, timestamps in ``timezone``. PySpark 4.0 and
+    4.1 take no time zone (``timestamp_utc``): their timestamps say UTC, the same instants
+    (Arrow keeps every timestamp in UTC; the zone only says how to show it)."""
+    import inspect
+
+    from pyspark.sql.pandas import types
+
+    params = inspect.signature(types.to_arrow_schema).parameters
+    zone = {"timezone": timezone} if "timezone" in params or "timestamp_utc" not in params \
+        else {}
+    return types.to_arrow_schema(schema, prefers_large_types=large, **zone)
 
 
 def _is_rdd(data) -> bool:
