@@ -308,7 +308,9 @@ def test_data_that_is_not_sparks_says_what_it_is_and_how_to_make_it(sc_local, da
     if data == "pandas-on-Spark":
         import pyspark.pandas as ps
 
-        given = ps.DataFrame({"a": [1]})
+        # PySpark 4.0 refuses pandas-on-Spark under ANSI mode (its default) unless told
+        with ps.option_context("compute.fail_on_ansi_mode", False):
+            given = ps.DataFrame({"a": [1]})
     else:
         given = {"pandas": pd.DataFrame({"a": [1]}), "list": [1, 2], "numpy": np.arange(3)}[data]
     cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2,
