@@ -22,7 +22,10 @@ class FeedConfig:
     #: The partitions are fed as they are (one per training node): with equalize, rows move
     #: between nodes after the first pass if the shares turn out unequal.
     exchange: bool = False
-    read_ahead: int = 4  # frames buffered ahead of the consumer (and always >= 2 batches)
+    #: Frames buffered ahead of the consumer (and always >= 2 batches). Under equalization
+    #: the consumer trails the others' count by a round trip through the driver: 16 of
+    #: Spark's ~350-row RDD frames cover it, so the reader does not stall Spark meanwhile.
+    read_ahead: int = 16
     read_ahead_bytes: int = 64 << 20  # ... and at most this many bytes (ditto)
     chunk_rows: int = 256  # RDD elements per pickled frame
     spool_max_bytes: int | None = None  # cap on a node's spool (spark.sparktf.spoolMaxBytes)

@@ -189,3 +189,27 @@ def test_a_full_read_ahead_waits_without_spinning_when_nobody_needs_progress(tmp
         assert [r for c in read_all(stream) for r in c] == list(range(10, 200))
     finally:
         stream.close()
+
+
+def test_an_equalizing_reader_reads_on_while_its_consumer_waits_for_a_peers_count(tmp_path):
+    """Under equalization a consumer may hand out only the rows every other node is known to
+    have, and that count comes round the driver some milliseconds late: several frames of
+    Spark's ~350-row RDD batches at full speed. The default read-ahead covers such a lag, so
+    the reader goes on reading Spark's socket meanwhile instead of stalling Spark's side
+    (bench/feed_throughput.py (h); docs/benchmarks.md, session 26)."""
+    frames = [(feedwire.PICKLED, pickle.dumps(list(range(i, i + 10))), 10)
+              for i in range(0, 200, 10)]
+    path = str(tmp_path / "feed.sock")
+    serve_partition(path, frames)
+    reports = []
+    stream = Stream(path, FeedConfig(feed_timeout=20, equalize=True), None, reports.append)
+    try:
+        deadline = time.monotonic() + 5
+        while stream.received < 120 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the consumer takes nothing: held back by its peers' count
+        assert stream.received >= 120, (
+            f"the reader stopped after {stream.received} rows ({stream.received // 10} frames)")
+        assert reports and reports[-1]["received"] >= 100  # the peers hear of them
+        assert [r for c in read_all(stream) for r in c] == list(range(200))
+    finally:
+        stream.close()
