@@ -358,9 +358,12 @@ class Runner:
                     attempt = self._current
                     state = attempt.state
                     actions = state.step(time.monotonic())
+                    notes = state.take_notes()
                     outcome = state.outcome if state.status is Status.FAILED else None
                     finished = state.status is Status.FINISHED
                     self._cond.notify_all()  # waiters see the step's changes at once
+                for note in notes:
+                    log.warning("sparktf: %s", note)
                 self._perform(attempt, actions)
                 if finished:
                     return

@@ -67,6 +67,13 @@ class Progress:
     rows: int | None = None
 
 
+#: A training node under MultiWorkerMirroredStrategy that has used under IDLE_CPU of a core
+#: for IDLE_SECS after another trainer's main_fn returned is named in a warning: it may be
+#: waiting in an all-reduce for that trainer, for ever (see JobState._note_idle_collectives).
+IDLE_SECS = 30.0
+IDLE_CPU = 0.05
+
+
 @dataclass(frozen=True)
 class Limits:
     reservation_timeout: float = 120.0
@@ -114,6 +121,9 @@ class NodeRecord:
     hung: str | None = None
     failed_at: float | None = None
     address: str | None = None  # host:port its barrier task reserved (the rendezvous)
+    collective: bool = False  # its main_fn created a MultiWorkerMirroredStrategy
+    cpu: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
+    idle_noted: bool = False  # named in an idle-collective warning
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=40))
 
     @property
@@ -158,6 +168,7 @@ class JobState:
         self._feed_stopped: set[str] = set()  # shares ended early: terminate(), main_fn done
         self._moves: dict[str, dict] = {}  # node -> its part of the plan sent with the bound
         self.addresses_sent = False
+        self._notes: list[str] = []
 
     # ---------------------------------------------------------------------------- queries
     @property
@@ -239,6 +250,10 @@ class JobState:
             n.epoch, n.epoch_rows = msg["epoch"], msg.get("epoch_rows")
         if msg.get("feed_secs"):
             n.feed_secs = msg["feed_secs"]
+        if msg.get("cpu") is not None:
+            n.cpu.append((now, msg["cpu"]))  # (when, the process's CPU seconds so far)
+        if msg.get("collective"):
+            n.collective = True
 
     def progress_snapshot(self, now: float) -> dict[str, dict]:
         """How far each node is, as plain data (``Cluster.progress()``)."""
@@ -412,6 +427,7 @@ class JobState:
         if failure is not None:
             self.fail(failure)
             return []
+        self._note_idle_collectives(now)
         out: list[Send] = []
         if self.training_done_at is None and self.registered and all(
                 n.state in (NodeState.DONE, NodeState.SERVING)
@@ -443,6 +459,44 @@ class JobState:
                 and all(n.exit is not None and n.exit["code"] == 0 and n.has_result
                         and (n.closed or now - n.exit_at >= settle)
                         for n in self.nodes.values()))
+
+    def take_notes(self) -> list[str]:
+        """Warnings for the user decided since the last call (the runner logs them)."""
+        notes, self._notes = self._notes, []
+        return notes
+
+    def _note_idle_collectives(self, now: float) -> None:
+        """Name a trainer that runs MultiWorkerMirroredStrategy and has been idle (its process
+        under IDLE_CPU of a core) for IDLE_SECS since another trainer's main_fn returned. Its
+        all-reduce may wait for that trainer, which took fewer steps, for ever: every node's
+        process stays up after its main_fn (peers may need its server), so TensorFlow sees no
+        peer go. Idle is not proof (a chief may wait on storage), so this warns, once a node,
+        and fails nothing; ``shutdown(timeout=...)`` bounds the wait."""
+        returned = [m for m in self.trainers if m.done_at is not None]
+        if not returned:
+            return
+        first = min(m.done_at for m in returned)
+        for n in self.trainers:
+            if (n.idle_noted or not n.collective or n.done_at is not None or not n.alive
+                    or n.state is not NodeState.RUNNING or not n.cpu):
+                continue
+            # the newest sample at least IDLE_SECS old, taken after the first return
+            start = next(((t, c) for t, c in reversed(n.cpu) if t <= now - IDLE_SECS), None)
+            if start is None or start[0] < first:
+                continue
+            (t0, c0), (t1, c1) = start, n.cpu[-1]
+            if t1 - t0 < IDLE_SECS or (c1 - c0) / (t1 - t0) >= IDLE_CPU:
+                continue
+            n.idle_noted = True
+            names = ", ".join(m.name for m in returned)
+            self._notes.append(
+                f"{n.name} has used under {IDLE_CPU:.0%} of a core for {t1 - t0:.0f}s since "
+                f"the main_fn of {names} returned. Under MultiWorkerMirroredStrategy a node that "
+                f"waits in a collective op (an all-reduce) for a peer whose main_fn has returned "
+                f"waits for ever: every chief and worker must run the same number of steps (the "
+                f"same epochs, steps_per_epoch and batches per epoch). If {n.name} is waiting "
+                f"for something else (storage, say), ignore this; cluster.shutdown(timeout=...) "
+                f"bounds such a wait")
 
     def _check_liveness(self, now: float) -> None:
         """Declare hung the live nodes that went silent, or stopped making progress."""

@@ -21,6 +21,9 @@ from sparktf.node import imports
 
 MODULE = "tensorflow.python.distribute.collective_all_reduce_strategy"
 TRAINING_JOBS = ("chief", "worker")
+#: This process created a MultiWorkerMirroredStrategy over the cluster (sent with every
+#: heartbeat: the driver names such a node when it idles after a peer's main_fn returned).
+active = False
 
 
 def install() -> None:
@@ -31,7 +34,9 @@ def install() -> None:
 def _patch(module) -> None:
     def make(original):
         def _initialize_multi_worker(self, cluster_resolver):
+            global active
             if not getattr(self, "_local_or_standalone_client_mode", False):
+                active = True
                 _coordinate_trainers(module, cluster_resolver)
             return original(self, cluster_resolver)
         return _initialize_multi_worker

@@ -121,5 +121,8 @@ class NodeRuntime:
             extra["epoch"] = min(feed.epoch, max(0, feed.config.num_epochs - 1))
             extra["epoch_rows"] = feed.epoch_rows
             extra["feed_secs"] = feed.feeding_secs
+        from sparktf.node import mwms
+
         self.chan.send(messages.make("heartbeat", step=self.step,
-                                     rows=feed.rows_fed if feed is not None else None, **extra))
+                                     rows=feed.rows_fed if feed is not None else None,
+                                     cpu=time.process_time(), collective=mwms.active, **extra))

@@ -30,6 +30,27 @@ def test_multi_worker_mirrored_strategy_trains(sc_local):
     assert cluster.results["worker:0"]["kernel"] == pytest.approx(chief["kernel"], abs=1e-5)
 
 
+def test_a_worker_taking_fewer_steps_under_mwms_is_named_while_the_chief_waits(
+        sc_local, caplog, monkeypatch):
+    """A user's bug: the worker runs 1 epoch, the chief 3. The chief's next all-reduce waits
+    for the worker for ever (the worker's process stays up after its main_fn, as every node's
+    does, so TensorFlow sees no peer go). The driver names the idle chief and what to change
+    (here after 3 s instead of IDLE_SECS), and a shutdown timeout ends it."""
+    from sparktf.driver import state
+    from conftest import wait_until
+
+    monkeypatch.setattr(state, "IDLE_SECS", 3.0)
+    with caplog.at_level("WARNING", logger="sparktf"):
+        cluster = sparktf.run(sc_local, tf_jobs.mwms_keras, {"epochs": 3, "worker_epochs": 1},
+                              num_executors=2, env=TF_ENV)
+        assert wait_until(lambda: "same number of steps" in caplog.text, timeout=180)
+        with pytest.raises(sparktf.ClusterTimeoutError):
+            cluster.shutdown(timeout=0.5)
+    assert "chief:0 has used under 5% of a core" in caplog.text
+    assert "the main_fn of worker:0 returned" in caplog.text
+    assert cluster.results.get("worker:0") is not None  # the worker did return
+
+
 def test_the_readme_call_mwms_with_num_ps_2_and_defaults_trains(sc_local):
     """The README's first snippet as written: a MultiWorkerMirroredStrategy main_fn under
     ``sparktf.run(sc, main_fn, num_ps=2)``, every other argument left unset (local[4]: 2 ps,

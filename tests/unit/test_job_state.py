@@ -522,3 +522,70 @@ def test_an_exit_reported_before_the_nodes_own_connection_waits_for_its_report()
     assert s.outcome is None
     s.step(4.2)
     assert "worker:0" in str(s.outcome) and "exited with code 1" in str(s.outcome)
+
+
+# ------------------------------------------------ a collective peer waiting for one that returned
+def mwms_beats(state, name, start, end, cpu_per_s, collective=True):
+    """Heartbeats every second from ``start`` to ``end`` (inclusive) with the process's CPU
+    seconds growing at ``cpu_per_s``."""
+    for t in range(int(start), int(end) + 1):
+        state.apply(name, NODE, messages.make("heartbeat", step=None, rows=None,
+                                              cpu=cpu_per_s * t, collective=collective), float(t))
+
+
+def test_a_collective_chief_idle_after_a_worker_returned_is_named_with_what_to_change():
+    """MultiWorkerMirroredStrategy: a worker that took fewer steps returns, and the chief waits
+    in an all-reduce for it for ever (its process stays up after main_fn returns, as every
+    node's does). The driver cannot tell that wait from work for sure, so it does not fail the
+    job, but it says so once the chief has been idle for IDLE_SECS after the return."""
+    from sparktf.driver.state import IDLE_SECS
+
+    s = job(num=2)
+    start(s)
+    mwms_beats(s, "chief:0", 1, 10, cpu_per_s=0.9)
+    mwms_beats(s, "worker:0", 1, 10, cpu_per_s=0.9)
+    s.apply("worker:0", NODE, messages.make("done", value=None), 10.0)
+    # the chief, blocked: its CPU barely moves (the worker, done, beats on until 'stop')
+    for t in range(11, 10 + int(IDLE_SECS)):
+        s.apply("chief:0", NODE, messages.make("heartbeat", step=None, rows=None,
+                                               cpu=9.0 + 0.001 * t, collective=True), float(t))
+        beat(s, float(t), ["worker:0"])
+        s.step(float(t))
+    assert not s.take_notes()  # not idle for IDLE_SECS yet
+    t = 10 + IDLE_SECS
+    s.apply("chief:0", NODE, messages.make("heartbeat", step=None, rows=None,
+                                           cpu=9.0 + 0.001 * t, collective=True), t)
+    beat(s, t, ["worker:0"])
+    s.step(t)
+    notes = s.take_notes()
+    assert len(notes) == 1
+    assert "chief:0" in notes[0] and "worker:0" in notes[0]
+    assert "same number of steps" in notes[0] and "shutdown(timeout=" in notes[0]
+    beat(s, t + 5)
+    s.step(t + 5)
+    assert not s.take_notes()  # once
+    assert s.status is Status.RUNNING  # a warning, not a failure
+
+
+@pytest.mark.parametrize("case", ["busy", "not collective", "nobody returned"])
+def test_a_chief_still_working_or_not_collective_is_not_named(case):
+    from sparktf.driver.state import IDLE_SECS
+
+    s = job(num=2)
+    start(s)
+    end = 12 + 2 * IDLE_SECS
+    collective = case != "not collective"
+    if case != "nobody returned":
+        s.apply("worker:0", NODE, messages.make("done", value=None), 10.0)
+    else:
+        mwms_beats(s, "worker:0", 1, end, cpu_per_s=0.001, collective=True)
+    # busy: exporting a model after training, CPU moving; otherwise idle
+    rate = 0.8 if case == "busy" else 0.001
+    for t in range(1, int(end) + 1):
+        s.apply("chief:0", NODE, messages.make("heartbeat", step=None, rows=None,
+                                               cpu=rate * t, collective=collective), float(t))
+        if case != "nobody returned":
+            beat(s, float(t), ["worker:0"])
+        s.step(float(t))
+    assert not s.take_notes()
+    assert s.status is Status.RUNNING
