@@ -203,10 +203,13 @@ def sync_replicas_tf1(args, ctx):
     hooks = [opt.make_session_run_hook(is_chief),
              v1.train.StopAtStepHook(last_step=args["steps"])]
     rng = np.random.RandomState(index)
-    step, weights = 0, None
+    step, weights, local = 0, None, 0
     with v1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief,
                                            hooks=hooks) as sess:
         while not sess.should_stop():
+            local += 1
+            if job == "worker" and local > args.get("worker_steps", local):
+                break  # a user's bug: this worker stops early, the chief waits for it
             xs = rng.rand(32, 2).astype("float32")
             _, step, weights = sess.run([train_op, global_step, w],
                                         {x: xs, y: 2 * xs[:, 0] - xs[:, 1]})

@@ -67,7 +67,8 @@ class Progress:
     rows: int | None = None
 
 
-#: A training node under MultiWorkerMirroredStrategy that has used under IDLE_CPU of a core
+#: A training node under MultiWorkerMirroredStrategy or SyncReplicasOptimizer that has used
+#: under IDLE_CPU of a core
 #: for IDLE_SECS after another trainer's main_fn returned is named in a warning: it may be
 #: waiting in an all-reduce for that trainer, for ever (see JobState._note_idle_collectives).
 IDLE_SECS = 30.0
@@ -121,7 +122,9 @@ class NodeRecord:
     hung: str | None = None
     failed_at: float | None = None
     address: str | None = None  # host:port its barrier task reserved (the rendezvous)
-    collective: bool = False  # its main_fn created a MultiWorkerMirroredStrategy
+    #: What trains it in lock-step with its peers, if anything: "MultiWorkerMirroredStrategy"
+    #: or "SyncReplicasOptimizer" (the node says so in its heartbeats)
+    collective: str | None = None
     cpu: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
     idle_noted: bool = False  # named in an idle-collective warning
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=40))
@@ -253,7 +256,7 @@ class JobState:
         if msg.get("cpu") is not None:
             n.cpu.append((now, msg["cpu"]))  # (when, the process's CPU seconds so far)
         if msg.get("collective"):
-            n.collective = True
+            n.collective = msg["collective"]  # what trains it in lock-step (a name)
 
     def progress_snapshot(self, now: float) -> dict[str, dict]:
         """How far each node is, as plain data (``Cluster.progress()``)."""
@@ -466,9 +469,10 @@ class JobState:
         return notes
 
     def _note_idle_collectives(self, now: float) -> None:
-        """Name a trainer that runs MultiWorkerMirroredStrategy and has been idle (its process
-        under IDLE_CPU of a core) for IDLE_SECS since another trainer's main_fn returned. Its
-        all-reduce may wait for that trainer, which took fewer steps, for ever: every node's
+        """Name a trainer that trains in lock-step (MultiWorkerMirroredStrategy,
+        SyncReplicasOptimizer) and has been idle (its process under IDLE_CPU of a core) for
+        IDLE_SECS since another trainer's main_fn returned. Its all-reduce (or gradient
+        aggregation) may wait for that trainer, which took fewer steps, for ever: every node's
         process stays up after its main_fn (peers may need its server), so TensorFlow sees no
         peer go. Idle is not proof (a chief may wait on storage), so this warns, once a node,
         and fails nothing; ``shutdown(timeout=...)`` bounds the wait."""
@@ -491,12 +495,12 @@ class JobState:
             names = ", ".join(m.name for m in returned)
             self._notes.append(
                 f"{n.name} has used under {IDLE_CPU:.0%} of a core for {t1 - t0:.0f}s since "
-                f"the main_fn of {names} returned. Under MultiWorkerMirroredStrategy a node that "
-                f"waits in a collective op (an all-reduce) for a peer whose main_fn has returned "
-                f"waits for ever: every chief and worker must run the same number of steps (the "
-                f"same epochs, steps_per_epoch and batches per epoch). If {n.name} is waiting "
-                f"for something else (storage, say), ignore this; cluster.shutdown(timeout=...) "
-                f"bounds such a wait")
+                f"the main_fn of {names} returned. Under {n.collective} a node that waits for a "
+                f"peer's part of a step (an all-reduce, aggregated gradients) after that peer's "
+                f"main_fn has returned waits for ever: every chief and worker must run the same "
+                f"number of steps (the same epochs, steps_per_epoch and batches per epoch). If "
+                f"{n.name} is waiting for something else (storage, say), ignore this; "
+                f"cluster.shutdown(timeout=...) bounds such a wait")
 
     def _check_liveness(self, now: float) -> None:
         """Declare hung the live nodes that went silent, or stopped making progress."""

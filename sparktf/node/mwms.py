@@ -17,13 +17,10 @@ when the strategy's module is imported (or at once if it already is).
 
 from __future__ import annotations
 
-from sparktf.node import imports
+from sparktf.node import imports, synchronous
 
 MODULE = "tensorflow.python.distribute.collective_all_reduce_strategy"
 TRAINING_JOBS = ("chief", "worker")
-#: This process created a MultiWorkerMirroredStrategy over the cluster (sent with every
-#: heartbeat: the driver names such a node when it idles after a peer's main_fn returned).
-active = False
 
 
 def install() -> None:
@@ -34,9 +31,8 @@ def install() -> None:
 def _patch(module) -> None:
     def make(original):
         def _initialize_multi_worker(self, cluster_resolver):
-            global active
             if not getattr(self, "_local_or_standalone_client_mode", False):
-                active = True
+                synchronous.mark("MultiWorkerMirroredStrategy")
                 _coordinate_trainers(module, cluster_resolver)
             return original(self, cluster_resolver)
         return _initialize_multi_worker

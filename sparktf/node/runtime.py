@@ -121,8 +121,10 @@ class NodeRuntime:
             extra["epoch"] = min(feed.epoch, max(0, feed.config.num_epochs - 1))
             extra["epoch_rows"] = feed.epoch_rows
             extra["feed_secs"] = feed.feeding_secs
-        from sparktf.node import mwms
+        from sparktf.node import synchronous
 
+        if synchronous.active:
+            extra["collective"] = synchronous.kind
         self.chan.send(messages.make("heartbeat", step=self.step,
                                      rows=feed.rows_fed if feed is not None else None,
-                                     cpu=time.process_time(), collective=mwms.active, **extra))
+                                     cpu=time.process_time(), **extra))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 
-from sparktf.node import imports
+from sparktf.node import imports, synchronous
 
 #: How often a session that waits for the chief checks whether it has initialized the model.
 RECOVERY_WAIT_SECS = 1.0
@@ -17,6 +17,7 @@ STOP_GRACE_SECS = 3.0
 SESSION_MANAGER = "tensorflow.python.training.session_manager"
 SUPERVISOR = "tensorflow.python.training.supervisor"
 MONITORED_SESSION = "tensorflow.python.training.monitored_session"
+SYNC_REPLICAS = "tensorflow.python.training.sync_replicas_optimizer"
 
 
 def install_defaults() -> None:
@@ -42,6 +43,19 @@ def install_defaults() -> None:
         _init(m, "SessionManager"), "recovery_wait_secs", 30, RECOVERY_WAIT_SECS))
     imports.after_import(SUPERVISOR, _supervisor)
     imports.after_import(MONITORED_SESSION, _monitored_sessions)
+    imports.after_import(SYNC_REPLICAS, _sync_replicas)
+
+
+def _sync_replicas(module) -> None:
+    """A ``SyncReplicasOptimizer`` built in this process makes it a synchronous trainer
+    (:mod:`sparktf.node.synchronous`); nothing else changes."""
+    def make(original):
+        def __init__(self, *args, **kwargs):
+            synchronous.mark("SyncReplicasOptimizer")
+            return original(self, *args, **kwargs)
+        return __init__
+
+    imports.wrap(getattr(module, "SyncReplicasOptimizer", None), "__init__", make)
 
 
 def _supervisor(module) -> None:

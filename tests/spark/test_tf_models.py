@@ -51,6 +51,27 @@ def test_a_worker_taking_fewer_steps_under_mwms_is_named_while_the_chief_waits(
     assert cluster.results.get("worker:0") is not None  # the worker did return
 
 
+def test_a_sync_replicas_worker_stopping_early_is_named_while_the_chief_waits(
+        sc_local, caplog, monkeypatch):
+    """The same bug in classic TF1 code: SyncReplicasOptimizer aggregates one gradient from
+    the chief and one from the worker per step; the worker's loop stops after 5 steps, and
+    the chief waits for its gradients for ever. Named as under MWMS."""
+    from sparktf.driver import state
+    from conftest import wait_until
+
+    monkeypatch.setattr(state, "IDLE_SECS", 3.0)
+    with caplog.at_level("WARNING", logger="sparktf"):
+        cluster = sparktf.run(sc_local, tf_jobs.sync_replicas_tf1,
+                              {"steps": 400, "late": 0, "worker_steps": 5},
+                              num_executors=3, num_ps=1, env=TF_ENV)
+        assert wait_until(lambda: "same number of steps" in caplog.text, timeout=180)
+        with pytest.raises(sparktf.ClusterTimeoutError):
+            cluster.shutdown(timeout=0.5)
+    assert "chief:0 has used under 5% of a core" in caplog.text
+    assert "Under SyncReplicasOptimizer" in caplog.text
+    assert "the main_fn of worker:0 returned" in caplog.text
+
+
 def test_the_readme_call_mwms_with_num_ps_2_and_defaults_trains(sc_local):
     """The README's first snippet as written: a MultiWorkerMirroredStrategy main_fn under
     ``sparktf.run(sc, main_fn, num_ps=2)``, every other argument left unset (local[4]: 2 ps,

@@ -525,7 +525,10 @@ def test_an_exit_reported_before_the_nodes_own_connection_waits_for_its_report()
 
 
 # ------------------------------------------------ a collective peer waiting for one that returned
-def mwms_beats(state, name, start, end, cpu_per_s, collective=True):
+MWMS = "MultiWorkerMirroredStrategy"
+
+
+def mwms_beats(state, name, start, end, cpu_per_s, collective=MWMS):
     """Heartbeats every second from ``start`` to ``end`` (inclusive) with the process's CPU
     seconds growing at ``cpu_per_s``."""
     for t in range(int(start), int(end) + 1):
@@ -548,19 +551,20 @@ def test_a_collective_chief_idle_after_a_worker_returned_is_named_with_what_to_c
     # the chief, blocked: its CPU barely moves (the worker, done, beats on until 'stop')
     for t in range(11, 10 + int(IDLE_SECS)):
         s.apply("chief:0", NODE, messages.make("heartbeat", step=None, rows=None,
-                                               cpu=9.0 + 0.001 * t, collective=True), float(t))
+                                               cpu=9.0 + 0.001 * t, collective=MWMS), float(t))
         beat(s, float(t), ["worker:0"])
         s.step(float(t))
     assert not s.take_notes()  # not idle for IDLE_SECS yet
     t = 10 + IDLE_SECS
     s.apply("chief:0", NODE, messages.make("heartbeat", step=None, rows=None,
-                                           cpu=9.0 + 0.001 * t, collective=True), t)
+                                           cpu=9.0 + 0.001 * t, collective=MWMS), t)
     beat(s, t, ["worker:0"])
     s.step(t)
     notes = s.take_notes()
     assert len(notes) == 1
     assert "chief:0" in notes[0] and "worker:0" in notes[0]
     assert "same number of steps" in notes[0] and "shutdown(timeout=" in notes[0]
+    assert "Under MultiWorkerMirroredStrategy" in notes[0]
     beat(s, t + 5)
     s.step(t + 5)
     assert not s.take_notes()  # once
@@ -574,11 +578,11 @@ def test_a_chief_still_working_or_not_collective_is_not_named(case):
     s = job(num=2)
     start(s)
     end = 12 + 2 * IDLE_SECS
-    collective = case != "not collective"
+    collective = MWMS if case != "not collective" else None
     if case != "nobody returned":
         s.apply("worker:0", NODE, messages.make("done", value=None), 10.0)
     else:
-        mwms_beats(s, "worker:0", 1, end, cpu_per_s=0.001, collective=True)
+        mwms_beats(s, "worker:0", 1, end, cpu_per_s=0.001, collective=MWMS)
     # busy: exporting a model after training, CPU moving; otherwise idle
     rate = 0.8 if case == "busy" else 0.001
     for t in range(1, int(end) + 1):
