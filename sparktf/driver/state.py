@@ -68,9 +68,9 @@ class Progress:
 
 
 #: A training node under MultiWorkerMirroredStrategy or SyncReplicasOptimizer that has used
-#: under IDLE_CPU of a core
-#: for IDLE_SECS after another trainer's main_fn returned is named in a warning: it may be
-#: waiting in an all-reduce for that trainer, for ever (see JobState._note_idle_collectives).
+#: under IDLE_CPU of a core for IDLE_SECS after another trainer's main_fn returned is named in
+#: a warning: it may be waiting for that trainer's part of a step for ever
+#: (see JobState._note_idle_collectives).
 IDLE_SECS = 30.0
 IDLE_CPU = 0.05
 

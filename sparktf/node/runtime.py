@@ -16,6 +16,7 @@ from typing import Any
 
 from sparktf.common import messages, protocol
 from sparktf.common.spec import NodeSpec
+from sparktf.node import synchronous
 from sparktf.node.feed.equalize import Bound
 
 #: The TF process's exit code when it loses the driver.
@@ -121,9 +122,7 @@ class NodeRuntime:
             extra["epoch"] = min(feed.epoch, max(0, feed.config.num_epochs - 1))
             extra["epoch_rows"] = feed.epoch_rows
             extra["feed_secs"] = feed.feeding_secs
-        from sparktf.node import synchronous
-
-        if synchronous.active:
+        if synchronous.kind:
             extra["collective"] = synchronous.kind
         self.chan.send(messages.make("heartbeat", step=self.step,
                                      rows=feed.rows_fed if feed is not None else None,

@@ -9,12 +9,11 @@ after such a return (``JobState._note_idle_collectives``). No TensorFlow import 
 
 from __future__ import annotations
 
-#: This process trains synchronously with its peers.
-active = False
-#: What made it so (for the driver's message): "MultiWorkerMirroredStrategy", ...
+#: What makes this process train in lock-step with its peers (for the driver's message):
+#: "MultiWorkerMirroredStrategy" or "SyncReplicasOptimizer"; None while nothing does.
 kind: str | None = None
 
 
 def mark(what: str) -> None:
-    global active, kind
-    active, kind = True, kind or what
+    global kind
+    kind = kind or what
