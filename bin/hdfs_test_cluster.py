@@ -5,24 +5,23 @@
     bin/hdfs-test-cluster.sh env      # the `export ...` lines of the running cluster
     bin/hdfs-test-cluster.sh stop     # stops both daemons by their PIDs, removes its files
 
-One Apache Hadoop **2.7.3** NameNode and one DataNode (end-of-life Hadoop, driven here by
-pyspark 4's Hadoop 3.5 client; the RPC and WebHDFS protocols are compatible), every address on
-127.0.0.1, WebHDFS on, permissions checked, replication 1. Nothing is installed: the jars come
-from registry packages and are cached under ``$SPARKTF_HDFS_CACHE`` (default
-``~/.cache/sparktf/hadoop-2.7.3``) on first use:
-
-- Hadoop's NameNode/DataNode and the jars they need, from the pyspark 2.4.8 sdist on PyPI;
-- jersey 1 for WebHDFS, from Debian's packages (``apt-get download``, unpacked, not installed);
-- ``libhdfs.so`` for pyarrow's ``HadoopFileSystem``, built with gcc from Apache's libhdfs C
-  sources in the pydoop 2.0.0 sdist, against the JDK's libjvm.
+One Apache Hadoop **3.5.0** NameNode and one DataNode (the release of the Hadoop client that
+pyspark 4.3 ships), every address on 127.0.0.1, WebHDFS on, permissions checked, replication
+1. Nothing is installed: the jars come from Maven Central (``bin/hadoop/pom.xml``, through
+``mvn dependency:copy-dependencies``) and are cached under ``$SPARKTF_HADOOP_CACHE`` (default
+``~/.cache/sparktf/hadoop-3.5.0``) on first use, with ``libhdfs.so`` for pyarrow's
+``HadoopFileSystem``, built with gcc from Apache's libhdfs C sources in the pydoop 2.0.0 sdist
+(PyPI) against the JDK's libjvm.
 
 State (configuration, name and data directories, logs, PIDs) is in ``$SPARKTF_HDFS_DIR``
-(default ``/tmp/sparktf-hdfs-$UID``). YARN is not part of it and cannot run here.
+(default ``/tmp/sparktf-hdfs-$UID``). ``bin/yarn-test-cluster.sh`` runs the same HDFS with a
+ResourceManager and a NodeManager beside it, from the same jars (its module imports this one).
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import signal
@@ -32,32 +31,28 @@ import sys
 import tarfile
 import tempfile
 import time
+import urllib.request
 
-HADOOP_JARS = [
-    "hadoop-common-2.7.3", "hadoop-hdfs-2.7.3", "hadoop-auth-2.7.3", "hadoop-annotations-2.7.3",
-    "commons-cli-1.2", "commons-collections-3.2.2", "commons-configuration-1.6",
-    "commons-io-2.4", "commons-lang-2.6", "commons-logging-1.1.3", "commons-codec-1.10",
-    "commons-math3-3.4.1", "commons-lang3-3.5", "guava-14.0.1", "protobuf-java-2.5.0",
-    "htrace-core-3.1.0-incubating", "jetty-6.1.26", "jetty-util-6.1.26",
-    "javax.servlet-api-3.1.0", "log4j-1.2.17", "slf4j-api-1.7.16", "slf4j-log4j12-1.7.16",
-    "netty-all-4.1.47.Final", "xmlenc-0.52", "xercesImpl-2.9.1", "jackson-core-asl-1.9.13",
-    "jackson-mapper-asl-1.9.13", "apacheds-i18n-2.0.0-M15", "apacheds-kerberos-codec-2.0.0-M15",
-    "api-asn1-api-1.0.0-M20", "api-util-1.0.0-M20", "jsr305-1.3.9", "httpclient-4.5.6",
-    "httpcore-4.4.10", "jaxb-api-2.2.2", "activation-1.1.1",
-]
-JERSEY_DEBS = ["libjersey1-core-java", "libjersey1-server-java", "libjersey1-servlet-java",
-               "libjsr311-api-java"]
-JERSEY_JARS = ["jersey1-core", "jersey1-server", "jersey1-servlet", "jsr311-api"]
+HADOOP_VERSION = "3.5.0"
+POM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hadoop", "pom.xml")
 LIBHDFS_SOURCES = ["hdfs.c", "jni_helper.c", "exception.c", "common/htable.c",
                    "os/posix/mutexes.c", "os/posix/thread.c", "os/posix/thread_local_storage.c"]
-JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
-READY_TIMEOUT = 90.0
+JVM_OPTS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"]
+# What Hadoop's own launch scripts open on Java 17 (hadoop-functions.sh)
+ADD_OPENS = [f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
+    "java.lang", "java.lang.reflect", "java.io", "java.net", "java.nio", "java.util",
+    "java.util.concurrent", "java.util.concurrent.atomic", "sun.nio.ch", "sun.nio.cs",
+    "sun.security.action", "sun.util.calendar")]
+READY_TIMEOUT = 120.0
+NAMENODE = "org.apache.hadoop.hdfs.server.namenode.NameNode"
+DATANODE = "org.apache.hadoop.hdfs.server.datanode.DataNode"
+PREFIX = "hdfs-test-cluster"
 
 
 def cache_dir() -> str:
-    return os.environ.get("SPARKTF_HDFS_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-        "sparktf", "hadoop-2.7.3")
+    return (os.environ.get("SPARKTF_HADOOP_CACHE") or os.environ.get("SPARKTF_HDFS_CACHE")
+            or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                            "sparktf", f"hadoop-{HADOOP_VERSION}"))
 
 
 def state_dir() -> str:
@@ -66,7 +61,7 @@ def state_dir() -> str:
 
 
 def log(msg: str) -> None:
-    print(f"hdfs-test-cluster: {msg}", file=sys.stderr, flush=True)
+    print(f"{PREFIX}: {msg}", file=sys.stderr, flush=True)
 
 
 def java_home() -> str:
@@ -74,7 +69,7 @@ def java_home() -> str:
     if not home:
         java = shutil.which("java")
         if not java:
-            sys.exit("hdfs-test-cluster: no java on PATH and no JAVA_HOME: install Java 17")
+            sys.exit(f"{PREFIX}: no java on PATH and no JAVA_HOME: install Java 17")
         home = os.path.dirname(os.path.dirname(os.path.realpath(java)))
     return home
 
@@ -99,42 +94,36 @@ def _pip_download(spec: str, dest: str) -> str:
 
 
 def fetch(cache: str) -> None:
-    """Everything the cluster and the libhdfs client need, into ``cache`` (once)."""
+    """Hadoop's jars (Maven Central) and libhdfs.so (built here), into ``cache`` (once)."""
     lib, native = os.path.join(cache, "lib"), os.path.join(cache, "native")
     if os.path.exists(os.path.join(cache, "COMPLETE")):
         return
-    log(f"fetching Hadoop 2.7.3 into {cache} (once; about 230 MB downloaded, 32 MB kept)")
-    os.makedirs(lib, exist_ok=True)
+    mvn = shutil.which("mvn")
+    if not mvn:
+        sys.exit(f"{PREFIX}: no mvn on PATH: install Maven 3.8+ (apt-get install maven); "
+                 f"it fetches Hadoop {HADOOP_VERSION}'s jars from Maven Central")
+    log(f"fetching Hadoop {HADOOP_VERSION}'s jars from Maven Central into {cache} "
+        "(once; about 100 MB)")
+    os.makedirs(cache, exist_ok=True)
+    partial = lib + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    got = subprocess.run([mvn, "-B", "-q", "-f", POM, "dependency:copy-dependencies",
+                          "-DincludeScope=runtime", f"-DoutputDirectory={partial}"],
+                         capture_output=True, text=True)
+    if got.returncode != 0:
+        said = (got.stdout + got.stderr).splitlines()
+        errors = [line for line in said if "[ERROR]" in line] or said
+        sys.exit(f"{PREFIX}: Maven could not fetch Hadoop {HADOOP_VERSION} ({POM}):\n"
+                 + "\n".join(errors[-20:]))
+    shutil.rmtree(lib, ignore_errors=True)
+    os.rename(partial, lib)
     os.makedirs(native, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="sparktf-hdfs-fetch-")
+    work = tempfile.mkdtemp(prefix="sparktf-hadoop-fetch-")
     try:
-        sdist = _pip_download("pyspark==2.4.8", work)
-        with tarfile.open(sdist) as tar:
-            for name in HADOOP_JARS:
-                member = f"pyspark-2.4.8/deps/jars/{name}.jar"
-                with tar.extractfile(member) as src, open(os.path.join(lib, name + ".jar"),
-                                                          "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-        os.unlink(sdist)
-        debs = os.path.join(work, "debs")
-        os.makedirs(debs)
-        get = ["apt-get", "download", *JERSEY_DEBS]
-        if subprocess.run(get, cwd=debs, capture_output=True).returncode != 0:
-            subprocess.run(["apt-get", "update", "-qq"], check=True, capture_output=True)
-            subprocess.run(get, cwd=debs, check=True, capture_output=True)
-        for deb in glob.glob(os.path.join(debs, "*.deb")):
-            subprocess.run(["dpkg-deb", "-x", deb, os.path.join(work, "x")], check=True)
-        for stem in JERSEY_JARS:
-            jars = sorted(p for p in glob.glob(os.path.join(work, "x", "usr", "share", "java",
-                                                            stem + "*.jar"))
-                          if not os.path.islink(p))
-            if not jars:
-                sys.exit(f"hdfs-test-cluster: no {stem} jar in Debian's {JERSEY_DEBS}")
-            shutil.copy(jars[0], lib)
         build_libhdfs(_pip_download("pydoop==2.0.0", work), native)
-        open(os.path.join(cache, "COMPLETE"), "w").close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    open(os.path.join(cache, "COMPLETE"), "w").close()
 
 
 def build_libhdfs(sdist: str, native: str) -> None:
@@ -158,49 +147,54 @@ def build_libhdfs(sdist: str, native: str) -> None:
         shutil.rmtree(src, ignore_errors=True)
 
 
-# ----------------------------------------------------------------------------- running
+# ---------------------------------------------------------------------- configuration
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _site(props: dict) -> str:
+def write_site(conf: str, name: str, props: dict) -> None:
     body = "".join(f"  <property><name>{k}</name><value>{v}</value></property>\n"
                    for k, v in props.items())
-    return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
+    with open(os.path.join(conf, name), "w") as f:
+        f.write(f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n')
 
 
-def write_conf(state: str) -> dict:
+def write_hdfs_conf(state: str) -> dict:
+    """core-site.xml, hdfs-site.xml and log4j.properties in STATE/conf; the URLs."""
     ports = {name: free_port() for name in ("rpc", "http", "dn", "dn_http", "dn_ipc", "snn")}
     conf = os.path.join(state, "conf")
-    for app in ("hdfs", "datanode", "secondary", "static"):  # the jar has no webapps/
+    for app in ("hdfs", "datanode", "secondary", "journal"):  # hadoop-hdfs.jar has no webapps/
         os.makedirs(os.path.join(conf, "webapps", app), exist_ok=True)
     url = f"hdfs://127.0.0.1:{ports['rpc']}"
-    with open(os.path.join(conf, "core-site.xml"), "w") as f:
-        f.write(_site({"fs.defaultFS": url, "hadoop.tmp.dir": os.path.join(state, "tmp")}))
-    with open(os.path.join(conf, "hdfs-site.xml"), "w") as f:
-        f.write(_site({
-            "dfs.replication": 1,
-            "dfs.namenode.name.dir": "file://" + os.path.join(state, "name"),
-            "dfs.datanode.data.dir": "file://" + os.path.join(state, "data"),
-            "dfs.namenode.rpc-address": f"127.0.0.1:{ports['rpc']}",
-            "dfs.namenode.http-address": f"127.0.0.1:{ports['http']}",
-            "dfs.namenode.secondary.http-address": f"127.0.0.1:{ports['snn']}",
-            "dfs.datanode.address": f"127.0.0.1:{ports['dn']}",
-            "dfs.datanode.http.address": f"127.0.0.1:{ports['dn_http']}",
-            "dfs.datanode.ipc.address": f"127.0.0.1:{ports['dn_ipc']}",
-            "dfs.datanode.hostname": "127.0.0.1",
-            "dfs.namenode.datanode.registration.ip-hostname-check": "false",
-            "dfs.namenode.safemode.extension": 0,
-            "dfs.permissions.enabled": "true",
-            "dfs.webhdfs.enabled": "true",
-        }))
+    write_site(conf, "core-site.xml", {"fs.defaultFS": url,
+                                       "hadoop.tmp.dir": os.path.join(state, "tmp")})
+    write_site(conf, "hdfs-site.xml", {
+        "dfs.replication": 1,
+        "dfs.namenode.name.dir": "file://" + os.path.join(state, "name"),
+        "dfs.datanode.data.dir": "file://" + os.path.join(state, "data"),
+        "dfs.namenode.rpc-address": f"127.0.0.1:{ports['rpc']}",
+        "dfs.namenode.http-address": f"127.0.0.1:{ports['http']}",
+        "dfs.namenode.secondary.http-address": f"127.0.0.1:{ports['snn']}",
+        "dfs.datanode.address": f"127.0.0.1:{ports['dn']}",
+        "dfs.datanode.http.address": f"127.0.0.1:{ports['dn_http']}",
+        "dfs.datanode.ipc.address": f"127.0.0.1:{ports['dn_ipc']}",
+        "dfs.datanode.hostname": "127.0.0.1",
+        "dfs.namenode.datanode.registration.ip-hostname-check": "false",
+        # a fresh, tiny cluster: no 30 s safe-mode wait, no refusal when the disk is fuller
+        # than a production NameNode would like
+        "dfs.namenode.safemode.extension": 0,
+        "dfs.namenode.resource.du.reserved": 0,
+        "dfs.permissions.enabled": "true",
+        "dfs.webhdfs.enabled": "true",
+    })
     with open(os.path.join(conf, "log4j.properties"), "w") as f:
         f.write("log4j.rootLogger=INFO,console\nlog4j.appender.console="
                 "org.apache.log4j.ConsoleAppender\nlog4j.appender.console.layout="
                 "org.apache.log4j.PatternLayout\nlog4j.appender.console.layout."
-                "ConversionPattern=%d %p %c{1}: %m%n\n")
+                "ConversionPattern=%d %p %c{1}: %m%n\n"
+                "log4j.logger.org.apache.hadoop.util.NativeCodeLoader=ERROR\n")
     return {"url": url, "webhdfs": f"http://127.0.0.1:{ports['http']}", "conf": conf}
 
 
@@ -209,23 +203,19 @@ def classpath(conf: str) -> str:
     return ":".join([conf] + sorted(glob.glob(os.path.join(cache_dir(), "lib", "*.jar"))))
 
 
-def _java(conf: str, cls: str, *args: str) -> list:
-    return [os.path.join(java_home(), "bin", "java"), *JVM_OPTS,
+def java_cmd(conf: str, cls: str, *args: str, heap: str = "256m") -> list:
+    return [os.path.join(java_home(), "bin", "java"), f"-Xmx{heap}", *JVM_OPTS, *ADD_OPENS,
             "-Dhadoop.log.dir=" + os.path.dirname(conf), "-cp", classpath(conf), cls, *args]
 
 
-def env_lines(state: str) -> list[str]:
-    with open(os.path.join(state, "urls")) as f:
-        url, webhdfs = f.read().split()
-    conf = os.path.join(state, "conf")
-    return [f"export SPARKTF_TEST_HDFS={url}", f"export SPARKTF_WEBHDFS_URL={webhdfs}",
-            f"export HADOOP_CONF_DIR={conf}", f"export CLASSPATH={classpath(conf)}",
-            f"export ARROW_LIBHDFS_DIR={os.path.join(cache_dir(), 'native')}",
-            f"export JAVA_HOME={java_home()}"]
+def daemon_env(conf: str) -> dict:
+    return dict(os.environ, JAVA_HOME=java_home(), HADOOP_CONF_DIR=conf,
+                HADOOP_LOG_DIR=os.path.dirname(conf))
 
 
+# ----------------------------------------------------------------------------- running
 def _ours(pid: int, state: str) -> bool:
-    """Whether ``pid`` is still one of this cluster's JVMs (a PID can be reused)."""
+    """Whether ``pid`` is still one of this cluster's processes (a PID can be reused)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return state.encode() in f.read()
@@ -233,108 +223,206 @@ def _ours(pid: int, state: str) -> bool:
         return False
 
 
-def running(state: str) -> list[int]:
-    pids = []
-    for name in ("namenode", "datanode"):
+def pid_files(state: str) -> dict:
+    pids = {}
+    for path in glob.glob(os.path.join(state, "*.pid")):
         try:
-            with open(os.path.join(state, name + ".pid")) as f:
-                pid = int(f.read())
+            with open(path) as f:
+                pids[os.path.basename(path)[:-4]] = int(f.read())
         except (OSError, ValueError):
             continue
-        if _ours(pid, state):
-            pids.append(pid)
     return pids
+
+
+def running(state: str) -> list[int]:
+    return [pid for pid in pid_files(state).values() if _ours(pid, state)]
+
+
+def format_namenode(state: str, conf: str) -> bool:
+    with open(os.path.join(state, "format.log"), "w") as out:
+        formatted = subprocess.run(java_cmd(conf, NAMENODE, "-format", "-nonInteractive"),
+                                   stdout=out, stderr=subprocess.STDOUT, timeout=120,
+                                   env=daemon_env(conf))
+    if formatted.returncode != 0:
+        log("formatting the NameNode failed:\n" + tail(state, "format"))
+    return formatted.returncode == 0
+
+
+def launch(state: str, conf: str, name: str, cls: str, heap: str = "256m",
+           env: dict | None = None) -> subprocess.Popen:
+    """One daemon in its own session, output to STATE/NAME.log, PID in STATE/NAME.pid."""
+    with open(os.path.join(state, name + ".log"), "w") as out:
+        proc = subprocess.Popen(java_cmd(conf, cls, heap=heap), stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env or daemon_env(conf))
+    with open(os.path.join(state, name + ".pid"), "w") as f:
+        f.write(str(proc.pid))
+    return proc
+
+
+def tail(state: str, name: str, chars: int = 2000) -> str:
+    try:
+        with open(os.path.join(state, name + ".log"), errors="replace") as f:
+            return f.read()[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+def http_json(url: str, timeout: float = 5.0):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.load(r)
+
+
+def hdfs_ready(info: dict) -> bool:
+    """The NameNode is out of safe mode with one live DataNode that has reported its blocks."""
+    try:
+        beans = http_json(info["webhdfs"] + "/jmx?qry=Hadoop:service=NameNode,"
+                          "name=FSNamesystemState")["beans"]
+        system = http_json(info["webhdfs"] + "/jmx?qry=Hadoop:service=NameNode,"
+                           "name=NameNodeInfo")["beans"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return bool(beans and system) and beans[0].get("NumLiveDataNodes") == 1 \
+        and system[0].get("Safemode") == ""
+
+
+def wait_ready(state: str, procs: dict, ready, timeout: float = READY_TIMEOUT) -> bool:
+    """Until ``ready()``; False (and every daemon stopped, the state removed) if a daemon
+    exits or time runs out, with the logs' ends on stderr."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return True
+        dead = [n for n, p in procs.items() if p.poll() is not None]  # our children: no reuse
+        if dead:
+            log(f"{', '.join(dead)} exited during start-up; its last output:\n"
+                + "\n".join(tail(state, n) for n in dead))
+            stop_children(procs, state)
+            return False
+        time.sleep(0.3)
+    log(f"not ready after {timeout:.0f}s; the logs' ends:\n"
+        + "\n".join(f"--- {n}\n{tail(state, n, 1500)}" for n in procs))
+    stop_children(procs, state)
+    return False
+
+
+def stop_children(procs: dict, state: str) -> None:
+    """A failed start: stop the daemons it started (its own children), remove the state."""
+    for p in procs.values():
+        if p.poll() is None:
+            p.terminate()
+    for p in procs.values():
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    stop_strays(state)
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def stop_strays(state: str) -> list[int]:
+    """Any other process whose command line names the state directory (a YARN container
+    whose NodeManager did not stop it), killed by PID; their PIDs."""
+    strays = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid() and _ours(int(entry), state):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                strays.append(int(entry))
+            except OSError:
+                pass
+    return strays
+
+
+def stop_pids(state: str, order: list[str]) -> int:
+    """Every daemon of ``state`` by PID (those named in ``order`` first, in that order), TERM
+    then KILL after 20 s, then strays; removes the state. The number of daemons stopped."""
+    pids = pid_files(state)
+    names = [n for n in order if n in pids] + sorted(n for n in pids if n not in order)
+    stopped = 0
+    for name in names:
+        pid = pids[name]
+        if not _ours(pid, state):
+            continue
+        stopped += 1
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while _ours(pid, state) and time.monotonic() < deadline:
+            _reap(pid)
+            time.sleep(0.1)
+        if _ours(pid, state):
+            log(f"{name} (PID {pid}) still running 20 s after SIGTERM: SIGKILL")
+            os.kill(pid, signal.SIGKILL)
+        _reap(pid)
+    strays = stop_strays(state)
+    if strays:
+        log(f"killed {len(strays)} leftover processes of the cluster: PIDs {strays}")
+    shutil.rmtree(state, ignore_errors=True)
+    return stopped
+
+
+def _reap(pid: int) -> None:
+    """Collect ``pid`` if it was our child (the pytest fixture's case)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+# -------------------------------------------------------------------------- commands
+def env_lines(state: str) -> list[str]:
+    with open(os.path.join(state, "urls")) as f:
+        url, webhdfs = f.read().split()[:2]
+    conf = os.path.join(state, "conf")
+    return [f"export SPARKTF_TEST_HDFS={url}", f"export SPARKTF_WEBHDFS_URL={webhdfs}",
+            f"export HADOOP_CONF_DIR={conf}", f"export CLASSPATH={classpath(conf)}",
+            f"export ARROW_LIBHDFS_DIR={os.path.join(cache_dir(), 'native')}",
+            f"export JAVA_HOME={java_home()}"]
+
+
+def start_hdfs(state: str) -> tuple[dict, dict] | None:
+    """Fetch, configure, format and start a NameNode and a DataNode in ``state`` (a fresh
+    directory); (info, processes) once HDFS is ready, None (nothing left) if it failed."""
+    shutil.rmtree(state, ignore_errors=True)
+    os.makedirs(state, mode=0o700)
+    fetch(cache_dir())
+    info = write_hdfs_conf(state)
+    conf = info["conf"]
+    if not format_namenode(state, conf):
+        shutil.rmtree(state, ignore_errors=True)
+        return None
+    with open(os.path.join(state, "urls"), "w") as f:
+        f.write(f"{info['url']} {info['webhdfs']}\n")
+    procs = {"namenode": launch(state, conf, "namenode", NAMENODE),
+             "datanode": launch(state, conf, "datanode", DATANODE)}
+    if not wait_ready(state, procs, lambda: hdfs_ready(info)):
+        return None
+    return info, procs
 
 
 def start(state: str) -> int:
     if running(state):
         log(f"already running in {state}; stop it first: bin/hdfs-test-cluster.sh stop")
         return 1
-    shutil.rmtree(state, ignore_errors=True)
-    os.makedirs(state, mode=0o700)
-    fetch(cache_dir())
-    info = write_conf(state)
-    conf = info["conf"]
-    with open(os.path.join(state, "format.log"), "w") as out:
-        formatted = subprocess.run(
-            _java(conf, "org.apache.hadoop.hdfs.server.namenode.NameNode", "-format",
-                  "-nonInteractive"), stdout=out, stderr=subprocess.STDOUT, timeout=60)
-    if formatted.returncode != 0:
-        tail = open(os.path.join(state, "format.log"), errors="replace").read()[-2000:]
-        shutil.rmtree(state, ignore_errors=True)
-        log(f"formatting the NameNode failed:\n{tail}")
+    started = start_hdfs(state)
+    if started is None:
         return 1
-    with open(os.path.join(state, "urls"), "w") as f:
-        f.write(f"{info['url']} {info['webhdfs']}\n")
-    daemons = []
-    for name, cls in (("namenode", "org.apache.hadoop.hdfs.server.namenode.NameNode"),
-                      ("datanode", "org.apache.hadoop.hdfs.server.datanode.DataNode")):
-        with open(os.path.join(state, name + ".log"), "w") as out:
-            proc = subprocess.Popen(_java(conf, cls), stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        daemons.append(proc)
-        with open(os.path.join(state, name + ".pid"), "w") as f:
-            f.write(str(proc.pid))
-    deadline = time.monotonic() + READY_TIMEOUT
-    dn_log = os.path.join(state, "datanode.log")
-    while time.monotonic() < deadline:
-        with open(dn_log, errors="replace") as f:
-            if "Successfully sent block report" in f.read():
-                break
-        if any(d.poll() is not None for d in daemons):  # (our children: no PID reuse)
-            tail = open(dn_log, errors="replace").read()[-2000:]
-            _stop_children(daemons, state)
-            log(f"a daemon exited during start-up; the DataNode's last output:\n{tail}")
-            return 1
-        time.sleep(0.2)
-    else:
-        logs = {n: open(os.path.join(state, n + ".log"), errors="replace").read()[-1500:]
-                for n in ("namenode", "datanode")}
-        _stop_children(daemons, state)
-        log(f"not ready after {READY_TIMEOUT:.0f}s; the logs' ends: {logs}")
-        return 1
+    info, _ = started
     print("\n".join(env_lines(state)))
     log(f"running: {info['url']} (WebHDFS {info['webhdfs']}); state in {state}")
     return 0
 
 
-def _stop_children(daemons: list, state: str) -> None:
-    """A failed start: stop the daemons it started (its own children), remove the state."""
-    for d in daemons:
-        if d.poll() is None:
-            d.terminate()
-    for d in daemons:
-        try:
-            d.wait(15)
-        except subprocess.TimeoutExpired:
-            d.kill()
-            d.wait()
-    shutil.rmtree(state, ignore_errors=True)
-
-
 def stop(state: str) -> int:
-    pids = running(state)
-    for pid in pids:
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    while any(_ours(p, state) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for pid in pids:
-        if _ours(pid, state):
-            os.kill(pid, signal.SIGKILL)
-    for pid in pids:  # reap them if they were our children (the pytest fixture's case)
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-    shutil.rmtree(state, ignore_errors=True)
-    log(f"stopped ({len(pids)} daemons)" if pids else "was not running")
+    stopped = stop_pids(state, ["datanode", "namenode"])
+    log(f"stopped ({stopped} daemons)" if stopped else "was not running")
     return 0
 
 
 def status(state: str) -> int:
     pids = running(state)
-    if len(pids) == 2:
+    if pids and len(pids) == len(pid_files(state)):
         print("\n".join(env_lines(state)))
         log(f"running, PIDs {pids}")
         return 0

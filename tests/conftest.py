@@ -174,10 +174,10 @@ class TestHDFS:
 
 @pytest.fixture(scope="session")
 def hdfs_cluster(tmp_path_factory):
-    """A real HDFS for the session: Apache Hadoop 2.7.3's NameNode and DataNode on loopback,
-    started by bin/hdfs-test-cluster.sh (fetched once from registry packages and cached), with
-    WebHDFS on and permissions checked. It is old Hadoop driven by pyspark's Hadoop 3.5 client
-    and by the hdfs package / libhdfs; YARN itself cannot run here. Stopped by PID at the end."""
+    """A real HDFS for the session: Apache Hadoop 3.5.0's NameNode and DataNode on loopback
+    (the release of pyspark's own Hadoop client), started by bin/hdfs-test-cluster.sh (jars
+    fetched once from Maven Central and cached), with WebHDFS on and permissions checked;
+    reached by pyspark, the hdfs package and libhdfs. Stopped by PID at the end."""
     import subprocess
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

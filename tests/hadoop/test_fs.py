@@ -1,4 +1,4 @@
-"""sparktf.fs against the running test HDFS (Hadoop 2.7.3 on loopback, see conftest's
+"""sparktf.fs against the running test HDFS (Hadoop 3.5.0 on loopback, see conftest's
 hdfs_cluster), through each backend: libhdfs (pyarrow's HadoopFileSystem, with the libhdfs.so
 that bin/hdfs-test-cluster.sh builds) and WebHDFS (the hdfs package)."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from sparktf import fs
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(params=["libhdfs", "webhdfs"])

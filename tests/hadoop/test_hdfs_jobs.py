@@ -1,4 +1,4 @@
-"""Spark and sparktf jobs with their data and outputs on the running test HDFS (Hadoop 2.7.3 on
+"""Spark and sparktf jobs with their data and outputs on the running test HDFS (Hadoop 3.5.0 on
 loopback, read and written by pyspark's Hadoop 3.5 client; see conftest's hdfs_cluster): the
 DataFrame and RDD paths fed from HDFS, nodes reading their own files from it, log and
 checkpoint directories mirrored to it, sparktf.predict from a SavedModel on it."""
@@ -15,7 +15,7 @@ from sparktf.errors import NodeError
 import hdfs_jobs
 from conftest import TF_ENV
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(400)]
 SPARK = sparktf.InputMode.SPARK
 TENSORFLOW = sparktf.InputMode.TENSORFLOW
 
