@@ -20,7 +20,9 @@ Two ways to reach HDFS; the first that works is used, per NameNode:
 login name. A path without a host (``hdfs:///data``) goes to ``fs.defaultFS``.
 
 Writes are atomic: a file or directory is written under a temporary name beside its target
-and renamed into place, so a reader never sees a partial SavedModel or checkpoint.
+and renamed into place, so a reader never sees a partial SavedModel or checkpoint. A directory
+already there is renamed aside first and removed only once the new one is in; if the new one
+cannot be renamed in, the old one is put back (a model is never lost to a failed export).
 
 Imports pyarrow or hdfs only when a Hadoop path is used; never tensorflow or pyspark.
 """
@@ -148,6 +150,10 @@ class _Backend:
         """("file" | "dir" | None, size)."""
         raise NotImplementedError
 
+    def stat(self, path: str) -> tuple[str, int, int] | None:
+        """("file" | "dir", size, modification time in ns), None if nothing is there."""
+        raise NotImplementedError
+
     def scan(self, path: str) -> list[tuple[str, str | None, int]]:
         """(name, "file" | "dir", size) of each entry of a directory, in one call."""
         raise NotImplementedError
@@ -190,6 +196,13 @@ class _Libhdfs(_Backend):
         if i.type == self._pafs.FileType.NotFound:
             return None, 0
         return ("dir" if i.type == self._pafs.FileType.Directory else "file"), i.size or 0
+
+    def stat(self, path):
+        i = self._fs.get_file_info(path)
+        if i.type == self._pafs.FileType.NotFound:
+            return None
+        kind = "dir" if i.type == self._pafs.FileType.Directory else "file"
+        return kind, i.size or 0, i.mtime_ns or 0
 
     def scan(self, path):
         kinds = {self._pafs.FileType.Directory: "dir", self._pafs.FileType.File: "file"}
@@ -236,6 +249,13 @@ class _WebHDFS(_Backend):
         if st is None:
             return None, 0
         return ("dir" if st["type"] == "DIRECTORY" else "file"), st.get("length", 0)
+
+    def stat(self, path):
+        st = self._client.status(path, strict=False)
+        if st is None:
+            return None
+        return (("dir" if st["type"] == "DIRECTORY" else "file"), st.get("length", 0),
+                int(st.get("modificationTime", 0)) * 1_000_000)  # (milliseconds)
 
     def scan(self, path):
         return sorted((name, "dir" if st["type"] == "DIRECTORY" else "file",
@@ -421,6 +441,21 @@ def exists(path: str) -> bool:
     return _call(path, "status", b.info, p)[0] is not None
 
 
+def stat(path: str) -> tuple[str, int, int] | None:
+    """(``"file"`` or ``"dir"``, size in bytes, modification time in nanoseconds) of ``path``,
+    or None if nothing is there. HDFS keeps modification times in milliseconds."""
+    path = _fspath(path)
+    if not is_hadoop(path):
+        try:
+            st = os.stat(_local(path))
+        except FileNotFoundError:
+            return None
+        kind = "dir" if os.path.isdir(_local(path)) else "file"
+        return kind, st.st_size, st.st_mtime_ns
+    b, p = _resolve(path)
+    return _call(path, "status", b.stat, p)
+
+
 def isdir(path: str) -> bool:
     path = _fspath(path)
     if not is_hadoop(path):
@@ -555,21 +590,56 @@ def _atomic_local_file(path: str):
         raise
 
 
-def _sibling_tmp(path: str) -> str:
-    return path.rstrip("/") + _TMP_MARK + uuid.uuid4().hex[:12]
+def _sibling_tmp(path: str, suffix: str | None = None) -> str:
+    return path.rstrip("/") + (suffix or _TMP_MARK + uuid.uuid4().hex[:12])
+
+
+def _swap_in(path: str, tmp: str, target: str, exists, rename, remove) -> None:
+    """Rename ``tmp`` to ``target`` (of ``path``), replacing what is there, and never lose
+    both: the old one is renamed aside (under a temporary name, which listings skip), the new
+    one in, and only then is the old one removed; if the new one cannot be renamed in, the
+    old one is renamed back and the rename's error raised."""
+    if not exists(target):
+        rename(tmp, target)
+        return
+    suffix = _TMP_MARK + "old_" + uuid.uuid4().hex[:12]
+    aside = _sibling_tmp(target, suffix)
+    rename(target, aside)
+    try:
+        rename(tmp, target)
+    except BaseException as exc:
+        try:
+            rename(aside, target)
+        except BaseException:  # noqa: BLE001 - reported with the rename's own error
+            kept = _sibling_tmp(path, suffix)
+            raise HadoopFSError(
+                f"{path}: the new version could not be renamed into place ({_cause(exc)}), "
+                f"nor could what was there be put back: what was there is kept at {kept}; "
+                f"rename it to {path} to restore it") from exc
+        raise
+    with contextlib.suppress(Exception):  # (a leftover is skipped by listings)
+        remove(aside)
+
+
+def _remove_local(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
 
 
 def _put_atomically(path: str, write) -> None:
     """``write(backend, tmp)`` under a temporary name beside ``path``, then rename that into
-    place, replacing what was there; the temporary is removed if anything fails."""
+    place, replacing what was there (:func:`_swap_in`); the temporary is removed if anything
+    fails."""
     b, p = _resolve(path)
     tmp = _sibling_tmp(p)
     _call(path, "mkdir", b.makedirs, os.path.dirname(p.rstrip("/")) or "/")
     try:
         write(b, tmp)
-        if b.info(p)[0] is not None:
-            _call(path, "replace", b.delete, p, True)
-        _call(path, "rename", b.rename, tmp, p)
+        _swap_in(path, tmp, p, exists=lambda x: _call(path, "status", b.info, x)[0] is not None,
+                 rename=lambda src, dst: _call(path, "rename", b.rename, src, dst),
+                 remove=lambda x: b.delete(x, True))
     except BaseException:
         with contextlib.suppress(Exception):
             b.delete(tmp, True)
@@ -598,19 +668,30 @@ def upload(local: str, remote: str) -> None:
     if not os.path.exists(local):
         raise HadoopFSError(f"{local}: upload failed: no such file or directory")
     if not is_hadoop(remote):
-        target = _local(remote)
-        tmp = _sibling_tmp(target)
-        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-        (shutil.copytree if os.path.isdir(local) else shutil.copy2)(local, tmp)
-        if os.path.isdir(target) and not os.path.islink(target):
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        _upload_local(local, remote)
         return
     if not os.path.isdir(local):
         with io.open(local, "rb") as f:
             _put_file(remote, f)
         return
     _put_atomically(remote, lambda b, tmp: _upload_tree(b, remote, local, tmp))
+
+
+def _upload_local(local: str, remote: str) -> None:
+    target = _local(remote)
+    tmp = _sibling_tmp(target)
+    os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+    try:
+        (shutil.copytree if os.path.isdir(local) else shutil.copy2)(local, tmp)
+        if os.path.isdir(tmp) or (os.path.isdir(target) and not os.path.islink(target)):
+            _swap_in(remote, tmp, target, exists=os.path.lexists, rename=os.rename,
+                     remove=_remove_local)
+        else:
+            os.replace(tmp, target)  # a file over a file (or nothing): one atomic rename
+    except BaseException:
+        with contextlib.suppress(OSError):
+            _remove_local(tmp)
+        raise
 
 
 def _upload_tree(b: _Backend, remote: str, local: str, target: str) -> None:
@@ -795,7 +876,10 @@ class SyncedDir:
 def export_dir(path: str) -> Iterator[str]:
     """A local directory to save a model into; when the block ends without an error its
     contents are put at ``path`` (local or Hadoop) at once, replacing what was there, by a
-    rename from a temporary name beside it. After an error nothing is written."""
+    rename from a temporary name beside it. After an error nothing is written. The model
+    that was there is renamed aside before the new one is renamed in, and removed after; if
+    the new one cannot be renamed in, the old one is put back and the error raised (if even
+    that fails, the error says where the old one is)."""
     path = _fspath(path)
     tmp = tempfile.mkdtemp(prefix="sparktf-export-")
     try:
@@ -821,5 +905,5 @@ def keras_sync_callback(synced: SyncedDir):
 
 __all__ = ["HadoopFSError", "SyncedDir", "absolute_path", "backend", "default_fs", "delete",
            "download", "exists", "export_dir", "is_hadoop", "isdir", "keras_sync_callback",
-           "list_files", "listdir", "makedirs", "open", "read_bytes", "rename", "upload",
-           "write_bytes"]
+           "list_files", "listdir", "makedirs", "open", "read_bytes", "rename", "stat",
+           "upload", "write_bytes"]

@@ -133,3 +133,68 @@ def test_a_url_of_another_filesystem_is_refused_not_taken_as_a_local_path(tmp_pa
     with pytest.raises(fs.HadoopFSError, match=r"hdfs://, viewfs://, webhdfs:// or local"):
         call(url)
     assert not os.listdir(tmp_path)
+
+
+# ------------------------------------------------------- an export whose last step fails
+def _model_files(root):
+    return {os.path.relpath(os.path.join(d, f), root): open(os.path.join(d, f), "rb").read()
+            for d, _, files in os.walk(root) for f in files}
+
+
+def _export(path, content):
+    with fs.export_dir(path) as local:
+        os.makedirs(os.path.join(local, "variables"))
+        open(os.path.join(local, "saved_model.pb"), "wb").write(content)
+        open(os.path.join(local, "variables", "variables.index"), "wb").write(content * 2)
+
+
+def _failing(real, fails):
+    """``os.rename``/``os.replace`` raising for the calls ``fails(src, dst)`` picks. Faked: no
+    local filesystem condition fails one rename and not its neighbour in the same folder (and
+    the tests run as root, whom permissions do not stop)."""
+
+    def rename(src, dst, *args, **kwargs):
+        if fails(str(src), str(dst)):
+            raise OSError(5, "Input/output error (injected)")
+        return real(src, dst, *args, **kwargs)
+
+    return rename
+
+
+def test_an_export_whose_final_rename_fails_keeps_the_old_model(tmp_path, monkeypatch):
+    """export_dir removed the old model, then renamed the new one in: when that rename failed,
+    both were gone. The old one is now renamed aside, the new one in, and only then is the old
+    one removed; a failing rename puts the old one back."""
+    path = str(tmp_path / "model")
+    _export(path, b"old")
+    before = _model_files(path)
+    tried = []  # the first rename to the path (the new export's) fails; the next ones work
+
+    def first_one_in(src, dst):
+        tried.append(dst == path)
+        return dst == path and tried.count(True) == 1
+
+    for name in ("rename", "replace"):
+        monkeypatch.setattr(os, name, _failing(getattr(os, name), first_one_in))
+    with pytest.raises(OSError, match="injected"):
+        _export(path, b"new")
+    monkeypatch.undo()
+    assert _model_files(path) == before
+    assert os.listdir(tmp_path) == ["model"]  # nothing of the failed export left beside it
+    _export(path, b"new")  # and the next export goes through
+    assert _model_files(path)["saved_model.pb"] == b"new"
+    assert os.listdir(tmp_path) == ["model"]
+
+
+def test_an_old_model_that_cannot_be_put_back_is_named_where_it_was_kept(tmp_path, monkeypatch):
+    path = str(tmp_path / "model")
+    _export(path, b"old")
+    before = _model_files(path)
+    for name in ("rename", "replace"):  # the new model's rename in, and the old one's back
+        monkeypatch.setattr(os, name, _failing(getattr(os, name), lambda src, dst: dst == path))
+    with pytest.raises(fs.HadoopFSError, match="what was there is kept at") as err:
+        _export(path, b"new")
+    monkeypatch.undo()
+    kept = str(err.value).split("kept at ")[1].split()[0].rstrip(";,.:")
+    assert os.path.dirname(kept) == str(tmp_path) and _model_files(kept) == before
+    assert not os.path.exists(path)
