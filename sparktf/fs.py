@@ -448,7 +448,7 @@ def stat(path: str) -> tuple[str, int, int] | None:
     if not is_hadoop(path):
         try:
             st = os.stat(_local(path))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # (as os.path.exists says False)
             return None
         kind = "dir" if os.path.isdir(_local(path)) else "file"
         return kind, st.st_size, st.st_mtime_ns

@@ -5,28 +5,85 @@ Spark Python worker loads the model once (and keeps it for the tasks it runs aft
 each Arrow batch's input columns into numpy arrays (an ``array<float>`` column becomes a 2-D
 array) and appends the model's output as ``output_col``. In the spirit of Spark's
 ``predict_batch_udf``, on Arrow batches end to end.
+
+A worker keeps its model by the export's identity (:func:`export_identity`), not by its path:
+a model exported again to the same path is loaded again. The driver takes the identity once
+per call and ships it to the tasks, and every task checks the path still holds that export,
+so one call never scores with two.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 
 from sparktf.common import logfilter, tfimport, values
-from sparktf.errors import ConfigError
+from sparktf.errors import ConfigError, SparkTFError
 
-_MODELS: dict = {}  # model path -> loaded serving function, per Python worker
+# (model path, signature) -> (export identity, loaded SavedModel, signature function), per
+# Python worker: the latest export loaded from that path only
+_MODELS: dict = {}
 _VECTOR_SUFFIX = "__sparktf_array"  # a vector input column's array copy, for one call
+_IDENTITY_FILES = ("saved_model.pb", "variables/variables.index")
 
 
-def _serving_fn(model_path: str, signature: str, startup_logs: bool = False):
-    """The SavedModel's signature function, loaded once per Python worker (TensorFlow's
-    native start-up lines left off the executor's stderr unless ``startup_logs``)."""
+class ModelChangedError(SparkTFError, RuntimeError):
+    """The SavedModel at a ``model_path`` is another export than the one a call was made for
+    (exported again since ``predict()`` was called, or while a worker loaded it)."""
+
+
+def export_identity(model_path: str) -> tuple | None:
+    """What tells one SavedModel export at ``model_path`` from another: a hash of its
+    fingerprint (``fingerprint.pb``: TensorFlow's hashes of the graph and of the variables'
+    checkpoint), and the size and modification time of ``saved_model.pb`` and
+    ``variables/variables.index`` (a model exported again counts as another export, even with
+    the same bytes). Plain data; None when the path holds no ``saved_model.pb``. Local and
+    Hadoop paths (:mod:`sparktf.fs`); a few metadata calls and one small read."""
+    from sparktf import fs
+
+    root = model_path.rstrip("/")
+    files = [(rel, fs.stat(f"{root}/{rel}")) for rel in _IDENTITY_FILES]
+    if files[0][1] is None or files[0][1][0] != "file":
+        return None
+    fingerprint = None  # (none before TensorFlow 2.12)
+    if fs.stat(f"{root}/fingerprint.pb") is not None:
+        fingerprint = hashlib.sha256(fs.read_bytes(f"{root}/fingerprint.pb")).hexdigest()
+    return (fingerprint,) + tuple((rel, st[1], st[2]) if st else (rel, None, None)
+                                  for rel, st in files)
+
+
+def _serving_fn(model_path: str, signature: str, startup_logs: bool = False,
+                identity: tuple | None = None):
+    """The SavedModel's signature function, loaded once per Python worker and export
+    (TensorFlow's native start-up lines left off the executor's stderr unless
+    ``startup_logs``). ``identity``: the export the driver saw when the call was made (None:
+    whatever the path holds now); a path that holds another export is a
+    :class:`ModelChangedError`, as is an export replaced while it was loaded."""
+    from sparktf import fs
+
+    now = export_identity(model_path)
+    if now is None:
+        raise ConfigError(f"model_path {model_path} holds no saved_model.pb on this executor: "
+                          f"{_not_a_saved_model(model_path, fs.is_hadoop(model_path))}")
+    if identity is not None and now != identity:
+        raise ModelChangedError(
+            f"model_path {model_path} holds another export than when predict() was called "
+            "(a model was exported there since predict() was called): call predict() (or "
+            "TFModel.transform) again to score with the model there now")
     key = (model_path, signature)
-    if key not in _MODELS:
-        with logfilter.startup_chatter_filtered(show=startup_logs):
-            _MODELS[key] = _load(model_path, signature)
-    return _MODELS[key][1]
+    cached = _MODELS.get(key)
+    if cached is not None and cached[0] == now:
+        return cached[2]
+    _MODELS.pop(key, None)  # the former export's model goes before the new one is loaded
+    with logfilter.startup_chatter_filtered(show=startup_logs):
+        loaded, fn = _load(model_path, signature)
+    if export_identity(model_path) != now:  # (read half of one export, half of the next)
+        raise ModelChangedError(
+            f"model_path {model_path} was exported to again while a Python worker loaded it: "
+            "call predict() (or TFModel.transform) again once the export is done")
+    _MODELS[key] = (now, loaded, fn)
+    return fn
 
 
 def _load(model_path: str, signature: str):
@@ -57,12 +114,12 @@ def _load(model_path: str, signature: str):
 
 def _predict_batches(batches, model_path: str, input_cols: Sequence[str], output_col: str,
                      signature: str, output_key: str | None, batch_size: int,
-                     startup_logs: bool = False):
+                     startup_logs: bool = False, identity: tuple | None = None):
     import pyarrow as pa
 
     from sparktf.node.feed.batches import column_to_numpy
 
-    fn = _serving_fn(model_path, signature, startup_logs)
+    fn = _serving_fn(model_path, signature, startup_logs, identity)
     specs = fn.structured_input_signature[1]
     names = sorted(specs)
     if len(names) != len(input_cols):
@@ -105,21 +162,28 @@ def _check_shapes(feeds: dict, specs: dict, input_cols: Sequence[str]) -> None:
                 f"takes {shown} per row: feed a column whose rows have that shape")
 
 
-def saved_model_missing(session, model_path: str, connect: bool = False) -> tuple[str, bool]:
-    """``model_path`` as the executors will read it, and whether it is known to hold no
-    SavedModel: checked where the driver sees what the executors will (a Hadoop path; a
-    local path under a ``local`` or ``local-cluster`` master, where a relative path is the
-    driver's), else taken on trust."""
+def as_executors_read(session, model_path: str, connect: bool = False) -> tuple[str, bool]:
+    """``model_path`` as the executors will read it, and whether the driver sees the same
+    files: a Hadoop path; a local path under a ``local`` or ``local-cluster`` master, where a
+    relative path is the driver's. Elsewhere a local path may exist on the executors' hosts
+    alone (``--files``, an image), and is taken on trust."""
     from sparktf import fs
 
     if fs.is_hadoop(model_path):
-        return model_path, not fs.exists(model_path.rstrip("/") + "/saved_model.pb")
+        return model_path, True
     if not connect and session.sparkContext.master.startswith("local"):  # local[-cluster]
-        # The executors share the driver's files and working directory only here; elsewhere
-        # a local path may exist on the executors' hosts alone (--files, an image).
-        model_path = os.path.abspath(model_path)
-        return model_path, not os.path.isfile(os.path.join(model_path, "saved_model.pb"))
+        return os.path.abspath(model_path), True
     return model_path, False
+
+
+def saved_model_missing(session, model_path: str, connect: bool = False) -> tuple[str, bool]:
+    """``model_path`` as the executors will read it, and whether it is known to hold no
+    SavedModel (checked where the driver sees what the executors will: see
+    :func:`as_executors_read`)."""
+    from sparktf import fs
+
+    model_path, seen = as_executors_read(session, model_path, connect)
+    return model_path, seen and not fs.exists(model_path.rstrip("/") + "/saved_model.pb")
 
 
 def _not_a_saved_model(path: str, hadoop: bool) -> str:
@@ -156,6 +220,16 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
         A number per row, or a vector per row (e.g. class scores).
     output_key : str, optional
         Which output of the signature (default: the first by name).
+
+    Notes
+    -----
+    The call scores with the export at ``model_path`` when it is made: each Python worker
+    keeps its model by the export's identity (:func:`export_identity`: its fingerprint, its
+    files' sizes and times), so a model exported again to the same path is loaded again by the
+    next call. Computing the returned DataFrame after another export replaced that one raises
+    :class:`ModelChangedError` (call ``predict`` again) rather than mixing the two. Where the
+    driver does not see the executors' files (a local path under a cluster master), each task
+    takes the identity of what its host holds.
     """
     from pyspark.sql import DataFrame
     from pyspark.sql.types import ArrayType, DoubleType, StructField, StructType
@@ -201,8 +275,10 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
 
     session = df.sparkSession
     hadoop = fs.is_hadoop(model_path)
-    model_path, missing = saved_model_missing(session, model_path, connect)
-    if missing:
+    model_path, seen = as_executors_read(session, model_path, connect)
+    # The export this call scores with, taken once here and shipped to every task
+    identity = export_identity(model_path) if seen else None
+    if seen and identity is None:
         raise ConfigError(f"model_path {model_path} holds no saved_model.pb: "
                           f"{_not_a_saved_model(model_path, hadoop)}")
     probe = output_type == "array<double>"
@@ -230,7 +306,7 @@ def predict(df, model_path: str, input_cols: Sequence[str], output_col: str = "p
                 os.environ[key] = value
 
         for batch in _predict_batches(batches, model_path, cols, output_col, signature,
-                                      output_key, batch_size, startup_logs):
+                                      output_key, batch_size, startup_logs, identity):
             col = batch.column(output_col)
             target = pa.list_(pa.float64()) if probe else pa.float64()
             yield batch.set_column(batch.num_columns - 1, output_col, col.cast(target))

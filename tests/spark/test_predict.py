@@ -197,3 +197,127 @@ def test_the_python_worker_loads_the_model_without_importing_keras(saved, model_
     assert abs(got["value"] - (np.dot([1.0, 2.0, 3.0], W) + B)) < 1e-5
     assert got["loaded"] == []
     assert got["keras_after"].startswith("keras")
+
+
+# ---------------------------------------------------------------- a model replaced in place
+W_A, W_B = [1.0, 1.0, 1.0], [2.0, -3.0, 0.5]
+
+
+@pytest.fixture(scope="module")
+def two_exports(tmp_path_factory):
+    """Two real tf-keras SavedModels of the same shape and file sizes, told apart only by their
+    weights: linear A (W_A) and linear B (W_B), no bias."""
+    root = tmp_path_factory.mktemp("exports")
+    code = textwrap.dedent(f"""
+        import os
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        import numpy as np, tf_keras as keras
+        for name, w in (("a", {W_A}), ("b", {W_B})):
+            model = keras.Sequential([keras.layers.Dense(1, input_shape=(3,))])
+            model.set_weights([np.array(w, "float32").reshape(3, 1), np.zeros(1, "float32")])
+            model.save(os.path.join({str(root)!r}, name))
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    return {"a": str(root / "a"), "b": str(root / "b")}
+
+
+def _export(source, path):
+    """Put the SavedModel ``source`` at ``path`` the way a chief's main_fn does."""
+    import shutil
+
+    with sparktf.fs.export_dir(path) as local:
+        shutil.copytree(source, local, dirs_exist_ok=True)
+
+
+def _rows(spark):
+    rows = [(i, [float(i), 1.0, -1.0]) for i in range(40)]
+    return spark.createDataFrame(rows, "id long, f array<float>").repartition(4), {
+        name: {i: float(np.dot(f, w)) for i, f in rows} for name, w in (("a", W_A), ("b", W_B))}
+
+
+def _scores(out):
+    return {r.id: round(r.p, 3) for r in out.collect()}
+
+
+def _rounded(expected):
+    return {i: round(v, 3) for i, v in expected.items()}
+
+
+def test_predict_scores_with_the_model_at_the_path_now_after_it_was_replaced(spark, two_exports,
+                                                                            tmp_path):
+    """Each Python worker kept the model it loaded by its path: exporting a new model to the
+    same path and predicting again in the same session gave the old model's outputs, with
+    nothing said. A worker now keys its model by the export's identity (its fingerprint, its
+    files' sizes and times), taken by the driver once per call."""
+    path = str(tmp_path / "served")
+    df, expected = _rows(spark)
+    for name in ("a", "b", "a", "b"):
+        _export(two_exports[name], path)
+        assert _scores(sparktf.predict(df, path, ["f"], "p")) == _rounded(expected[name]), name
+
+
+def test_tfmodel_transform_scores_with_the_model_at_its_export_dir_now(spark, two_exports,
+                                                                       tmp_path):
+    from sparktf.ml import TFModel
+
+    path = str(tmp_path / "served")
+    model = TFModel(exportDir=path, inputCols=["f"], predictionCol="p")
+    df, expected = _rows(spark)
+    for name in ("b", "a", "b"):
+        _export(two_exports[name], path)
+        assert _scores(model.transform(df)) == _rounded(expected[name]), name
+
+
+def test_a_dataframe_from_before_the_model_was_replaced_says_so_instead_of_mixing(spark,
+                                                                                 two_exports,
+                                                                                 tmp_path):
+    """predict() takes the export that is at the path when it is called; computing its
+    DataFrame after another export replaced it fails, naming the path and what to do, rather
+    than scoring some rows with one model and some with the other."""
+    path = str(tmp_path / "served")
+    df, expected = _rows(spark)
+    _export(two_exports["a"], path)
+    out = sparktf.predict(df, path, ["f"], "p")
+    assert _scores(out) == _rounded(expected["a"])
+    _export(two_exports["b"], path)
+    with pytest.raises(Exception, match=r"another export.*since predict\(\) was called") as err:
+        out.collect()
+    assert path in str(err.value)
+    assert _scores(sparktf.predict(df, path, ["f"], "p")) == _rounded(expected["b"])
+
+
+def _failing_to(path, real, tried):
+    """``os.rename``/``os.replace`` failing the first call that moves something in at
+    ``path`` (the new export). Faked: no local filesystem condition makes that one rename fail
+    and not the others beside it (the tests run as root, so permissions do not stop it)."""
+
+    def rename(src, dst, *args, **kwargs):
+        if str(dst) == path:
+            tried.append(src)
+            if len(tried) == 1:
+                raise OSError(28, "No space left on device (injected)")
+        return real(src, dst, *args, **kwargs)
+
+    return rename
+
+
+def test_an_export_whose_final_rename_fails_leaves_the_old_model_in_service(spark, two_exports,
+                                                                            tmp_path,
+                                                                            monkeypatch):
+    """fs.export_dir removed the old model before renaming the new one into place: a failing
+    rename lost both. The old one is now set aside first and put back if the new one cannot
+    go in, and predict still scores with it."""
+    import os
+
+    path = str(tmp_path / "served")
+    df, expected = _rows(spark)
+    _export(two_exports["a"], path)
+    tried = []
+    for name in ("rename", "replace"):
+        monkeypatch.setattr(os, name, _failing_to(path, getattr(os, name), tried))
+    with pytest.raises(OSError, match="injected"):
+        _export(two_exports["b"], path)
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["served"]
+    assert _scores(sparktf.predict(df, path, ["f"], "p")) == _rounded(expected["a"])

@@ -198,3 +198,12 @@ def test_an_old_model_that_cannot_be_put_back_is_named_where_it_was_kept(tmp_pat
     kept = str(err.value).split("kept at ")[1].split()[0].rstrip(";,.:")
     assert os.path.dirname(kept) == str(tmp_path) and _model_files(kept) == before
     assert not os.path.exists(path)
+
+
+def test_stat_gives_kind_size_and_time_or_none(tmp_path):
+    fs.write_bytes(tmp_path / "f.bin", b"abcd")
+    kind, size, mtime = fs.stat(tmp_path / "f.bin")
+    assert (kind, size, mtime) == ("file", 4, os.stat(tmp_path / "f.bin").st_mtime_ns)
+    assert fs.stat(str(tmp_path))[0] == "dir"
+    assert fs.stat(tmp_path / "none") is None
+    assert fs.stat(tmp_path / "f.bin" / "under-a-file") is None
