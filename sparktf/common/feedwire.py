@@ -1,7 +1,9 @@
 """The local data channel between a node's barrier task and its TF process (InputMode.SPARK).
 
 A Unix socket in a private (0700) directory that only the barrier task and its descendants know;
-frames are ``kind(1) | length(8) | payload``:
+frames are ``kind(1) | length(8) | payload``. The same frames carry rows between nodes over TCP
+(:mod:`sparktf.node.feed.exchange`), each followed there by its MAC (see
+:mod:`sparktf.common.protocol`):
 
 =======  ======================  ===========================================================
 kind     direction               payload
@@ -32,7 +34,7 @@ import socket
 import struct
 from typing import Any
 
-from sparktf.common.protocol import ChannelClosed, recv_exact_into
+from sparktf.common.protocol import TAG_LEN, ChannelClosed, recv_exact_into
 
 HEADER = struct.Struct("!cQ")
 PART = struct.Struct("!I")
@@ -89,9 +91,14 @@ def send_some(sock: socket.socket, buffers: list) -> list:
     return _advance(buffers, sent) if sent else buffers
 
 
-def send_frame(sock: socket.socket, kind: bytes, payload) -> None:
-    """Send one frame; ``payload`` is bytes or any buffer (an Arrow buffer is not copied)."""
-    send_buffers(sock, frame(kind, payload))
+def send_frame(sock: socket.socket, kind: bytes, payload, mac=None) -> None:
+    """Send one frame; ``payload`` is bytes or any buffer (an Arrow buffer is not copied).
+    With ``mac`` (a :class:`~sparktf.common.protocol.FrameMac`, over TCP between nodes), the
+    frame's MAC follows it."""
+    buffers = frame(kind, payload)
+    if mac is not None:
+        buffers.append(mac.seal(*buffers))
+    send_buffers(sock, buffers)
 
 
 _IOV_MAX = 512  # buffers per sendmsg call (Linux allows 1024)
@@ -146,13 +153,22 @@ def recv_first_frame(sock: socket.socket, buffer_for=None) -> tuple[bytes, Any, 
         raise
 
 
-def recv_frame(sock: socket.socket, buffer_for=None) -> tuple[bytes, Any]:
+def recv_frame(sock: socket.socket, buffer_for=None, mac=None,
+               max_size: int | None = None) -> tuple[bytes, Any]:
     """One frame: its kind and its payload, received into ``buffer_for(kind, size)`` (by
-    default a new ``bytearray``)."""
-    return _payload(sock, recv_exact_into(sock, HEADER.size), buffer_for)
+    default a new ``bytearray``). With ``mac``, the frame's MAC is read after it and checked
+    (:class:`~sparktf.common.protocol.FrameRejected` if it fails) before the frame is returned;
+    with ``max_size``, a larger frame is refused before anything is allocated for it."""
+    header = recv_exact_into(sock, HEADER.size)
+    kind, payload = _payload(sock, header, buffer_for, max_size)
+    if mac is not None:
+        mac.verify(recv_exact_into(sock, TAG_LEN), header, payload)
+    return kind, payload
 
 
-def _payload(sock: socket.socket, header, buffer_for) -> tuple[bytes, Any]:
+def _payload(sock: socket.socket, header, buffer_for, max_size=None) -> tuple[bytes, Any]:
     """The frame of ``header``: its kind and its payload, received as :func:`recv_frame` says."""
     kind, size = HEADER.unpack(header)
+    if max_size is not None and size > max_size:
+        raise ConnectionError(f"a frame of {size} bytes is over the {max_size} limit")
     return kind, recv_exact_into(sock, size, buffer_for(kind, size) if buffer_for else None)

@@ -1,27 +1,27 @@
 """The driver's control and log server: one per attempt, one connection per node process.
 
-Runs on the driver. Each accepted connection is authenticated in its own thread before
-anything is read from it (see :mod:`sparktf.common.protocol`), and the handshake plus the ``hello``
-must complete within ``handshake_timeout`` in total, however slowly the peer dribbles its bytes.
-At most ``max_pending`` connections may be unauthenticated at once: when that many are open, the
-ones older than a second are dropped to make room, or, if none is, the new one is turned away
-before the greeting (real clients try again; see :func:`sparktf.common.protocol.connect`). A peer that
-fails is counted and dropped, and the job goes on. The acceptor survives running out of file
-descriptors or threads; :meth:`ControlServer.close` never raises.
+Runs on the driver. Connections are accepted and authenticated by a
+:class:`~sparktf.common.protocol.Gatekeeper` (one thread, every handshake under its own
+deadline, at most ``max_pending`` unauthenticated at once; see :mod:`sparktf.common.protocol`),
+which hands each authenticated peer to a thread of its own. Its first message, the ``hello``,
+must arrive within what is left of ``handshake_timeout``, however slowly the peer dribbles its
+bytes. A peer that fails is counted and dropped, and the job goes on; the acceptor survives
+running out of file descriptors or threads; :meth:`ControlServer.close` never raises.
 
 Authenticated connections start with a ``hello`` naming the node and its role (see
-:mod:`sparktf.common.messages`); every later message goes to the handler, from the connection's thread.
+:mod:`sparktf.common.messages`); every later message goes to the handler, from the connection's
+thread. Every frame carries a MAC: a frame that fails it (forged, altered, replayed) ends the
+connection and is the job's failure (the handler's ``on_security_error``; a handler without one
+gets it as an ``error`` message from that node).
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import pickle
 import socket
 import struct
 import threading
-import time
 from typing import Protocol
 
 from sparktf.common import messages, protocol
@@ -30,16 +30,16 @@ log = logging.getLogger(__name__)
 
 #: Seconds a send to a node may block (a frozen peer's full buffer) before it counts as failed.
 SEND_TIMEOUT = 5.0
-#: Unauthenticated connections held at once, and the age after which one may be dropped.
-MAX_PENDING = 64
-EVICT_AFTER = 1.0
-_RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+#: Unauthenticated connections held at once (see protocol.Gatekeeper).
+MAX_PENDING = 256
+EVICT_AFTER = protocol.EVICT_AFTER
 
 
 class Handler(Protocol):
     def on_connect(self, node: str, role: str, chan: protocol.Channel, hello: dict) -> None: ...
     def on_message(self, node: str, role: str, message: dict) -> None: ...
     def on_disconnect(self, node: str, role: str) -> None: ...
+    # optional: def on_security_error(self, node, role, exc: protocol.SecurityError) -> None
 
 
 class ControlServer:
@@ -47,85 +47,65 @@ class ControlServer:
 
     def __init__(self, bind_host: str, advertise_host: str, secret: bytes, handler: Handler,
                  handshake_timeout: float = 10.0, max_pending: int = MAX_PENDING) -> None:
-        self._secret = secret
         self._handler = handler
-        self._handshake_timeout = handshake_timeout
-        self._max_pending = max_pending
         family = socket.getaddrinfo(bind_host, 0, type=socket.SOCK_STREAM)[0][0]
         self._sock = socket.create_server((bind_host, 0), family=family, backlog=128)
         self.address: tuple[str, int] = (advertise_host, self._sock.getsockname()[1])
-        self.rejected = 0
-        self.turned_away = 0
+        self.bad_hellos = 0
+        self.frames_rejected = 0
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
-        self._pending: dict[socket.socket, float] = {}  # unauthenticated, since when
         self._threads: set[threading.Thread] = set()
         self._closed = False
-        self._acceptor = threading.Thread(target=self._accept_loop, name="sparktf-control-accept",
-                                          daemon=True)
-        self._acceptor.start()
+        self._gate = protocol.Gatekeeper(
+            self._sock, secret, self._admit, what="control server",
+            handshake_timeout=handshake_timeout, max_pending=max_pending)
+        self._acceptor = self._gate.thread
+
+    @property
+    def rejected(self) -> int:
+        """Connections dropped before their hello was accepted (wrong secret, late, evicted,
+        closed, a bad hello)."""
+        return self._gate.rejected + self.bad_hellos
+
+    @property
+    def turned_away(self) -> int:
+        """Connections closed before the greeting: too many handshakes under way."""
+        return self._gate.turned_away
+
+    @property
+    def gate(self) -> protocol.Gatekeeper:
+        return self._gate
 
     # --------------------------------------------------------------------------- accepting
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError as exc:
-                if self._closed:
-                    return
-                if exc.errno in _RESOURCE_ERRORS:  # out of fds or memory: wait, go on
-                    log.warning("sparktf: the control server cannot accept (%s); retrying", exc)
-                    time.sleep(0.1)
-                    continue
-                if isinstance(exc, (ConnectionAbortedError, InterruptedError)):
-                    continue
-                log.warning("sparktf: the control server's socket failed: %s", exc)
-                return
-            try:
-                self._admit(conn)
-            except Exception as exc:  # noqa: BLE001 - e.g. no thread could be started
-                log.warning("sparktf: dropped a control connection: %s", exc)
-                self._forget(conn)
-                _close_quietly(conn)
-
-    def _admit(self, conn: socket.socket) -> None:
-        now = time.monotonic()
+    def _admit(self, conn: socket.socket, session: protocol.Session, deadline: float) -> None:
         with self._lock:
             if self._closed:
                 _close_quietly(conn)
                 return
-            if len(self._pending) >= self._max_pending:
-                old = [c for c, since in self._pending.items() if now - since >= EVICT_AFTER]
-                if not old:
-                    self.turned_away += 1
-                    _close_quietly(conn)  # before the greeting: a real client tries again
-                    return
-                oldest = min(old, key=self._pending.get)
-                self._pending.pop(oldest)
-                self.rejected += 1
-                _shutdown_quietly(oldest)  # its thread sees the error and cleans up
             self._conns.add(conn)
-            self._pending[conn] = now
-            t = threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                                 name="sparktf-control-conn")
+            t = threading.Thread(target=self._serve, args=(conn, session, deadline),
+                                 daemon=True, name="sparktf-control-conn")
             self._threads.add(t)
-        t.start()
+        try:
+            t.start()
+        except BaseException:
+            self._forget(conn)
+            raise
 
     def _forget(self, conn: socket.socket) -> None:
         with self._lock:
             self._conns.discard(conn)
-            self._pending.pop(conn, None)
             self._threads.discard(threading.current_thread())
 
     # ---------------------------------------------------------------------------- serving
-    def _authenticate(self, conn: socket.socket) -> tuple[protocol.Channel, dict] | None:
-        deadline = time.monotonic() + self._handshake_timeout
+    def _hello(self, conn: socket.socket, session: protocol.Session,
+               deadline: float) -> tuple[protocol.Channel, dict] | None:
         try:
             # Small messages leave at once: with Nagle's algorithm the second of two
             # back-to-back sends ('training_done', 'stop') waited for the peer's delayed ACK.
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            protocol.server_handshake(conn, self._secret, deadline)
-            chan = protocol.Channel(conn)
+            chan = protocol.Channel(conn, session)
             hello = chan.recv(deadline)
             if not (isinstance(hello, dict) and hello.get("type") == "hello"
                     and isinstance(hello.get("node"), str)
@@ -134,20 +114,17 @@ class ControlServer:
             conn.settimeout(None)
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
                             struct.pack("ll", int(SEND_TIMEOUT), 0))
-            with self._lock:
-                self._pending.pop(conn, None)
             return chan, hello
         except (OSError, EOFError, pickle.UnpicklingError, ValueError, struct.error) as exc:
             with self._lock:
-                self.rejected += conn in self._pending
-                self._pending.pop(conn, None)
+                self.bad_hellos += 1
             if not self._closed:
                 log.warning("sparktf: rejected a connection to the control server: %s", exc)
             return None
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, session: protocol.Session, deadline: float) -> None:
         try:
-            authed = self._authenticate(conn)
+            authed = self._hello(conn, session, deadline)
             if authed is None:
                 return
             chan, hello = authed
@@ -156,6 +133,8 @@ class ControlServer:
             try:
                 while True:
                     self._handler.on_message(node, role, chan.recv())
+            except protocol.FrameRejected as exc:
+                self._security_error(node, role, exc)
             except (OSError, EOFError, pickle.UnpicklingError):
                 pass
             self._handler.on_disconnect(node, role)
@@ -164,6 +143,17 @@ class ControlServer:
         finally:
             self._forget(conn)
             _close_quietly(conn)
+
+    def _security_error(self, node: str, role: str, exc: protocol.FrameRejected) -> None:
+        """A frame from ``node``'s ``role`` connection failed its MAC: the job's failure."""
+        with self._lock:
+            self.frames_rejected += 1
+        exc = protocol.FrameRejected(f"the control channel from {node} ({role}): {exc}")
+        hook = getattr(self._handler, "on_security_error", None)
+        if hook is not None:
+            hook(node, role, exc)
+        else:
+            self._handler.on_message(node, role, messages.error("control", exc))
 
     def close(self) -> None:
         """Stop accepting, drop every connection, and wait for the connection threads.
@@ -175,36 +165,18 @@ class ControlServer:
                 self._closed = True
                 conns = list(self._conns)
                 threads = list(self._threads)
-            woken = _shutdown_quietly(self._sock)  # wakes the blocked accept()
+            self._gate.close()
             _close_quietly(self._sock)
             for conn in conns:
-                _shutdown_quietly(conn)
-            if threading.current_thread() is not self._acceptor:
-                if not woken:
-                    # The socket was closed under us: an accept() already blocked on it is
-                    # not woken by that, but the kernel still listens for it. Knock.
-                    _knock(self.address)
-                self._acceptor.join(timeout=5)
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
             for t in threads:
                 if t is not threading.current_thread():
                     t.join(timeout=5)
         except Exception:  # noqa: BLE001 - closing must not fail the caller
             log.exception("sparktf: closing the control server failed")
-
-
-def _shutdown_quietly(sock: socket.socket) -> bool:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-        return True
-    except OSError:
-        return False
-
-
-def _knock(address: tuple[str, int]) -> None:
-    try:
-        socket.create_connection(address, timeout=1).close()
-    except OSError:
-        pass
 
 
 def _close_quietly(sock: socket.socket) -> None:

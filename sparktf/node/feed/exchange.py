@@ -9,10 +9,17 @@ with more than the target *gives* the last rows of its share, read from its spoo
 with fewer, which *take* them as the rest of their first epoch (after their own rows, giver by
 giver in the plan's order) and keep them in their spool for later epochs. Only those rows cross
 the network, node to node over TCP, each connection authenticated with the job's secret like
-the control channel (:mod:`sparktf.common.protocol`).
+the control channel, and each frame with its MAC (:mod:`sparktf.common.protocol`): a frame
+that fails it fails the taking node's feed with a :class:`~sparktf.common.protocol.FrameRejected`.
 
 On the wire, after the handshake: the giver's name (``N``), its rows as data frames (``A`` or
-``P``, see :mod:`sparktf.common.feedwire`), then ``E`` with ``{"rows": n}``.
+``P``, see :mod:`sparktf.common.feedwire`), then ``E`` with ``{"rows": n}``, every frame followed
+by its MAC.
+
+The listener is a :class:`~sparktf.common.protocol.Gatekeeper`: at most ``MAX_PENDING``
+unauthenticated connections (the oldest dropped first), at most ``MAX_PEERS`` givers at once
+(more are told to try again), and a failure of its thread fails this node's taking of rows,
+never unseen.
 
 Never imports pyspark or tensorflow.
 """
@@ -32,6 +39,10 @@ from sparktf.node.feed.equalize import Bound
 from sparktf.node.feed.stream import Stream
 
 GIVER = b"N"
+#: Unauthenticated connections the listener holds at once, and givers connected at once.
+MAX_PENDING = 64
+MAX_PEERS = 64
+MAX_NAME = 1 << 10  # the giver's name frame
 
 
 class Exchange:
@@ -46,18 +57,22 @@ class Exchange:
         self._bound = bound
         self._timeout = timeout
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._listener = socket.create_server((host, 0), family=family, backlog=16)
+        self._listener = socket.create_server((host, 0), family=family, backlog=64)
         self.address = topology.format_address(host, self._listener.getsockname()[1])
         self._cond = threading.Condition()
         self._frames: dict[str, list[int]] = {}  # giver -> its frames' places in the spool
         self._ends: dict[str, int] = {}  # giver -> the rows it said it sent, at its end
         self._broken: dict[str, str] = {}  # giver -> why its connection broke off
+        self._error: BaseException | None = None  # fails every take: listener, security
         self._closed = False
         self._conns: list[socket.socket] = []
         self._give_error: BaseException | None = None
         self._giving = threading.Thread(target=self._give, name="sparktf-feed-give",
                                         daemon=True)
-        threading.Thread(target=self._accept, name="sparktf-feed-take", daemon=True).start()
+        self._gate = protocol.Gatekeeper(
+            self._listener, secret, self._admit, what="row exchange",
+            handshake_timeout=min(timeout, 30.0),  # a stranger gets 30 s at most
+            max_pending=MAX_PENDING, capacity=self._has_room, on_fatal=self._failed)
         self._giving.start()
 
     def attach(self, stream: Stream) -> None:
@@ -65,35 +80,45 @@ class Exchange:
         self._stream = stream
 
     # ------------------------------------------------------------------------------ taking
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                # polled: closing a socket does not wake a blocked accept() on Linux
-                if not protocol.wait_readable(self._listener, 0.2):
-                    continue
-                conn, _ = self._listener.accept()
-            except (OSError, ValueError):
-                return
-            threading.Thread(target=self._receive, args=(conn,), name="sparktf-feed-take",
-                             daemon=True).start()
+    def _has_room(self) -> bool:
+        with self._cond:
+            return len(self._conns) < MAX_PEERS
 
-    def _receive(self, conn: socket.socket) -> None:
-        name = None
+    def _failed(self, exc: BaseException) -> None:
+        """The listener's thread failed: every take still to come fails with the cause."""
+        with self._cond:
+            if self._error is None:
+                self._error = exc
+            self._cond.notify_all()
+
+    def _admit(self, conn: socket.socket, session: protocol.Session, deadline: float) -> None:
+        with self._cond:
+            if self._closed:
+                conn.close()
+                return
+            self._conns.append(conn)
         try:
+            threading.Thread(target=self._receive, args=(conn, session),
+                             name="sparktf-feed-take", daemon=True).start()
+        except BaseException:
             with self._cond:
-                self._conns.append(conn)
-            protocol.server_handshake(conn, self._secret,  # a stranger gets 30 s at most
-                                      time.monotonic() + min(self._timeout, 30.0))
+                self._conns.remove(conn)
+            raise
+
+    def _receive(self, conn: socket.socket, session: protocol.Session) -> None:
+        name = None
+        mac = session.receiving
+        try:
             conn.settimeout(self._timeout)
             feedwire.tune(conn)
-            kind, payload = feedwire.recv_frame(conn)
+            kind, payload = feedwire.recv_frame(conn, mac=mac, max_size=MAX_NAME)
             if kind != GIVER:
                 raise FeedError(f"unexpected frame {kind!r} before the giver's name")
             name = payload.decode()
             with self._cond:
                 self._frames.setdefault(name, [])
             while True:
-                kind, payload = feedwire.recv_frame(conn)
+                kind, payload = feedwire.recv_frame(conn, mac=mac, max_size=protocol.MAX_FRAME)
                 if kind == feedwire.END:
                     with self._cond:
                         self._ends[name] = json.loads(payload)["rows"]
@@ -106,12 +131,21 @@ class Exchange:
                     spool.flush()
                     self._frames[name].append(len(spool.frames) - 1)
                     self._cond.notify_all()
+        except protocol.FrameRejected as exc:  # every take fails: the job's failure
+            with self._cond:
+                if self._error is None:
+                    self._error = protocol.FrameRejected(
+                        f"rows moved to {self._name} from {name or 'a peer'}: {exc}")
+                self._cond.notify_all()
         except BaseException as exc:  # noqa: BLE001 - the consumer is told, with the cause
             if name is not None:
                 with self._cond:
                     self._broken[name] = f"{type(exc).__name__}: {exc}"
                     self._cond.notify_all()
         finally:
+            with self._cond:
+                if conn in self._conns:
+                    self._conns.remove(conn)
             conn.close()
 
     def taken(self, takes: list) -> Iterator:
@@ -124,6 +158,7 @@ class Exchange:
                 with self._cond:
                     deadline = time.monotonic() + self._timeout
                     while True:
+                        self._raise_error()
                         frames = self._frames.get(giver, [])
                         if i < len(frames) or giver in self._ends or giver in self._broken \
                                 or self._closed:
@@ -149,6 +184,16 @@ class Exchange:
             if got != rows or self._ends[giver] != rows:
                 raise FeedError(f"{giver} moved {got} rows to this node; the plan was {rows}")
 
+    def _raise_error(self) -> None:
+        """The listener's failure, or a frame refused: this node cannot take its rows."""
+        exc = self._error
+        if exc is None:
+            return
+        if isinstance(exc, protocol.SecurityError):
+            raise exc
+        raise FeedError(f"the row exchange's listener of {self._name} failed, so rows moved "
+                        f"to it cannot arrive: {type(exc).__name__}: {exc}") from exc
+
     def frames_taken(self, takes: list) -> list[int]:
         """The spool's frames taken, in the plan's order (for later epochs)."""
         with self._cond:
@@ -170,15 +215,18 @@ class Exchange:
         """The last rows of this node's share, in order, to each taker in the plan's order."""
         start = self._stream.total - self._bound.rows_given
         for taker, address, rows in gives:
-            sock = protocol.connect_once(topology.split_address(address), self._secret,
-                                         self._timeout).sock
+            # tried again while the taker is busy (a flood, or many givers at once)
+            chan = protocol.connect(topology.split_address(address), self._secret,
+                                    self._timeout, what="row exchange")
+            sock, mac = chan.sock, chan.session.sending
             try:
                 sock.settimeout(self._timeout)
                 feedwire.tune(sock)
-                feedwire.send_frame(sock, GIVER, self._name.encode())
+                feedwire.send_frame(sock, GIVER, self._name.encode(), mac)
                 for kind, payload in self._pieces(start, rows):
-                    feedwire.send_frame(sock, kind, payload)
-                feedwire.send_frame(sock, feedwire.END, json.dumps({"rows": rows}).encode())
+                    feedwire.send_frame(sock, kind, payload, mac)
+                feedwire.send_frame(sock, feedwire.END, json.dumps({"rows": rows}).encode(),
+                                    mac)
             finally:
                 sock.close()
             start += rows
@@ -214,6 +262,7 @@ class Exchange:
             self._closed = True
             conns, self._conns = self._conns, []
             self._cond.notify_all()
+        self._gate.close()
         with self._bound.cond:
             self._bound.cond.notify_all()
         for conn in conns:
