@@ -14,10 +14,14 @@
 input and label columns are fed to the nodes, ``epochs`` times) and runs ``main_fn(args, ctx)``
 on every node, where ``args`` carries the estimator's params (``args.epochs``,
 ``args.batch_size``, ``args.export_dir``, ``args.model_dir``, ``args.input_cols``,
-``args.label_col``, ...) and the user's own ``args`` as ``args.args``. The chief exports a
-SavedModel to ``exportDir``; ``fit`` returns a :class:`TFModel` over it, whose ``transform``
-is :func:`sparktf.predict` (a ``mapInArrow`` on the executors). Spark ML vector columns
-(``VectorAssembler``'s output) reach ``main_fn`` and the SavedModel as float32 arrays.
+``args.label_col``, ...) and the user's own ``args`` as ``args.args``. Each fit has a
+directory of its own under ``exportDir``, ``args.export_dir`` (``<exportDir>/fit-<time>-<id>``),
+which nothing was in before; the chief exports a SavedModel there, and ``fit`` returns a
+:class:`TFModel` over it, whose ``transform`` is :func:`sparktf.predict` (a ``mapInArrow`` on
+the executors). So a fit never takes an older export for its own, and every ``TFModel`` of a
+tuning loop (``CrossValidator``, ``TrainValidationSplit``) keeps scoring with the model its
+own fit trained. Spark ML vector columns (``VectorAssembler``'s output) reach ``main_fn`` and
+the SavedModel as float32 arrays.
 
 Both are Spark ML ``Params`` and save/load through Spark ML persistence (``DefaultParams``
 metadata; the estimator's ``main_fn`` and ``args`` travel in it, pickled by cloudpickle; a
@@ -28,6 +32,8 @@ from __future__ import annotations
 
 import argparse
 import base64
+import time
+import uuid
 from typing import Any, Callable
 
 from pyspark.ml import Estimator, Model
@@ -36,6 +42,7 @@ from pyspark.ml.param.shared import HasInputCols, HasLabelCol, HasPredictionCol
 from pyspark.ml.util import (DefaultParamsReadable, DefaultParamsReader, DefaultParamsWritable,
                              DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter)
 
+from sparktf import fs, predictor
 from sparktf.driver import partition
 from sparktf.errors import ConfigError, SparkTFError
 
@@ -44,7 +51,9 @@ class _TFParams(HasInputCols, HasPredictionCol):
     """Params shared by the estimator and the model."""
 
     exportDir = Param(Params._dummy(), "exportDir",
-                      "the SavedModel's directory (local on every host, or a Hadoop path)",
+                      "the estimator's: the directory under which each fit exports its "
+                      "SavedModel, in a directory of its own; the model's: that SavedModel's "
+                      "directory (local on every host, or a Hadoop path)",
                       typeConverter=TypeConverters.toString)
     batchSize = Param(Params._dummy(), "batchSize",
                       "rows per batch: the global batch in training, per call in transform",
@@ -121,20 +130,31 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
         self._setDefault(numPS=0, epochs=1, shuffle=False)
         self._set(**_given(locals(), skip=("main_fn", "args")))
 
-    def node_args(self) -> argparse.Namespace:
-        """What ``main_fn`` gets as ``args``: the params, snake_case, and ``args.args``."""
+    def node_args(self, export_dir: str | None = None) -> argparse.Namespace:
+        """What ``main_fn`` gets as ``args``: the params, snake_case, and ``args.args``;
+        ``export_dir`` is the fit's own directory (default: ``exportDir``)."""
         get = self.getOrDefault
+        if export_dir is None and self.isDefined(self.exportDir):
+            export_dir = get(self.exportDir)
         return argparse.Namespace(
             args=self.args, input_cols=self.getInputCols(),
             label_col=get(self.labelCol) if self.isDefined(self.labelCol) else None,
-            epochs=get(self.epochs), batch_size=get(self.batchSize),
-            export_dir=get(self.exportDir) if self.isDefined(self.exportDir) else None,
+            epochs=get(self.epochs), batch_size=get(self.batchSize), export_dir=export_dir,
             model_dir=get(self.modelDir) if self.isDefined(self.modelDir) else None,
             num_ps=get(self.numPS))
 
+    def _fit_dir(self, session) -> str:
+        """A directory of this fit's own under ``exportDir``, where nothing is yet (so what is
+        there after training can only be this fit's export)."""
+        root = self.getOrDefault(self.exportDir).rstrip("/")
+        while True:  # (a relative local path made the driver's where executors share it)
+            name = time.strftime("fit-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
+            path, seen = predictor.as_executors_read(session, f"{root}/{name}")
+            if not (seen and fs.exists(path)):
+                return path
+
     def _fit(self, dataset):
         import sparktf
-        from sparktf import predictor
 
         problems = []
         if self.main_fn is None:
@@ -155,21 +175,22 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
                               "check inputCols and labelCol")
         df = partition.vectors_as_arrays(dataset.select(*cols), cols, dtype="float32")[0]
         size = self.getOrDefault(self.clusterSize) if self.isDefined(self.clusterSize) else None
-        cluster = sparktf.run(dataset.sparkSession, self.main_fn, self.node_args(),
+        export_dir = self._fit_dir(dataset.sparkSession)
+        cluster = sparktf.run(dataset.sparkSession, self.main_fn, self.node_args(export_dir),
                               num_executors=size, num_ps=self.getOrDefault(self.numPS),
                               input_mode=sparktf.InputMode.SPARK)
         cluster.train(df, num_epochs=self.getOrDefault(self.epochs),
                       shuffle=self.getOrDefault(self.shuffle))
         cluster.shutdown()
-        export, missing = predictor.saved_model_missing(dataset.sparkSession,
-                                                        self.getOrDefault(self.exportDir))
+        export, missing = predictor.saved_model_missing(dataset.sparkSession, export_dir)
         if missing:
             raise SparkTFError(
-                f"exportDir {export} holds no saved_model.pb after training: the chief's "
-                "main_fn must export the model there (args.export_dir), e.g. with "
-                "sparktf.fs.export_dir(args.export_dir) around model.save() or "
+                f"this fit's export directory {export} holds no saved_model.pb after "
+                "training: the chief's main_fn must export the model to args.export_dir (a "
+                "new directory under exportDir for every fit, not exportDir itself), e.g. "
+                "with sparktf.fs.export_dir(args.export_dir) around model.save() or "
                 "tf.saved_model.save(); the TFModel that fit() returns scores with it")
-        model = TFModel(exportDir=self.getOrDefault(self.exportDir),
+        model = TFModel(exportDir=export_dir,
                         inputCols=self.getInputCols(), predictionCol=self.getPredictionCol(),
                         outputType=self.getOrDefault(self.outputType),
                         signature=self.getOrDefault(self.signature),

@@ -172,6 +172,8 @@ def as_executors_read(session, model_path: str, connect: bool = False) -> tuple[
     if fs.is_hadoop(model_path):
         return model_path, True
     if not connect and session.sparkContext.master.startswith("local"):  # local[-cluster]
+        if model_path.startswith("file:"):
+            return model_path, True
         return os.path.abspath(model_path), True
     return model_path, False
 

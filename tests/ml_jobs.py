@@ -44,3 +44,28 @@ def reads_but_exports_nothing(args, ctx):
     while not feed.should_stop():
         feed.next_batch(args.batch_size)
     return "no export"
+
+
+def tiny_linear(args, ctx):
+    """One dense unit on the fed ``features`` (float32 [N, 3]) trained by plain SGD on one
+    node, so that its weights depend on the params (the batch size sets the steps); the chief
+    exports a SavedModel to ``args.export_dir``."""
+    import os
+
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tf_keras as keras
+
+    import sparktf.fs
+
+    (x_col,), y_col = args.input_cols, args.label_col
+    keras.utils.set_random_seed(args.args["seed"])
+    inputs = keras.Input(shape=(3,), name="features")
+    model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    feed = ctx.get_data_feed(train_mode=True)
+    data = feed.to_dataset(args.batch_size).map(lambda b: (b[x_col], b[y_col]))
+    model.fit(data, epochs=args.epochs, verbose=0)
+    if ctx.is_chief:
+        with sparktf.fs.export_dir(args.export_dir) as local:
+            model.save(local)
+    return {"export_dir": args.export_dir}
