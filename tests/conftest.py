@@ -221,6 +221,18 @@ def hdfs(hdfs_cluster):
             os.environ[k] = v
 
 
+# ------------------------------------------------------------------------------- YARN
+@pytest.fixture(scope="session")
+def yarn(tmp_path_factory):
+    """A real YARN for the session: Apache Hadoop 3.5.0's ResourceManager, NodeManager,
+    NameNode and DataNode on loopback, started by bin/yarn-test-cluster.sh and stopped by PID
+    at the end (tests/yarn/yarn_harness.py; the tests in tests/yarn use it)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "yarn"))
+    import yarn_harness
+
+    yield from yarn_harness.session_cluster(tmp_path_factory)
+
+
 @pytest.fixture
 def many_descriptors():
     """Over 1,100 descriptors open, as a TensorFlow process may hold: the next socket's number

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# A real YARN on loopback: Apache Hadoop 3.5.0 ResourceManager + NodeManager, with a NameNode
+# and DataNode, each a plain `java -cp ...` daemon, for tests, trials and docs/yarn.md. The
+# jars come from Maven Central (bin/hadoop/pom.xml) once and are cached.
+#
+#   bin/yarn-test-cluster.sh start     # prints the ResourceManager's address, then, last:
+#                                      # HADOOP_CONF_DIR=DIR   (export "$(... start | tail -1)")
+#   bin/yarn-test-cluster.sh status|stop
+#   bin/yarn-test-cluster.sh yarn logs -applicationId ID    # Hadoop's yarn CLI
+#   bin/yarn-test-cluster.sh hdfs dfs -ls /                 # Hadoop's hdfs dfs
+#
+# More: bin/yarn_test_cluster.py's docstring.
+set -euo pipefail
+exec python3 "$(dirname "$0")/yarn_test_cluster.py" "$@"

@@ -1,0 +1,209 @@
+"""A real YARN (and HDFS) on loopback for tests, trials and docs/yarn.md: ``bin/yarn-test-cluster.sh``.
+
+    bin/yarn-test-cluster.sh start      # ... ResourceManager: http://127.0.0.1:PORT ... and,
+                                        # last, HADOOP_CONF_DIR=DIR:  export "$(... start | tail -1)"
+    bin/yarn-test-cluster.sh status     # exit 0 and the addresses while it runs, 1 otherwise
+    bin/yarn-test-cluster.sh stop       # every daemon by its PID (and any container left), files removed
+    bin/yarn-test-cluster.sh yarn ARGS  # Hadoop's `yarn` CLI: yarn logs -applicationId ID,
+                                        #   yarn application -list|-kill ID|-status ID
+    bin/yarn-test-cluster.sh hdfs ARGS  # Hadoop's `hdfs dfs ...` (FsShell), e.g. hdfs dfs -ls /
+
+Apache Hadoop **3.5.0** (the release of the client that pyspark 4.3's wheel ships): a
+ResourceManager, a NodeManager, a NameNode and a DataNode, each its own JVM (``java -cp ...
+org.apache.hadoop.yarn.server.resourcemanager.ResourceManager`` and so on), every address on
+127.0.0.1. The jars are those of bin/hdfs-test-cluster.sh: fetched once from Maven Central
+(``bin/hadoop/pom.xml``) into ``$SPARKTF_HADOOP_CACHE`` (default ``~/.cache/sparktf/hadoop-3.5.0``).
+
+The NodeManager offers ``$SPARKTF_YARN_MEMORY_MB`` (default 12288) MB and
+``$SPARKTF_YARN_VCORES`` (default 8) vcores: an ApplicationMaster and 2-3 executors of a few GB
+each. YARN's physical memory check is on (a container over its size is killed, as on a real
+cluster), the virtual memory check off (as most clusters have it: a JVM's and TensorFlow's
+address space is far larger than what they use). Finished applications' logs are aggregated to
+HDFS (``hdfs:///tmp/logs``), where ``yarn logs`` reads them. State (configuration, name, data
+and NodeManager directories, logs, PIDs) is in ``$SPARKTF_YARN_DIR`` (default
+``/tmp/sparktf-yarn-$UID``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hdfs_test_cluster as hadoop  # noqa: E402  (the shared jars, configuration and daemons)
+
+hadoop.PREFIX = "yarn-test-cluster"
+
+RESOURCEMANAGER = "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager"
+NODEMANAGER = "org.apache.hadoop.yarn.server.nodemanager.NodeManager"
+CLI = {"logs": "org.apache.hadoop.yarn.client.cli.LogsCLI",
+       "application": "org.apache.hadoop.yarn.client.cli.ApplicationCLI",
+       "node": "org.apache.hadoop.yarn.client.cli.NodeCLI",
+       "dfs": "org.apache.hadoop.fs.FsShell"}
+STOP_ORDER = ["nodemanager", "resourcemanager", "datanode", "namenode"]
+
+
+def state_dir() -> str:
+    return os.environ.get("SPARKTF_YARN_DIR") or os.path.join(
+        tempfile.gettempdir(), f"sparktf-yarn-{os.getuid()}")
+
+
+def log(msg: str) -> None:
+    print(f"yarn-test-cluster: {msg}", file=sys.stderr, flush=True)
+
+
+def write_yarn_conf(state: str, conf: str) -> dict:
+    """yarn-site.xml and capacity-scheduler.xml beside the HDFS files; the addresses."""
+    ports = {n: hadoop.free_port() for n in ("rm", "sched", "tracker", "admin", "web",
+                                             "nm", "nm_web", "localizer")}
+    memory = int(os.environ.get("SPARKTF_YARN_MEMORY_MB", "12288"))
+    vcores = int(os.environ.get("SPARKTF_YARN_VCORES", "8"))
+    nm = os.path.join(state, "nm")
+    hadoop.write_site(conf, "yarn-site.xml", {
+        "yarn.resourcemanager.hostname": "127.0.0.1",
+        "yarn.resourcemanager.address": f"127.0.0.1:{ports['rm']}",
+        "yarn.resourcemanager.scheduler.address": f"127.0.0.1:{ports['sched']}",
+        "yarn.resourcemanager.resource-tracker.address": f"127.0.0.1:{ports['tracker']}",
+        "yarn.resourcemanager.admin.address": f"127.0.0.1:{ports['admin']}",
+        "yarn.resourcemanager.webapp.address": f"127.0.0.1:{ports['web']}",
+        "yarn.nodemanager.hostname": "127.0.0.1",
+        "yarn.nodemanager.address": f"127.0.0.1:{ports['nm']}",
+        "yarn.nodemanager.webapp.address": f"127.0.0.1:{ports['nm_web']}",
+        "yarn.nodemanager.localizer.address": f"127.0.0.1:{ports['localizer']}",
+        "yarn.nodemanager.resource.memory-mb": memory,
+        "yarn.nodemanager.resource.cpu-vcores": vcores,
+        "yarn.scheduler.minimum-allocation-mb": 256,
+        "yarn.scheduler.maximum-allocation-mb": memory,
+        "yarn.scheduler.maximum-allocation-vcores": vcores,
+        # a container's processes (JVM + Python workers + TF process) over its size: killed
+        "yarn.nodemanager.pmem-check-enabled": "true",
+        "yarn.nodemanager.vmem-check-enabled": "false",
+        "yarn.nodemanager.container-monitor.interval-ms": 1000,
+        "yarn.nodemanager.local-dirs": os.path.join(nm, "local"),
+        "yarn.nodemanager.log-dirs": os.path.join(nm, "logs"),
+        # a shared developer disk may be fuller than YARN's default 90 %: not "unhealthy"
+        "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": 99.9,
+        "yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb": 512,
+        "yarn.log-aggregation-enable": "true",
+        "yarn.nodemanager.remote-app-log-dir": "/tmp/logs",
+        "yarn.log-aggregation.retain-seconds": 86400,
+        "yarn.nodemanager.env-whitelist":
+            "JAVA_HOME,HADOOP_COMMON_HOME,HADOOP_HDFS_HOME,HADOOP_CONF_DIR,"
+            "HADOOP_YARN_HOME,PATH,LANG,TZ",
+        # a killed container's processes get SIGTERM, then SIGKILL this much later
+        "yarn.nodemanager.sleep-delay-before-sigkill.ms": 250,
+        "yarn.resourcemanager.nodemanager-connect-retries": 10,
+        "yarn.nodemanager.resourcemanager.minimum.version": "NONE",
+    })
+    hadoop.write_site(conf, "capacity-scheduler.xml", {
+        "yarn.scheduler.capacity.root.queues": "default",
+        "yarn.scheduler.capacity.root.default.capacity": 100,
+        "yarn.scheduler.capacity.root.default.maximum-capacity": 100,
+        # the default 0.1 leaves ApplicationMasters 1.2 GB of 12: a cluster-mode driver
+        # (1 GB + overhead) would wait forever as ACCEPTED
+        "yarn.scheduler.capacity.maximum-am-resource-percent": 0.5,
+        "yarn.scheduler.capacity.root.default.acl_submit_applications": "*",
+        "yarn.scheduler.capacity.root.default.acl_administer_queue": "*",
+    })
+    os.makedirs(os.path.join(conf, "webapps", "nodemanager"), exist_ok=True)
+    return {"rm_web": f"http://127.0.0.1:{ports['web']}",
+            "rm": f"127.0.0.1:{ports['rm']}"}
+
+
+def yarn_ready(rm_web: str) -> bool:
+    """The NodeManager is registered and RUNNING with its resources."""
+    try:
+        nodes = hadoop.http_json(rm_web + "/ws/v1/cluster/nodes")["nodes"] or {}
+    except (OSError, ValueError, KeyError):
+        return False
+    return any(n.get("state") == "RUNNING" for n in nodes.get("node", []))
+
+
+def start(state: str) -> int:
+    if hadoop.running(state):
+        log(f"already running in {state}; stop it first: bin/yarn-test-cluster.sh stop")
+        return 1
+    started = hadoop.start_hdfs(state)
+    if started is None:
+        return 1
+    info, procs = started
+    conf = info["conf"]
+    addresses = write_yarn_conf(state, conf)
+    with open(os.path.join(state, "urls"), "a") as f:
+        f.write(f"{addresses['rm_web']}\n")
+    # log aggregation's root, world-writable as on a real cluster (the NodeManager writes there
+    # as the application's user)
+    shell = subprocess.run(hadoop.java_cmd(conf, CLI["dfs"], "-mkdir", "-p", "/tmp/logs",
+                                           "/user"), capture_output=True, text=True,
+                           env=hadoop.daemon_env(conf), timeout=120)
+    chmod = subprocess.run(hadoop.java_cmd(conf, CLI["dfs"], "-chmod", "1777", "/tmp",
+                                           "/tmp/logs", "/user"),
+                           capture_output=True, text=True, env=hadoop.daemon_env(conf),
+                           timeout=120)
+    if shell.returncode or chmod.returncode:
+        log(f"could not create /tmp/logs on HDFS:\n{shell.stderr[-2000:]}{chmod.stderr[-2000:]}")
+        hadoop.stop_children(procs, state)
+        return 1
+    procs["resourcemanager"] = hadoop.launch(state, conf, "resourcemanager", RESOURCEMANAGER,
+                                             heap="512m")
+    procs["nodemanager"] = hadoop.launch(state, conf, "nodemanager", NODEMANAGER, heap="512m")
+    if not hadoop.wait_ready(state, procs, lambda: yarn_ready(addresses["rm_web"])):
+        return 1
+    print(f"ResourceManager: {addresses['rm_web']} (RPC {addresses['rm']})")
+    print(f"HDFS: {info['url']} (WebHDFS {info['webhdfs']})")
+    print(f"HADOOP_CONF_DIR={conf}")
+    log(f"running; state in {state}; stop with: bin/yarn-test-cluster.sh stop")
+    return 0
+
+
+def stop(state: str) -> int:
+    stopped = hadoop.stop_pids(state, STOP_ORDER)
+    log(f"stopped ({stopped} daemons)" if stopped else "was not running")
+    return 0
+
+
+def status(state: str) -> int:
+    pids = hadoop.running(state)
+    expected = len(STOP_ORDER)
+    if len(pids) == expected and len(hadoop.pid_files(state)) == expected:
+        with open(os.path.join(state, "urls")) as f:
+            url, webhdfs, rm_web = f.read().split()[:3]
+        print(f"ResourceManager: {rm_web}")
+        print(f"HDFS: {url} (WebHDFS {webhdfs})")
+        print(f"HADOOP_CONF_DIR={os.path.join(state, 'conf')}")
+        log(f"running, PIDs {pids}")
+        return 0
+    log("not running" if not pids else f"half running (PIDs {pids}): stop it")
+    return 1
+
+
+def cli(state: str, tool: str, args: list[str]) -> int:
+    """Hadoop's `yarn logs|application|node ...` or `hdfs dfs ...`, on the running cluster."""
+    sub = args[0] if args else ""
+    if (tool, sub) not in {("yarn", "logs"), ("yarn", "application"), ("yarn", "node"),
+                           ("hdfs", "dfs")}:
+        log(f"`{tool} {sub}` is not offered; use: yarn logs|application|node ..., hdfs dfs ...")
+        return 2
+    conf = os.path.join(state, "conf")
+    if not os.path.isdir(conf):
+        log(f"not running (no {conf}): bin/yarn-test-cluster.sh start")
+        return 1
+    cmd = hadoop.java_cmd(conf, CLI[sub], *args[1:])
+    cmd.insert(1, "-Dhadoop.root.logger=WARN,console")  # its own output alone on stdout
+    return subprocess.run(cmd, env=hadoop.daemon_env(conf)).returncode
+
+
+def main(argv: list[str]) -> int:
+    state = state_dir()
+    if argv and argv[0] in ("yarn", "hdfs"):
+        return cli(state, argv[0], argv[1:])
+    if len(argv) != 1 or argv[0] not in ("start", "stop", "status"):
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    return {"start": start, "stop": stop, "status": status}[argv[0]](state)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
