@@ -443,7 +443,8 @@ def exists(path: str) -> bool:
 
 def stat(path: str) -> tuple[str, int, int] | None:
     """(``"file"`` or ``"dir"``, size in bytes, modification time in nanoseconds) of ``path``,
-    or None if nothing is there. HDFS keeps modification times in milliseconds."""
+    or None if nothing is there. HDFS keeps modification times in milliseconds (WebHDFS gives
+    them so); libhdfs gives whole seconds."""
     path = _fspath(path)
     if not is_hadoop(path):
         try:

@@ -38,8 +38,9 @@ def export_identity(model_path: str) -> tuple | None:
     fingerprint (``fingerprint.pb``: TensorFlow's hashes of the graph and of the variables'
     checkpoint), and the size and modification time of ``saved_model.pb`` and
     ``variables/variables.index`` (a model exported again counts as another export, even with
-    the same bytes). Plain data; None when the path holds no ``saved_model.pb``. Local and
-    Hadoop paths (:mod:`sparktf.fs`); a few metadata calls and one small read."""
+    the same bytes, once the clock has moved: HDFS through libhdfs gives whole seconds).
+    Plain data; None when the path holds no ``saved_model.pb``. Local and Hadoop paths
+    (:mod:`sparktf.fs`); a few metadata calls and one small read."""
     from sparktf import fs
 
     root = model_path.rstrip("/")

@@ -196,3 +196,67 @@ def test_the_test_cluster_script_reports_its_state(hdfs):
     other = dict(os.environ, SPARKTF_HDFS_DIR=os.path.join(env["SPARKTF_HDFS_DIR"], "none"))
     assert subprocess.run([script, "status"], env=other, capture_output=True,
                           timeout=60).returncode == 1
+
+
+def _export(path, content, fingerprint=None):
+    """A stand-in SavedModel (the files its identity reads; no TensorFlow here) put at
+    ``path`` by fs.export_dir."""
+    with fs.export_dir(path) as local:
+        os.makedirs(os.path.join(local, "variables"))
+        open(os.path.join(local, "saved_model.pb"), "wb").write(content)
+        open(os.path.join(local, "variables", "variables.index"), "wb").write(content * 2)
+        if fingerprint is not None:
+            open(os.path.join(local, "fingerprint.pb"), "wb").write(fingerprint)
+
+
+def test_an_export_whose_final_rename_fails_keeps_the_old_model(root, backend, monkeypatch):
+    """export_dir deleted the old model on HDFS before renaming the new one in: a rename that
+    failed lost both. The old one is renamed aside first and put back when the new one cannot
+    go in."""
+    model = root + "/model"
+    _export(model, b"old")
+    cls = type(fs.backend(model))
+    real, target, tried = cls.rename, fs._split(model)[3], []
+
+    def rename(self, src, dst):
+        # Faked: nothing on a NameNode fails this one rename and not the one before it in the
+        # same directory (the old model's rename aside) - a failover or a quota would in life.
+        if dst == target:
+            tried.append(src)
+            if len(tried) == 1:
+                raise OSError("injected: the NameNode failed over")
+        return real(self, src, dst)
+
+    monkeypatch.setattr(cls, "rename", rename)
+    with pytest.raises(fs.HadoopFSError, match="injected"):
+        _export(model, b"new")
+    monkeypatch.undo()
+    assert len(tried) == 2  # the new one's rename in, then the old one's back
+    assert fs.read_bytes(model + "/saved_model.pb") == b"old"
+    assert fs.read_bytes(model + "/variables/variables.index") == b"oldold"
+    assert fs.listdir(root) == ["model"]  # no temporary copy left beside it
+    _export(model, b"new")
+    assert fs.read_bytes(model + "/saved_model.pb") == b"new" and fs.listdir(root) == ["model"]
+
+
+def test_stat_and_the_export_identity_tell_a_new_export_on_hdfs(root, backend):
+    """What sparktf.predict keys its models by, on HDFS: the same export keeps its identity;
+    another fingerprint (other weights, the same file sizes) is another export at once; the
+    same bytes exported again are another export once the clock moved (libhdfs gives whole
+    seconds; WebHDFS milliseconds)."""
+    from sparktf import predictor
+
+    model = root + "/model"
+    assert fs.stat(model) is None and predictor.export_identity(model) is None
+    _export(model, b"graph", fingerprint=b"fp-1")
+    kind, size, mtime = fs.stat(model + "/saved_model.pb")
+    assert (kind, size) == ("file", 5) and mtime > 0
+    assert fs.stat(model)[0] == "dir"
+    first = predictor.export_identity(model)
+    assert first is not None and predictor.export_identity(model) == first
+    _export(model, b"graph", fingerprint=b"fp-2")
+    second = predictor.export_identity(model)
+    assert second != first
+    time.sleep(1.1)  # past the granularity of libhdfs's modification times
+    _export(model, b"graph", fingerprint=b"fp-2")
+    assert predictor.export_identity(model) not in (first, second)
