@@ -190,8 +190,9 @@ def write_hdfs_conf(state: str) -> dict:
         "dfs.webhdfs.enabled": "true",
     })
     with open(os.path.join(conf, "log4j.properties"), "w") as f:
-        f.write("log4j.rootLogger=INFO,console\nlog4j.appender.console="
-                "org.apache.log4j.ConsoleAppender\nlog4j.appender.console.layout="
+        f.write("hadoop.root.logger=INFO,console\nlog4j.rootLogger=${hadoop.root.logger}\n"
+                "log4j.appender.console=org.apache.log4j.ConsoleAppender\n"
+                "log4j.appender.console.target=System.err\nlog4j.appender.console.layout="
                 "org.apache.log4j.PatternLayout\nlog4j.appender.console.layout."
                 "ConversionPattern=%d %p %c{1}: %m%n\n"
                 "log4j.logger.org.apache.hadoop.util.NativeCodeLoader=ERROR\n")
@@ -321,12 +322,26 @@ def stop_children(procs: dict, state: str) -> None:
     shutil.rmtree(state, ignore_errors=True)
 
 
+def in_container(pid: int, state: str) -> bool:
+    """Whether ``pid`` was started in a container of this cluster's NodeManager (or by such
+    a process): its working directory is under STATE/nm, or its environment names it (YARN
+    sets LOCAL_DIRS, PWD, ... there; children inherit them)."""
+    nm = os.path.join(state, "nm") + os.sep
+    try:
+        if os.readlink(f"/proc/{pid}/cwd").startswith(nm):
+            return True
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return nm.encode() in f.read()
+    except OSError:
+        return False
+
+
 def stop_strays(state: str) -> list[int]:
-    """Any other process whose command line names the state directory (a YARN container
-    whose NodeManager did not stop it), killed by PID; their PIDs."""
+    """Any process left from a YARN container of this cluster (its NodeManager did not stop
+    it), killed by PID; their PIDs."""
     strays = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid() and _ours(int(entry), state):
+        if entry.isdigit() and int(entry) != os.getpid() and in_container(int(entry), state):
             try:
                 os.kill(int(entry), signal.SIGKILL)
                 strays.append(int(entry))

@@ -43,7 +43,7 @@ def test_main_job_in_client_mode_reaches_95_percent(yarn, tmp_path):
     assert accuracy(out.stdout) >= 0.95
     [app] = apps_since(yarn, started_ms, "sparktf-mnist")
     assert app["finalStatus"] == "SUCCEEDED" and app["applicationType"] == "SPARK"
-    assert yarn.wait_idle(), (yarn.running_apps(), yarn.containers())
+    assert yarn.wait_idle(), yarn.describe_leftovers()
 
 
 def test_main_job_in_cluster_mode_driver_in_the_application_master(yarn, tmp_path):
@@ -65,4 +65,4 @@ def test_main_job_in_cluster_mode_driver_in_the_application_master(yarn, tmp_pat
     assert accuracy(logs) >= 0.9
     rc, listing, _ = yarn.cli("hdfs", "dfs", "-ls", export)
     assert rc == 0 and "saved_model.pb" in listing
-    assert yarn.wait_idle(), (yarn.running_apps(), yarn.containers())
+    assert yarn.wait_idle(), yarn.describe_leftovers()

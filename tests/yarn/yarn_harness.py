@@ -24,6 +24,7 @@ from conftest import pid_alive, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "bin", "yarn-test-cluster.sh")
+sys.path.insert(0, os.path.join(ROOT, "bin"))  # hdfs_test_cluster: what the script counts
 
 
 def pyspark_home():
@@ -88,14 +89,17 @@ class YarnCluster:
                     **extra)
 
     def hadoop_conf(self):
-        """Every property of the cluster's *-site.xml, for a SparkConf as spark.hadoop.*
-        (a JVM started before this fixture did not see HADOOP_CONF_DIR)."""
+        """What a client needs of the cluster's configuration (fs.defaultFS, the
+        ResourceManager's addresses), for a SparkConf as spark.hadoop.* (a JVM started before
+        this fixture did not see HADOOP_CONF_DIR)."""
         import xml.etree.ElementTree as ET
 
         props = {}
-        for name in ("core-site.xml", "hdfs-site.xml", "yarn-site.xml"):
+        for name in ("core-site.xml", "yarn-site.xml"):
             for prop in ET.parse(os.path.join(self.conf_dir, name)).getroot():
-                props[f"spark.hadoop.{prop.findtext('name')}"] = prop.findtext("value")
+                key = prop.findtext("name")
+                if key == "fs.defaultFS" or key.startswith("yarn.resourcemanager."):
+                    props[f"spark.hadoop.{key}"] = prop.findtext("value")
         return props
 
     # ---------------------------------------------------------------------- commands
@@ -171,14 +175,23 @@ class YarnCluster:
         return found.get("container", [])
 
     def container_processes(self):
-        """Processes started by the NodeManager for containers (their command lines name the
-        NodeManager's directories, which are in this cluster's state directory)."""
-        nm_dir = os.path.join(self.state, "nm")
-        found = []
-        for proc in psutil.process_iter(["pid", "cmdline"]):
-            if nm_dir in " ".join(proc.info["cmdline"] or []):
-                found.append(proc)
-        return found
+        """Live processes started in this cluster's containers, or by them (the cluster
+        script's own test: working directory or environment in the NodeManager's dirs)."""
+        import hdfs_test_cluster
+
+        return [p for p in psutil.process_iter(["pid"])
+                if hdfs_test_cluster.in_container(p.pid, self.state) and pid_alive(p.pid)]
+
+    def describe_leftovers(self):
+        """What wait_idle waited for, for an assertion's message."""
+        procs = []
+        for p in self.container_processes():
+            try:
+                procs.append((p.pid, p.name(), p.ppid(), " ".join(p.cmdline())[:300]))
+            except psutil.Error:
+                pass
+        return {"apps": [a["id"] for a in self.running_apps()],
+                "containers": [c["id"] for c in self.containers()], "processes": procs}
 
     def wait_idle(self, timeout=60):
         """No application running, no container, no container process left."""

@@ -1,0 +1,97 @@
+"""sparktf's calls with this test process as a YARN client-mode driver: one YARN application
+(four executors in four containers) shared by the module. Executors use this venv's Python.
+
+The JVM of this process may have started before the YARN fixture (an earlier test's local
+SparkContext), without HADOOP_CONF_DIR: the cluster's Hadoop settings go in as spark.hadoop.*,
+which Spark also ships to the ApplicationMaster and executors.
+"""
+
+import os
+import re
+import sys
+
+import cloudpickle
+import pytest
+
+import sparktf
+from yarn_harness import ROOT, base_conf
+
+import yarn_jobs
+
+cloudpickle.register_pickle_by_value(yarn_jobs)
+
+pytestmark = [pytest.mark.yarn, pytest.mark.slow, pytest.mark.timeout(600)]
+
+EXECUTORS = 4
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+@pytest.fixture(scope="module")
+def sc_yarn(yarn, spark_pool, monkeypatch_module):
+    # (a JVM this process starts now checks for it; one already running is given the
+    # settings as spark.hadoop.*)
+    monkeypatch_module.setenv("HADOOP_CONF_DIR", yarn.conf_dir)
+    conf = dict(base_conf(), **yarn.hadoop_conf())
+    conf.update({"spark.executor.instances": str(EXECUTORS),
+                 "spark.executor.memoryOverhead": "1500m",
+                 "spark.app.name": "sparktf-yarn-tests"})
+    conf.pop("spark.pyspark.python")  # (the pool sets it)
+    sc = spark_pool.get("yarn", sorted(conf.items()))
+    assert sc.applicationId.startswith("application_")
+    yield sc
+    app_id = sc.applicationId
+    spark_pool.stop()
+    assert yarn.app(app_id)["finalStatus"] == "SUCCEEDED"
+    assert yarn.wait_idle(), yarn.describe_leftovers()
+
+
+def test_the_headline_call_num_ps_2_runs_on_yarn_containers(sc_yarn, no_leaks):
+    """``sparktf.run(sc, main_fn, num_ps=2)`` with every other argument unset: the four
+    executors are two ps, a chief and a worker; chief and worker train in sync, each in its
+    own YARN container."""
+    cluster = sparktf.run(sc_yarn, yarn_jobs.mwms_in_a_container, num_ps=2)
+    chief = cluster.shutdown(timeout=300)
+    assert [r.name for r in cluster.roles] == ["chief:0", "worker:0", "ps:0", "ps:1"]
+    worker = cluster.results["worker:0"]
+    assert chief["num_replicas"] == 2 and chief["loss"][-1] < 0.05 * chief["loss"][0]
+    assert worker["kernel"] == pytest.approx(chief["kernel"], abs=1e-5)
+    assert re.fullmatch(r"container_\d+_\d+_01_\d+", chief["container"]), chief["container"]
+    assert worker["container"].startswith("container_") \
+        and worker["container"] != chief["container"]
+
+
+def test_input_mode_spark_feeds_every_row_to_the_yarn_executors(sc_yarn, no_leaks):
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession(sc_yarn)
+    df = spark.range(0, 20000, numPartitions=2)
+    cluster = sparktf.run(sc_yarn, yarn_jobs.sum_fed, num_executors=2,
+                          input_mode=sparktf.InputMode.SPARK)
+    cluster.train(df, num_epochs=2)
+    cluster.shutdown(timeout=180)
+    results = [cluster.results[n] for n in ("chief:0", "worker:0")]
+    assert cluster.rows_held_back == 0
+    assert sum(r["count"] for r in results) == 40000
+    assert sum(r["sum"] for r in results) == 2 * sum(range(20000))
+    assert all(r["container"].startswith("container_") for r in results)
+    assert results[0]["container"] != results[1]["container"]
+
+
+def test_the_tf1_async_ps_example_trains_on_yarn(sc_yarn, capfd, no_leaks):
+    """examples/mnist_async_ps.py's main() on this YARN application (its SparkSession is the
+    one running): a ps, a chief and two workers, between-graph replication, fed by Spark."""
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import mnist_async_ps
+
+    cloudpickle.register_pickle_by_value(mnist_async_ps)  # (as its __main__ would travel)
+    result = mnist_async_ps.main(["--epochs", "2", "--max-steps", "60"])
+    out = capfd.readouterr().out
+    assert "mnist: async-ps, input mode spark, 4000 training and 1000 held-out" in out
+    steps = [int(s) for s in re.findall(r"global step (\d+), \d+ of them mine", out)]
+    assert steps and 60 <= steps[0], out[-3000:]
+    assert result["test_accuracy"] > 0.5
