@@ -100,6 +100,15 @@ def infer_double(args, ctx):
     return "inferred"
 
 
+def infer_double_keeping_id(args, ctx):
+    """Inference over a DataFrame's 'id': answers (id, 2 * id) per row, as a dict of columns."""
+    feed = ctx.get_data_feed(train_mode=False)
+    while not feed.should_stop():
+        batch = feed.next_batch(args.get("batch", 16))
+        feed.batch_results({"id": batch["id"], "doubled": batch["id"] * 2})
+    return "inferred"
+
+
 def read_then_record_pids(args, ctx):
     """Take a batch (so the spool exists), record the pids above us, then wait to be killed."""
     import json
@@ -340,4 +349,5 @@ def read_epochs(args, ctx):
     while not feed.should_stop() and feed.epoch < args["epochs"]:
         rows += len(feed.next_batch(args["batch"]))
     return rows
+
 

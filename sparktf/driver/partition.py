@@ -168,22 +168,131 @@ def dataframe_for_nodes(df, num_nodes: int, num_trainers: int):
             .repartition(num_nodes, KEY).drop(KEY))
 
 
-def _range_slot(total: int, parts: int):
-    def slot(index: int) -> int:
-        return min(index * parts // max(total, 1), parts - 1)
-    return slot
+def partition_sizes(rdd) -> list[int]:
+    """How many elements each partition of ``rdd`` holds (one Spark job)."""
+    return rdd.mapPartitions(lambda items: [sum(1 for _ in items)]).collect()
 
 
-def rdd_in_order(rdd, num_nodes: int):
-    """``rdd`` as ``num_nodes`` contiguous ranges, in order (for inference outputs)."""
-    total = rdd.count()
-    indexed = rdd.zipWithIndex().map(lambda pair: (pair[1], pair[0]))
-    return indexed.repartitionAndSortWithinPartitions(num_nodes, _range_slot(total, num_nodes)) \
-        .values()
+def node_starts(total: int, num_nodes: int) -> list[int]:
+    """The index of the first of ``total`` rows each of ``num_nodes`` contiguous ranges
+    starts at, and ``total`` last: node ``k`` scores rows ``starts[k]:starts[k + 1]``."""
+    return [-(-k * total // num_nodes) for k in range(num_nodes)] + [total]
+
+
+def _offsets(counts: list[int]) -> list[int]:
+    """Where each partition of these sizes starts in the whole, and the total last."""
+    out, running = [], 0
+    for c in counts:
+        out.append(running)
+        running += c
+    return out + [running]
+
+
+def rdd_in_order(rdd, num_nodes: int, counts: list[int]):
+    """``rdd`` (whose partitions hold ``counts`` elements) as ``num_nodes`` contiguous
+    ranges, in order (for inference: node ``k`` gets rows ``node_starts(...)[k]`` on)."""
+    offsets = _offsets(counts)
+    total = offsets[-1]
+
+    def indexed(index, items):
+        return ((offsets[index] + i, item) for i, item in enumerate(items))
+
+    def slot(position: int) -> int:
+        return min(position * num_nodes // max(total, 1), num_nodes - 1)
+
+    return rdd.mapPartitionsWithIndex(indexed) \
+        .repartitionAndSortWithinPartitions(num_nodes, slot).values()
+
+
+#: Outputs travel from a node's barrier task to their input partition in chunks of this many.
+OUTPUT_CHUNK = 1024
+
+
+def outputs_by_input_partition(scored, num_nodes: int, counts: list[int] | None):
+    """The outputs of an inference's barrier stage (``scored``: node ``k``'s outputs, in the
+    order of its rows) as an ordinary RDD: one partition per input partition, each holding the
+    outputs of that partition's rows in order, so that it zips with the input.
+
+    The barrier stage ends at this shuffle: whatever a user runs on the result (``take``,
+    ``union``, ``zip``, a recomputed block) reads the shuffle's files and never starts the
+    barrier stage again. ``counts`` is None when each node scored one input partition whole
+    (fed as it is); else the input's partition sizes, dealt out by :func:`rdd_in_order`."""
+    if counts is None:
+        parts, starts, offsets = num_nodes, None, None
+    else:
+        parts, starts, offsets = max(len(counts), 1), node_starts(sum(counts), num_nodes), \
+            _offsets(counts)
+
+    def keyed(node, outputs):
+        if offsets is None:
+            for seq, chunk in enumerate(_chunked(outputs, OUTPUT_CHUNK)):
+                yield (node, seq), chunk
+            return
+        position, part, chunk, first = starts[node], 0, [], starts[node]
+        while part + 2 < len(offsets) and position >= offsets[part + 1]:
+            part += 1
+        for item in outputs:
+            crossing = part + 2 < len(offsets) and position >= offsets[part + 1]
+            if chunk and (crossing or len(chunk) >= OUTPUT_CHUNK):
+                yield (part, first), chunk
+                chunk, first = [], position
+            while part + 2 < len(offsets) and position >= offsets[part + 1]:
+                part += 1
+            chunk.append(item)
+            position += 1
+        if chunk:
+            yield (part, first), chunk
+
+    def place(key) -> int:
+        return key[0]
+
+    return scored.mapPartitionsWithIndex(keyed) \
+        .repartitionAndSortWithinPartitions(parts, place).flatMap(_second)
+
+
+def _second(pair):
+    return pair[1]
+
+
+def _chunked(items, size: int):
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def dataframe_outputs_in_order(scored, num_nodes: int):
+    """The output DataFrame of an inference's barrier ``mapInArrow`` (``scored``, node ``k``'s
+    outputs in partition ``k``) as an ordinary DataFrame: the barrier stage ends at a shuffle
+    that keeps each node's outputs in their partition and order, so ``show``, ``limit``, a
+    join or a recomputed block never start the barrier stage again."""
+    from pyspark.sql import functions as F
+
+    order = "__sparktf_order"
+    keys = partition_keys(scored.sparkSession, num_nodes, num_nodes)
+    table = F.array(*[F.lit(k).cast("long") for k in keys])
+    return (scored.withColumns({order: F.monotonically_increasing_id(),
+                                KEY: F.element_at(table, F.spark_partition_id() + 1)})
+            .repartition(num_nodes, KEY).sortWithinPartitions(order).drop(KEY, order))
+
+
+def dataframe_partitions(df) -> int | None:
+    """How many partitions ``df`` has, if Spark can say without running a job: None for a
+    plan under adaptive execution (one with a shuffle), whose ``df.rdd`` runs every shuffle
+    of it at once, outside the cluster's Spark job (and the barrier job runs them again)."""
+    plan = df._jdf.queryExecution().executedPlan()
+    if plan.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
+        return None
+    return df.rdd.getNumPartitions()
 
 
 def dataframe_in_order(df, num_nodes: int):
-    """``df`` as exactly ``num_nodes`` contiguous ranges, in order (for inference outputs).
+    """``df`` as exactly ``num_nodes`` contiguous ranges, in order (for inference outputs);
+    None if it has no rows.
 
     Exactly: a range partitioning would give fewer partitions than nodes for a small
     DataFrame, and a barrier stage needs one per node. Each row's position is its input
@@ -198,6 +307,8 @@ def dataframe_in_order(df, num_nodes: int):
     part = F.shiftright(F.col(mid), 33)
     counts = dict(with_id.groupBy(part.alias("p")).count().collect())
     total = sum(counts.values())
+    if not total:
+        return None
     offsets, running = [], 0
     for p in range(max(counts, default=-1) + 1):
         offsets.append(running)

@@ -72,12 +72,14 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
     """InputMode.SPARK, ``cluster.train(data)``: each chief/worker gets its share.
 
     Returns the stage factory, and whether the partitions are fed as they are with rows to be
-    moved between nodes if equalizing needs it (``FeedConfig.exchange``)."""
+    moved between nodes if equalizing needs it (``FeedConfig.exchange``). Runs no Spark job:
+    whatever the data needs computed (the user's maps and shuffles, the deal-out) runs in the
+    stage, in the cluster's own Spark job."""
     n = len(roles)
     trainers = sum(r.trains for r in roles)
     if not _is_rdd(data):
         data = partition.vectors_as_arrays(data)[0]
-    parts = data.getNumPartitions() if _is_rdd(data) else data.rdd.getNumPartitions()
+    parts = data.getNumPartitions() if _is_rdd(data) else partition.dataframe_partitions(data)
     exchange = False
     if rebalance is None:
         # One partition per training node already: fed as it is, without a Spark job to count
@@ -86,7 +88,8 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
         exchange = not rebalance and equalize and trainers > 1
     elif not rebalance and not parts == n == trainers:
         raise ConfigError(f"rebalance=False needs one data partition per node and no ps or "
-                          f"evaluator; the data has {parts} partitions for {n} nodes "
+                          f"evaluator; the data has {parts or 'an unknown number of'} "
+                          f"partitions (a shuffle's, known once it runs) for {n} nodes "
                           f"({trainers} training): leave rebalance unset")
     if _is_rdd(data):
         rdd = partition.rdd_for_nodes(data, n, trainers) if rebalance else data
@@ -96,20 +99,34 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
                 barrier_task(launch, "pickled-batches")), profile).collect())), exchange
         return (lambda launch: (lambda: _with(rdd.barrier().mapPartitions(
             barrier_task(launch, "pickle")), profile).collect())), exchange
-    df = partition.dataframe_for_nodes(data, n, trainers) if rebalance else data
-    schema = arrow_schema(df)
-    # Spark plans an empty DataFrame as no partitions at all (no barrier tasks, no nodes), and
-    # a shuffle of nothing may be planned so too. Fed as it is, the data has one partition per
-    # node, empty or not: a task per node, no Spark job to ask. Dealt out: if it is empty,
-    # start the nodes over empty partitions; they get the schema and the end.
-    if rebalance and data.isEmpty():
-        def empty(launch: LaunchSpec) -> Stage:
-            task = barrier_task(launch, "arrow", schema)
-            return lambda: _empty(sc, n, lambda _: task(iter(())), profile)
-        return empty, exchange
-    return (lambda launch: (lambda: df.mapInArrow(
-        barrier_task(launch, "arrow", schema), "node string", barrier=True,
-        profile=profile).collect())), exchange
+    schema = arrow_schema(data)
+
+    def stage(launch: LaunchSpec) -> None:
+        task = barrier_task(launch, "arrow", schema)
+        if not rebalance:
+            data.mapInArrow(task, "node string", barrier=True, profile=profile).collect()
+            return
+        df = partition.dataframe_for_nodes(data, n, trainers)
+        if not df.mapInArrow(_saying_it_ran(task), "node string", barrier=True,
+                             profile=profile).collect():
+            # Adaptive execution plans the deal-out of an empty DataFrame as no partitions
+            # at all: no barrier task ran (the data's stages did, once). Start the nodes over
+            # empty partitions; they get the schema and the end. (Asking df.isEmpty() first
+            # would compute the user's stages twice.)
+            _empty(sc, n, lambda _: task(iter(())), profile)
+
+    return (lambda launch: (lambda: stage(launch))), exchange
+
+
+def _saying_it_ran(task):
+    """A training ``mapInArrow`` barrier function that yields one row once ``task`` is done,
+    so that the driver tells a stage that ran no task (no partitions) from one that did."""
+    def run(batches):
+        import pyarrow as pa
+
+        yield from task(batches)
+        yield pa.RecordBatch.from_pydict({"node": ["ran"]})
+    return run
 
 
 def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize,
@@ -200,50 +217,67 @@ def parse_output_schema(output_schema: Any):
 
 class Inference:
     """InputMode.SPARK, ``cluster.inference(data)``: every node scores a contiguous range of
-    the rows, and ``output`` is the result in input order (persisted: it outlives the nodes).
-    Built for one attempt (inference is not restarted)."""
+    the rows, and ``output`` is the result in input order, an ordinary RDD or DataFrame.
+
+    The barrier stage ends at a shuffle (:func:`~sparktf.driver.partition.outputs_by_input_partition`,
+    :func:`~sparktf.driver.partition.dataframe_outputs_in_order`): the output is read from
+    its files, so ``take``, ``show``, ``limit``, ``union``, a join or a lost block never start
+    the barrier stage again; it is persisted (memory and disk) too. An RDD's output has the
+    input's partitions, row for row (it zips with the input). Everything, the counting and
+    dealing out of the input included, runs in the stage, in the cluster's Spark job. Built
+    for one attempt (inference is not restarted)."""
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], data, schema, profile=None) -> None:
         if not _is_rdd(data):
             data = partition.vectors_as_arrays(data)[0]
         self.sc, self.n, self.data, self.schema = sc, len(roles), data, schema
         self.profile = profile
+        #: The result; set by the stage before its barrier job starts.
         self.output = None
 
     def __call__(self, launch: LaunchSpec) -> Stage:
+        if _is_rdd(self.data):
+            return lambda: self._score_rdd(launch)
+        return lambda: self._score_dataframe(launch)
+
+    def _score_rdd(self, launch: LaunchSpec) -> None:
+        from pyspark import StorageLevel
+
+        data, n = self.data, self.n
+        counts = None
+        ordered = data
+        if not (data.getNumPartitions() == n and partition.barrier_ready(data)):
+            counts = partition.partition_sizes(data)
+            ordered = partition.rdd_in_order(data, n, counts)
+        raw = partition.raw_pickled_batches(ordered)
+        scored = _with((raw or ordered).barrier().mapPartitions(
+            barrier_task(launch, "pickled-batches" if raw is not None else "pickle")),
+            self.profile)
+        out = partition.outputs_by_input_partition(scored, n, counts)
+        out.persist(StorageLevel.MEMORY_AND_DISK)
+        self.output = out
+        out.count()
+
+    def _score_dataframe(self, launch: LaunchSpec) -> None:
         import dataclasses
 
         from pyspark import StorageLevel
 
-        n, data = self.n, self.data
-        if _is_rdd(data):
-            ordered = data if data.getNumPartitions() == n else partition.rdd_in_order(data, n)
-            raw = partition.raw_pickled_batches(ordered)
-            out = _with((raw or ordered).barrier().mapPartitions(
-                barrier_task(launch, "pickled-batches" if raw is not None else "pickle")),
-                self.profile)
-        else:
-            launch = dataclasses.replace(launch, output_schema=arrow_schema(data, self.schema))
-            df = data
-            if data.rdd.getNumPartitions() != n:
-                # Dealt out into one range per node; an empty DataFrame has none to deal
-                # (one partition per node, empty or not, is fed as it is: no job to ask).
-                if data.isEmpty():
-                    task = barrier_task(launch, "arrow", arrow_schema(data))
-                    self.output = data.sparkSession.createDataFrame([], self.schema)
-                    return lambda: _empty(self.sc, n, lambda _: task(iter(())), self.profile)
-                df = partition.dataframe_in_order(data, n)
-            task = barrier_task(launch, "arrow", arrow_schema(df))
-            out = df.mapInArrow(task, self.schema, barrier=True, profile=self.profile)
+        data, n = self.data, self.n
+        launch = dataclasses.replace(launch, output_schema=arrow_schema(data, self.schema))
+        df = data
+        if not (partition.dataframe_partitions(data) == n and partition.barrier_ready(data)):
+            # Dealt out into one range per node; an empty DataFrame has none to deal
+            # (one partition per node, empty or not, is fed as it is: no job to ask).
+            df = partition.dataframe_in_order(data, n)
+            if df is None:
+                task = barrier_task(launch, "arrow", arrow_schema(data))
+                self.output = data.sparkSession.createDataFrame([], self.schema)
+                _empty(self.sc, n, lambda _: task(iter(())), self.profile)
+                return
+        task = barrier_task(launch, "arrow", arrow_schema(df))
+        scored = df.mapInArrow(task, self.schema, barrier=True, profile=self.profile)
+        out = partition.dataframe_outputs_in_order(scored, n)
         out.persist(StorageLevel.MEMORY_AND_DISK)
         self.output = out
-        if _is_rdd(data):
-            return out.count
-        # Fill the cache in one stage: DataFrame.count() adds a second one (its aggregate's
-        # shuffle), about 0.1 s of every call; counting the plan's rows on the JVM does not.
-        # Not under adaptive execution (a plan with a shuffle: dealt out, or the user's own),
-        # which builds a cache as a stage of its own while it plans: count() there.
-        qe = out._jdf.queryExecution()
-        if qe.executedPlan().getClass().getSimpleName() == "AdaptiveSparkPlanExec":
-            return out.count
-        return qe.toRdd().count
+        out.count()
