@@ -108,3 +108,10 @@ def error(where: str, exc: BaseException, traceback_text: str = "", note: str | 
     message = str(exc) if note is None else f"{exc}\n{note}"
     return make("error", where=where, exc_type=type(exc).__name__, message=message,
                 traceback=traceback_text, **extra)
+
+
+#: While rows still flow to some training node, every other one hears of the feeds at least
+#: this often (seconds): a node's held-back progress report goes out anyway, and the driver
+#: re-sends an unchanged bound to a node waiting on it. ``feed_timeout`` thus counts only the
+#: time in which no node's rows flow (an idle timeout).
+FLOW_EVERY = 0.5

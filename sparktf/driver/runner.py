@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 #: depend on time: heartbeats, progress, grace periods). An event that can change the outcome
 #: (a node's state, its exit, the Spark job's end) wakes it at once.
 TICK = 0.1
+#: How often (seconds) the monitor asks Spark whether the data's stages still run while an
+#: attempt waits for its barrier stage.
+UPSTREAM_POLL = 0.5
 #: Messages that never decide anything by themselves: they do not wake the monitor.
 _QUIET = frozenset({"log", "heartbeat"})
 #: How long a teardown waits for a cancelled Spark job to end.
@@ -58,6 +61,10 @@ class _Attempt:
     channels: dict  # (node, role) -> Channel
     thread: threading.Thread | None = None
     finalizer: Any = None
+    #: When its Spark job's thread started (monotonic).
+    started_at: float = 0.0
+    #: Stage id -> whether it is a barrier stage, as Spark's status store showed it.
+    barrier_stages: dict = dataclasses.field(default_factory=dict)
 
 
 class _PrintTo:
@@ -319,7 +326,7 @@ class Runner:
         from pyspark import InheritableThread
 
         self._current = attempt
-        attempt.state.launched_at = time.monotonic()
+        attempt.state.launched_at = attempt.started_at = time.monotonic()
         attempt.thread = InheritableThread(target=self._run_job, args=(attempt,), daemon=True,
                                            name=f"{attempt.job_id}-spark")
         attempt.thread.start()
@@ -350,6 +357,7 @@ class Runner:
 
     def _monitor_loop(self) -> None:
         try:
+            next_poll = 0.0
             while True:
                 self._wake.clear()  # an event after this is seen by this step or wakes the next
                 with self._cond:
@@ -361,6 +369,7 @@ class Runner:
                     notes = state.take_notes()
                     outcome = state.outcome if state.status is Status.FAILED else None
                     finished = state.status is Status.FINISHED
+                    reserving = state.reserving()
                     self._cond.notify_all()  # waiters see the step's changes at once
                 for note in notes:
                     log.warning("sparktf: %s", note)
@@ -368,6 +377,9 @@ class Runner:
                 if finished:
                     return
                 if outcome is None:
+                    if reserving and time.monotonic() >= next_poll:
+                        next_poll = time.monotonic() + UPSTREAM_POLL
+                        self._note_upstream(attempt)
                     self._wake.wait(TICK)
                     continue
                 if isinstance(outcome, ClusterTimeoutError) and RESERVATION in str(outcome):
@@ -389,6 +401,20 @@ class Runner:
         except BaseException as exc:  # noqa: BLE001 - never end silently
             log.exception("sparktf: the monitor of %s failed", self.base_id)
             self.abort(SparkTFError(f"sparktf's monitor failed: {type(exc).__name__}: {exc}"))
+
+    def _note_upstream(self, attempt: _Attempt) -> None:
+        """While no task of ``attempt``'s barrier stage has started, the stages of its Spark
+        job that run before it (the data's own maps and shuffles, adaptive execution's, the
+        deal-out) do not count against ``reservation_timeout``; nor does the time before
+        Spark shows any job of it (PySpark pickling and planning), up to one more
+        ``reservation_timeout``. Asked of Spark outside the lock."""
+        seen = attempt.barrier_stages
+        running = _stages_before_barrier(self.sc, attempt.job_id, seen)
+        planning = running is None and time.monotonic() - attempt.started_at < \
+            self._limits.reservation_timeout
+        if running or planning:
+            with self._cond:
+                attempt.state.upstream_busy(time.monotonic())
 
     def _may_restart(self, failure: SparkTFError) -> bool:
         return (isinstance(failure, (NodeError, SparkJobError)) and not self.aborted
@@ -606,6 +632,38 @@ def _active_tasks(sc, tag: str) -> int:
         return active
     except Exception:  # noqa: BLE001 - a stopped SparkContext has no tasks left
         return 0
+
+
+def _stages_before_barrier(sc, tag: str, barrier: dict[int, bool]) -> bool | None:
+    """Whether a stage of the jobs tagged ``tag`` runs that is not a barrier stage (None if
+    Spark shows no job of it yet). ``barrier`` caches, by stage id, whether it is one: the
+    RDD graph Spark keeps for its UI marks barrier RDDs."""
+    try:
+        tracker = sc.statusTracker()
+        jobs = jobs_tagged(sc, tag)
+        if not jobs:
+            return None
+        active = set(tracker.getActiveStageIds())
+        store = sc._jsc.sc().statusStore()
+        for job in jobs:
+            info = tracker.getJobInfo(job)
+            for stage in (info.stageIds if info else ()):
+                if stage not in active:
+                    continue
+                if stage not in barrier:
+                    barrier[stage] = _has_barrier_rdd(store.operationGraphForStage(stage)
+                                                      .rootCluster())
+                if not barrier[stage]:
+                    return True
+        return False
+    except Exception:  # noqa: BLE001 - a stopped context, a store without the stage yet
+        return False
+
+
+def _has_barrier_rdd(cluster) -> bool:
+    nodes, clusters = cluster.childNodes(), cluster.childClusters()
+    return any(nodes.apply(i).barrier() for i in range(nodes.size())) or any(
+        _has_barrier_rdd(clusters.apply(i)) for i in range(clusters.size()))
 
 
 def _spark_stopped(sc) -> bool:

@@ -38,6 +38,7 @@ from sparktf.common.topology import NodeRole
 #: failing the job with what is known; the same wait lets the nodes' own reports of a failed
 #: Spark job arrive before Spark's less precise text is used.
 ERROR_SETTLE_SECS = 3.0
+FLOW_EVERY = messages.FLOW_EVERY
 
 
 class Status(str, enum.Enum):
@@ -167,6 +168,8 @@ class JobState:
         self._bound_sent: tuple[int, bool, bool] | None = None
         #: Per training node: the fewest rows another training node has reported, as sent.
         self._others_sent: dict[str, int] = {}
+        #: When each training node was last sent its bound (for :meth:`_say_rows_flow`).
+        self._bound_at: dict[str, float] = {}
         self._exchange: dict[str, str] = {}  # training node -> where it takes moved rows
         self._feed_stopped: set[str] = set()  # shares ended early: terminate(), main_fn done
         self._moves: dict[str, dict] = {}  # node -> its part of the plan sent with the bound
@@ -320,13 +323,29 @@ class JobState:
             n.mark_failed(now)
 
     def _on_feed_progress(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+        flowed = msg["received"] > self._feed_progress.get(n.name, (0, False))[0]
         self._feed_progress[n.name] = (msg["received"], msg["ended"])
         if msg.get("exchange"):
             self._exchange[n.name] = msg["exchange"]
         if msg.get("stopped"):
             self._feed_stopped.add(n.name)
         self._check_unread_feeds(now)
-        return self._broadcast_bound()
+        sends = self._broadcast_bound()
+        if flowed and not (self._bound_sent and self._bound_sent[1]):
+            sends += self._say_rows_flow(sends, now)
+        for send in sends:
+            for name in send.to:
+                self._bound_at[name] = now
+        return sends
+
+    def _say_rows_flow(self, sends: list[Send], now: float) -> list[Send]:
+        """Rows still flow to some node: every other training node that has heard nothing of
+        the feeds for FLOW_EVERY seconds hears its bound again, unchanged, so that its
+        ``feed_timeout`` (an idle timeout) does not run out while it waits for that share."""
+        told = {name for send in sends for name in send.to}
+        return [self._bound_message((m.name,)) for m in self.trainers
+                if m.name not in told and m.name in self._bound_at
+                and now - self._bound_at[m.name] >= FLOW_EVERY]
 
     def _check_unread_feeds(self, now: float) -> None:
         """Under equalization every training node's feed sets the bound: one whose main_fn
@@ -463,6 +482,19 @@ class JobState:
                         and (n.closed or now - n.exit_at >= settle)
                         for n in self.nodes.values()))
 
+    def reserving(self) -> bool:
+        """Whether the attempt waits for its barrier stage: no task of it has reached the
+        driver yet (they all start at once, and each says hello first)."""
+        return self.status is Status.LAUNCHING and all(
+            n.host is None for n in self.nodes.values())
+
+    def upstream_busy(self, now: float) -> None:
+        """The attempt's Spark job still computes what its barrier stage reads (the user's
+        maps and shuffles, the deal-out): the reservation clock counts from ``now`` on, so
+        that ``reservation_timeout`` counts only from the barrier stage's submission."""
+        if self.reserving():
+            self.launched_at = now
+
     def take_notes(self) -> list[str]:
         """Warnings for the user decided since the last call (the runner logs them)."""
         notes, self._notes = self._notes, []
@@ -533,8 +565,10 @@ class JobState:
         if failed:
             failed.sort(key=lambda n: n.failed_at if n.failed_at is not None else now)
             return node_error(failed[0], [n.name for n in failed[1:]])
-        settled = self.job_ended_at is not None and now - self.job_ended_at >= \
-            self.limits.error_settle
+        # A job that ended before any of its barrier tasks started failed computing the
+        # data (the user's maps, a shuffle): no node has a cause on its way.
+        settled = self.job_ended_at is not None and (
+            now - self.job_ended_at >= self.limits.error_settle or self.reserving())
         if settled and self.job_error is not None:
             if re.match(r"Job \d+ cancelled", self.job_error):  # by someone else than sparktf
                 return SparkJobError(

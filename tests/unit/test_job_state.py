@@ -322,6 +322,31 @@ def test_shares_fed_as_they_are_wait_for_every_end_then_move_only_the_surplus():
     assert again[0].message["take"] == [["chief:0", 30]]
 
 
+def test_nodes_waiting_for_a_share_still_flowing_hear_that_rows_flow():
+    """feed_timeout is an idle timeout: two small shares have ended and wait for a large one
+    still read; the bound they go by does not move, yet each hears (at most every FLOW_EVERY
+    seconds) that rows still flow, so neither times out while the large share is read."""
+    from sparktf.driver.state import FLOW_EVERY
+
+    s = job(num=3)
+    start(s)
+    progress(s, "chief:0", 5, True, exchange="h:1")
+    progress(s, "worker:0", 5, True, exchange="h:2")
+    progress(s, "worker:1", 100, False, exchange="h:3")
+    heard = []
+    for i in range(1, 9):
+        now = 1.0 + i * FLOW_EVERY / 2
+        sends = s.apply("worker:1", NODE, messages.make("feed_progress", received=100 + i,
+                                                        ended=False), now)
+        heard.append(sorted(n for x in sends for n in x.to))
+    waiting = [h for h in heard if "chief:0" in h and "worker:0" in h]
+    assert 3 <= len(waiting) <= 5, heard  # every other report: not on each one
+    # a report that brings no new rows is not flow
+    again = s.apply("worker:1", NODE, messages.make("feed_progress", received=108,
+                                                    ended=False), 100.0)
+    assert again == []
+
+
 def test_nearly_equal_shares_or_a_share_stopped_early_move_nothing():
     s = job(num=2)
     start(s)

@@ -42,6 +42,10 @@ class Bound:
         self.own: Callable[[], int] | None = None
         #: The rows the consumer has handed out while it waits in :meth:`wait_beyond`.
         self._waiting_at: int | None = None
+        #: When the driver last said anything of the feeds (monotonic): every ``feed_bound``
+        #: message means some node's rows moved (the driver re-sends an unchanged bound at
+        #: most every FLOW_EVERY seconds while rows flow: ``feed_timeout`` is an idle timeout).
+        self.heard_at = time.monotonic()
 
     def limit(self) -> int:
         """How many rows of this epoch this node may hand out now."""
@@ -67,6 +71,7 @@ class Bound:
     def update(self, value: int, final: bool, peers_ended: bool = False,
                plan: dict | None = None, others: int | None = None) -> None:
         with self.cond:
+            self.heard_at = time.monotonic()
             if others is not None:
                 self.others = max(self.others or 0, others)  # reports only grow
             if plan and not self.plan:
@@ -100,13 +105,14 @@ class Bound:
 
     def wait_beyond(self, delivered: int, timeout: float) -> None:
         """Wait until the bound passes ``delivered`` or is final; :class:`FeedError` after
-        ``timeout`` seconds without either (the other nodes' feeds made no progress)."""
-        deadline = time.monotonic() + timeout
+        ``timeout`` seconds in which the driver said nothing of the feeds (no node's feed made
+        progress: while any node's rows still flow, the driver says so)."""
+        started = time.monotonic()
         with self.cond:
             self._waiting_at = delivered
             try:
                 while self.limit() <= delivered and not self.final:
-                    remaining = deadline - time.monotonic()
+                    remaining = max(started, self.heard_at) + timeout - time.monotonic()
                     if remaining <= 0:
                         raise FeedError(
                             f"no progress from the other training nodes' feeds for "
