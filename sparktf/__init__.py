@@ -22,7 +22,8 @@ _EXPORTS = {
     "SparkTFError": "sparktf.errors", "ConfigError": "sparktf.errors",
     "NodeError": "sparktf.errors", "SparkJobError": "sparktf.errors",
     "ClusterTimeoutError": "sparktf.errors", "ClusterStateError": "sparktf.errors",
-    "predict": "sparktf.predictor", "warm_up": "sparktf.driver.warmup",
+    "predict": "sparktf.predictor", "ModelChangedError": "sparktf.predictor",
+    "warm_up": "sparktf.driver.warmup",
     "WarmUp": "sparktf.driver.warmup", "DataFeed": "sparktf.node.feed", "FeedError": "sparktf.errors",
 }
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, FeedError,
                                 NodeError, SparkJobError, SparkTFError)
     from sparktf.node.feed import DataFeed
-    from sparktf.predictor import predict
+    from sparktf.predictor import ModelChangedError, predict
     from sparktf.driver.warmup import WarmUp, warm_up
 
 

@@ -170,3 +170,14 @@ def test_layering(module, forbidden):
 ])
 def test_more_slots_says_how_on_each_master(master, conf, expected):
     assert preflight.more_slots(master, 3, conf).startswith(expected)
+
+
+def test_a_python_memory_cap_is_refused_naming_what_to_use_instead():
+    """spark.executor.pyspark.memory (common on YARN) caps the nodes' address space too:
+    refused before any job, naming the setting and spark.executor.memoryOverhead."""
+    from pyspark import SparkConf
+
+    conf = SparkConf(loadDefaults=False).set("spark.executor.pyspark.memory", "1g")
+    [problem] = preflight.conf_problems(conf)
+    assert "spark.executor.pyspark.memory=1g" in problem
+    assert "spark.executor.memoryOverhead" in problem
