@@ -67,6 +67,19 @@ def unpicklable_result(args, ctx):
     return threading.Lock()
 
 
+def result_of_a_class_only_the_node_has(args, ctx):
+    """Returns an instance of a class from a module only this process has on its path (as
+    a class shipped to the executors alone, with --py-files, would be)."""
+    import importlib
+
+    folder = os.path.join(ctx.work_dir, "private")
+    os.makedirs(folder)
+    with open(os.path.join(folder, "node_only_results.py"), "w") as f:
+        f.write("class Score:\n    def __init__(self, v):\n        self.v = v\n")
+    sys.path.insert(0, folder)
+    return importlib.import_module("node_only_results").Score(0.5)
+
+
 def spawn_tree_and_wait(args, ctx):
     """Start a grandchild in its own session, record the pids, then wait to be killed."""
     grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],

@@ -50,8 +50,9 @@ _ALL = [
             "the feed's epoch"),
     Message("state", "node", "driver", ("state",),
             "the node now only serves (ps, or a worker in ctx.serve()): 'serving'"),
-    Message("done", "node", "driver", ("value",),
-            "main_fn returned value; the process stays up until 'stop'"),
+    Message("done", "node", "driver", ("value", "value_type"),
+            "main_fn returned: its value pickled on the node (bytes, read by result_value), "
+            "and the value's type; the process stays up until 'stop'"),
     Message("error", "node|task", "driver", ("where", "exc_type", "message", "traceback"),
             "main_fn raised (where='main_fn') or called sys.exit with an error ('exit', and "
             "the code's repr), its result, feed or Hadoop log_dir failed ('result', 'feed', "
@@ -115,3 +116,52 @@ def error(where: str, exc: BaseException, traceback_text: str = "", note: str | 
 #: re-sends an unchanged bound to a node waiting on it. ``feed_timeout`` thus counts only the
 #: time in which no node's rows flow (an idle timeout).
 FLOW_EVERY = 0.5
+
+
+#: The largest return value (pickled) a main_fn may send the driver, in MiB, unless the
+#: node's environment sets SPARKTF_MAX_RESULT_MB.
+MAX_RESULT_MB = 512
+
+
+def done(value: Any, max_mb: float | None = None) -> dict:
+    """The ``done`` message for main_fn's return ``value``, pickled here, on the node: a value
+    the driver cannot unpickle then fails the job naming its type (:func:`result_value`),
+    not the channel that carries it. ``ValueError`` if it is larger than ``max_mb`` MiB; the
+    pickling's own error if it cannot be pickled."""
+    import pickle
+
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    limit = MAX_RESULT_MB if max_mb is None else max_mb
+    if len(data) > limit * (1 << 20):
+        raise ValueError(
+            f"main_fn's return value (a {type_name(value)}) pickles to "
+            f"{len(data) / (1 << 20):.1f} MiB, more than the {limit:g} MiB a result may be "
+            "(SPARKTF_MAX_RESULT_MB in the node's environment): write large results to a "
+            "shared path (HDFS, ctx.absolute_path) and return that path")
+    return make("done", value=data, value_type=type_name(value))
+
+
+def result_value(message: dict) -> Any:
+    """main_fn's return value from a ``done`` message; :class:`ResultUnreadable` if the
+    driver cannot unpickle it (its class is on the executors' path only)."""
+    import pickle
+
+    try:
+        return pickle.loads(message["value"])
+    except Exception as exc:  # noqa: BLE001 - whatever unpickling raises, named below
+        raise ResultUnreadable(
+            f"main_fn returned a {message.get('value_type')}, which cannot be unpickled on "
+            f"the driver ({type(exc).__name__}: {exc}): its class is on the executors' path "
+            "only. Return plain data (numbers, strings, lists, dicts, numpy arrays), or put "
+            "the class's module on the driver's path too (--py-files, sc.addPyFile)") from None
+
+
+class ResultUnreadable(Exception):
+    """A ``done`` message whose value the driver cannot unpickle."""
+
+
+def type_name(value: Any) -> str:
+    """``value``'s type as ``module.Qualname`` (builtins without the module)."""
+    kind = type(value)
+    module = getattr(kind, "__module__", "")
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"

@@ -290,7 +290,15 @@ class JobState:
         return []
 
     def _on_done(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
-        n.result, n.has_result, n.done_at = msg.get("value"), True, now
+        try:
+            n.result = messages.result_value(msg)
+        except messages.ResultUnreadable as exc:
+            if n.error is None:
+                n.error, n.error_at = messages.make(
+                    "error", where="result", exc_type="TypeError", message=str(exc),
+                    traceback=""), now
+            return []
+        n.has_result, n.done_at = True, now
         out = []
         if n.state in (NodeState.RUNNING, NodeState.SERVING):
             n.state = NodeState.DONE

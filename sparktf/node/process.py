@@ -214,12 +214,17 @@ def run(spec: NodeSpec) -> int:
         announcer.join(tensorboard.START_TIMEOUT + 5)
     try:
         runtime.beat()  # the last step, metrics and rows, before the driver hears 'done'
-        chan.send(messages.make("done", value=value))
+        limit = os.environ.get("SPARKTF_MAX_RESULT_MB")
+        done = messages.done(value, float(limit) if limit else None)
+    except ValueError as exc:
+        _report_error(chan, exc, "result")
+        return 1
     except Exception as exc:
         err = TypeError(f"main_fn's return value cannot be pickled: {type(exc).__name__}: "
                         f"{exc}; return plain data (numbers, strings, lists, dicts, arrays)")
         _report_error(chan, err, "result")
         return 1
+    chan.send(done)
     # Stay up (with any TF server main_fn started in this process) until the driver says the
     # job is over: a peer that starts late may still need this node's server, as in classic
     # between-graph training without device filters, where every session reaches every task.

@@ -93,7 +93,7 @@ class NodeRuntime:
         """Exit now, with this node's (empty) result: the main thread may be in the middle of
         ``import tensorflow``, seconds that shutdown() would otherwise wait for."""
         try:
-            self.chan.send(messages.make("done", value=None))
+            self.chan.send(messages.done(None))
         except OSError:
             pass
         for stream in (sys.stdout, sys.stderr):

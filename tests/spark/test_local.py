@@ -200,6 +200,25 @@ def test_unpicklable_return_value_is_an_error(sc_local):
         run_to_end(sc_local, jobs.unpicklable_result, None, num_executors=1)
 
 
+def test_a_result_the_driver_cannot_unpickle_names_its_type_not_a_lost_connection(sc_local):
+    """main_fn returns an object whose class only the executors have: the job fails saying
+    the driver cannot unpickle that type, and what to return instead (before: the node 'lost
+    its connection to the driver', exit 75)."""
+    with pytest.raises(sparktf.NodeError) as info:
+        run_to_end(sc_local, jobs.result_of_a_class_only_the_node_has, None, num_executors=1)
+    text = str(info.value)
+    assert "node_only_results.Score" in text and "cannot be unpickled on the driver" in text
+    assert "lost its connection" not in text
+
+
+def test_a_result_over_the_limit_is_refused_on_the_node_naming_its_size(sc_local):
+    """A return value larger than a result may be (SPARKTF_MAX_RESULT_MB, 512 by default)
+    fails naming its size and what to do instead, not a broken channel."""
+    with pytest.raises(sparktf.NodeError, match=r"2\.0 MiB.*more than the 1 MiB"):
+        run_to_end(sc_local, jobs.big_result, {"mb": 2}, num_executors=1,
+                   env={"SPARKTF_MAX_RESULT_MB": "1"})
+
+
 def test_shutdown_timeout_stops_everything(sc_local):
     cluster = sparktf.run(sc_local, jobs.sleep_forever, num_executors=2)
     with pytest.raises(sparktf.ClusterTimeoutError, match="still running"):

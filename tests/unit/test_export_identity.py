@@ -3,6 +3,7 @@ on real files and without TensorFlow: sparktf.predict keys each Python worker's 
 it, so a model replaced at its path is loaded again."""
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -82,4 +83,10 @@ def test_the_identity_is_plain_data_that_pickles_and_imports_no_tensorflow(tmp_p
     _write(str(tmp_path))
     ident = predictor.export_identity(str(tmp_path))
     assert pickle.loads(pickle.dumps(ident)) == ident
-    assert "tensorflow" not in sys.modules
+    # in a fresh interpreter: another test of this process may have imported TensorFlow
+    code = ("import sys; from sparktf import predictor; "
+            f"predictor.export_identity({str(tmp_path)!r}); "
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"

@@ -32,7 +32,7 @@ def beat(state, now, names=None, step=None):
 
 def finish(state, name, now, value="v", code=0):
     """A node returns value, is stopped, and exits (its channel closes)."""
-    state.apply(name, NODE, messages.make("done", value=value), now)
+    state.apply(name, NODE, messages.done(value), now)
     state.apply(name, AGENT, messages.make("exit", code=code, aborted=False, tail=[]), now)
     state.apply(name, NODE, {"type": "closed"}, now)
 
@@ -56,7 +56,7 @@ def test_training_done_then_stop_after_the_grace_then_finished():
     s.apply("ps:0", NODE, messages.make("state", state="serving"), 1.0)
     s.grace = 2.0
     for name in ("chief:0", "worker:0"):
-        s.apply(name, NODE, messages.make("done", value=name), 2.0)
+        s.apply(name, NODE, messages.done(name), 2.0)
     actions = s.step(2.0)
     assert s.status is Status.STOPPING
     assert sent(actions, "training_done") == {"chief:0", "worker:0", "ps:0"}
@@ -66,7 +66,7 @@ def test_training_done_then_stop_after_the_grace_then_finished():
     assert sent(actions, "stop") == {"chief:0", "worker:0", "ps:0"}
     s.job_ended(None, 5.0)
     for name in s.nodes:
-        s.apply(name, NODE, messages.make("done", value=None), 5.0) if name == "ps:0" else None
+        s.apply(name, NODE, messages.done(None), 5.0) if name == "ps:0" else None
         s.apply(name, AGENT, messages.make("exit", code=0, aborted=False, tail=[]), 5.0)
         s.apply(name, NODE, {"type": "closed"}, 5.0)
     s.step(5.0)
@@ -82,7 +82,7 @@ def test_a_parameter_server_still_starting_is_stopped_with_the_others():
     start(s)
     s.apply("ps:0", NODE, messages.make("state", state="serving"), 1.0)  # ps:1 still starting
     for name in ("chief:0", "worker:0"):
-        s.apply(name, NODE, messages.make("done", value=name), 2.0)
+        s.apply(name, NODE, messages.done(name), 2.0)
     actions = s.step(2.0)
     assert sent(actions, "stop") == {"chief:0", "worker:0", "ps:0", "ps:1"}
     # it reports serving after all (the stop crossed its start): told again, harmlessly
@@ -99,7 +99,7 @@ def test_the_last_result_is_never_lost_to_its_processes_exit():
     s.apply("worker:0", AGENT, messages.make("exit", code=0, aborted=False, tail=[]), 1.0)
     s.step(1.5)
     assert s.status is not Status.FINISHED  # worker:0's value is still on its way
-    s.apply("worker:0", NODE, messages.make("done", value=[1] * 1000), 1.6)
+    s.apply("worker:0", NODE, messages.done([1] * 1000), 1.6)
     s.apply("worker:0", NODE, {"type": "closed"}, 1.6)
     s.step(1.7)
     assert s.status is Status.FINISHED and s.results["worker:0"] == [1] * 1000
@@ -120,7 +120,7 @@ def test_an_evaluator_evaluating_after_training_ended_is_alive_and_finishes():
     s = job(num=3, eval_node=True, heartbeat_timeout=3.0)
     start(s)
     for name in ("chief:0", "worker:0"):
-        s.apply(name, NODE, messages.make("done", value=name), 2.0)
+        s.apply(name, NODE, messages.done(name), 2.0)
     actions = s.step(2.0) + s.step(2.1)
     assert "evaluator:0" in sent(actions, "training_done")
     assert "evaluator:0" not in sent(actions, "stop")  # it still evaluates
@@ -128,7 +128,7 @@ def test_an_evaluator_evaluating_after_training_ended_is_alive_and_finishes():
         beat(s, t, ["evaluator:0", "chief:0", "worker:0"])
         s.step(t + 0.5)
     assert s.status is Status.STOPPING and s.outcome is None
-    actions = s.apply("evaluator:0", NODE, messages.make("done", value={"acc": 0.9}), 20.0)
+    actions = s.apply("evaluator:0", NODE, messages.done({"acc": 0.9}), 20.0)
     assert sent(actions, "stop") == {"evaluator:0"}  # the job is over: it may exit
     s.job_ended(None, 21.0)
     for name in s.nodes:
@@ -159,7 +159,7 @@ def test_a_frozen_node_is_found_by_its_heartbeat_timeout_whatever_it_does(state_
 def test_a_finished_node_waiting_for_stop_is_watched_too():
     s = job(num=2, heartbeat_timeout=3.0)
     start(s)
-    s.apply("chief:0", NODE, messages.make("done", value=1), 1.5)
+    s.apply("chief:0", NODE, messages.done(1), 1.5)
     beat(s, 2.0, ["worker:0"])
     s.step(4.5)
     assert isinstance(s.outcome, NodeError) and s.outcome.node == "chief:0"
@@ -464,7 +464,7 @@ def test_a_real_error_is_not_replaced_by_the_broken_connection_it_caused():
 def test_a_trainer_that_returns_without_reading_its_feed_fails_instead_of_a_long_wait(order):
     s = job(num=2)
     start(s)
-    events = [("worker:0", messages.make("done", value=None)),
+    events = [("worker:0", messages.done(None)),
               ("chief:0", messages.make("feed_progress", received=10, ended=False))]
     for name, msg in (events if order == "done first" else events[::-1]):
         s.apply(name, NODE, msg, 1.0)
@@ -478,14 +478,14 @@ def test_trainers_that_all_ignore_the_feed_or_all_read_it_are_no_failure():
     s = job(num=2)
     start(s)
     for name in ("chief:0", "worker:0"):
-        s.apply(name, NODE, messages.make("done", value=None), 1.0)
+        s.apply(name, NODE, messages.done(None), 1.0)
     s.step(5.0)
     assert s.outcome is None
     s = job(num=2)
     start(s)
     for name in ("chief:0", "worker:0"):
         s.apply(name, NODE, messages.make("feed_progress", received=5, ended=True), 1.0)
-    s.apply("worker:0", NODE, messages.make("done", value=None), 1.0)
+    s.apply("worker:0", NODE, messages.done(None), 1.0)
     s.step(5.0)
     assert s.outcome is None
 
@@ -572,7 +572,7 @@ def test_a_collective_chief_idle_after_a_worker_returned_is_named_with_what_to_c
     start(s)
     mwms_beats(s, "chief:0", 1, 10, cpu_per_s=0.9)
     mwms_beats(s, "worker:0", 1, 10, cpu_per_s=0.9)
-    s.apply("worker:0", NODE, messages.make("done", value=None), 10.0)
+    s.apply("worker:0", NODE, messages.done(None), 10.0)
     # the chief, blocked: its CPU barely moves (the worker, done, beats on until 'stop')
     for t in range(11, 10 + int(IDLE_SECS)):
         s.apply("chief:0", NODE, messages.make("heartbeat", step=None, rows=None,
@@ -605,7 +605,7 @@ def test_a_chief_still_working_or_not_collective_is_not_named(case):
     end = 12 + 2 * IDLE_SECS
     collective = MWMS if case != "not collective" else None
     if case != "nobody returned":
-        s.apply("worker:0", NODE, messages.make("done", value=None), 10.0)
+        s.apply("worker:0", NODE, messages.done(None), 10.0)
     else:
         mwms_beats(s, "worker:0", 1, end, cpu_per_s=0.001, collective=MWMS)
     # busy: exporting a model after training, CPU moving; otherwise idle
@@ -618,3 +618,16 @@ def test_a_chief_still_working_or_not_collective_is_not_named(case):
         s.step(float(t))
     assert not s.take_notes()
     assert s.status is Status.RUNNING
+
+
+def test_a_result_the_driver_cannot_unpickle_fails_the_node_naming_its_type():
+    """The value is pickled on the node: one of a class only the executors have fails the
+    node (a TypeError at 'result' naming the type), not the control channel."""
+    s = job(num=1)
+    start(s)
+    done = messages.done(1.5)
+    done["value"], done["value_type"] = b"\x80\x05cno_such_module\nThing\n.", "x.Thing"
+    assert s.apply("chief:0", NODE, done, 2.0) == []
+    error = s.failure(2.0 + s.limits.error_settle)
+    assert isinstance(error, NodeError) and "x.Thing" in str(error)
+    assert "cannot be unpickled on the driver" in str(error)

@@ -66,7 +66,7 @@ def test_lines_show_only_nodes_that_report():
     assert line.startswith("[sparktf] progress: chief:0: epoch 1, step 20, 1,200 rows")
     assert "loss=0.5123" in line and "| worker:0: epoch 1, step 20, 1,100 rows" in line
     assert "ps:0" not in line
-    state.apply("chief:0", messages.NODE, messages.make("done", value=None), 3.0)
+    state.apply("chief:0", messages.NODE, messages.done(None), 3.0)
     lines = summary_lines(state.progress_snapshot(9.0))
     assert lines[0].startswith("[sparktf] chief:0 done in 2.0s: epoch 1, step 20, 1,200 rows")
     assert lines[1].startswith("[sparktf] worker:0 running in 8.0s:")
