@@ -22,7 +22,7 @@ from sparktf.driver import preflight
 from sparktf.driver import stages
 from sparktf.driver.runner import Runner
 from sparktf.driver.settings import InputMode, Settings, session_conf
-from sparktf.driver.state import Limits, NodeState, Status
+from sparktf.driver.state import PAUSED_SECS, Limits, NodeState, Status
 from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, SparkTFError)
 from sparktf.common.spec import FeedConfig, LaunchSpec
 from sparktf.common.topology import NodeRole
@@ -87,7 +87,9 @@ class Cluster:
             executor_cores=preflight.executor_cores(sc.master, conf, os.cpu_count() or 1))
         limits = Limits(reservation_timeout=settings.reservation_timeout,
                         heartbeat_timeout=settings.heartbeat_timeout,
-                        progress_timeout=settings.progress_timeout)
+                        progress_timeout=settings.progress_timeout,
+                        collective_idle_timeout=settings.collective_idle_timeout,
+                        paused_after=PAUSED_SECS)
         self._launch = launch
         self._runner = Runner(sc, roles, launch.job_id, limits,
                               max_restarts=settings.max_restarts,
@@ -166,10 +168,38 @@ class Cluster:
             self._runner.teardown()
             raise
 
-    def _start(self, stage_factory) -> None:
+    def _start(self, stage_factory, deadline: float | None = None,
+               expired: str = "") -> None:
         with self._stop_on_error():
             self._runner.start(self._launch, stage_factory)
-            self._wait(lambda s: s.registered, None)
+        self._wait_until(lambda s: s.registered, deadline, expired)
+
+    def _wait_until(self, predicate: Callable, deadline: float | None, expired: str) -> None:
+        """Wait for ``predicate(state)``; past ``deadline``, stop every node and raise a
+        :class:`ClusterTimeoutError` saying ``expired``."""
+        with self._stop_on_error():
+            if self._wait(predicate, deadline):
+                return
+            state = self._runner.state
+            running = [n.name for n in state.nodes.values() if n.exit is None] if state else []
+            self._runner.abort(ClusterTimeoutError(
+                f"{expired} expired with nodes {running} still running; every node was "
+                "stopped"))
+        self._runner.teardown()
+        raise self._runner.failure
+
+    @staticmethod
+    def _deadline(timeout: Any, problems: list[str]) -> float | None:
+        """The monotonic deadline of a call's ``timeout`` (None: none); a bad one is a
+        problem."""
+        if timeout is None:
+            return None
+        seconds = values.real(timeout)
+        if seconds is None or seconds <= 0:
+            problems.append(f"timeout must be a positive number of seconds or None, got "
+                            f"{timeout!r}")
+            return None
+        return time.monotonic() + seconds
 
     def _wait(self, predicate: Callable, deadline: float | None) -> bool:
         """Wait for ``predicate(state)``; raise the job's failure (after teardown)."""
@@ -251,7 +281,7 @@ class Cluster:
 
     def train(self, data, num_epochs: int = 1, feed_timeout: float = 600, *,
               shuffle: bool = False, equalize: bool | None = None,
-              rebalance: bool | None = None) -> None:
+              rebalance: bool | None = None, timeout: float | None = None) -> None:
         """Start the nodes over ``data`` and feed it to the chief and workers; InputMode.SPARK.
 
         Returns when every chief/worker ``main_fn`` has returned (the parameter servers are
@@ -283,6 +313,10 @@ class Cluster:
             than one row per node and 0.1% of the rows), the surplus rows alone move from the
             nodes with more to those with fewer after the first pass, node to node
             (:attr:`rows_moved`). ``False``: feed as it is and hold back the surplus instead.
+        timeout : float or None
+            Give up after this many seconds (from the call): stop every node and raise
+            :class:`~sparktf.errors.ClusterTimeoutError`, as :meth:`shutdown` does. ``None``
+            waits as long as training takes.
         """
         self._require_data_mode("train")
         trainers = sum(r.trains for r in self.roles)
@@ -290,6 +324,7 @@ class Cluster:
             equalize = trainers > 1 and not any(r.job == "ps" for r in self.roles)
         problems = stages.feed_problems(self.sc, data, num_epochs, feed_timeout, shuffle,
                                         equalize, rebalance)
+        deadline = self._deadline(timeout, problems)
         if problems:
             raise ConfigError.from_problems(problems)
         factory, exchange = stages.training(self.sc, self.roles, data, rebalance, equalize,
@@ -297,27 +332,33 @@ class Cluster:
         self._set_launch(train_mode=True, feed=FeedConfig(
             num_epochs=int(num_epochs), feed_timeout=float(feed_timeout), shuffle=shuffle,
             equalize=equalize, exchange=exchange, spool_max_bytes=self.settings.spool_max_bytes))
-        self._start(factory)
-        with self._stop_on_error():
-            self._wait(lambda s: s.training_done_at is not None or s.status is Status.FINISHED,
-                       None)
+        expired = f"train(timeout={timeout})"
+        self._start(factory, deadline, expired)
+        self._wait_until(lambda s: s.training_done_at is not None
+                         or s.status is Status.FINISHED, deadline, expired)
         if self.rows_held_back:
             log.warning("sparktf: %d rows were held back so that every worker took the same "
                         "number of steps (cluster.rows_held_back)", self.rows_held_back)
 
     def inference(self, data, output_schema: Any = "prediction double",
-                  feed_timeout: float = 600):
+                  feed_timeout: float = 600, *, timeout: float | None = None):
         """Run ``main_fn`` over ``data`` with ``train_mode=False``; one output per input row.
 
         Each node reads its rows with ``ctx.get_data_feed(train_mode=False)`` and returns one
         output per row with ``feed.batch_results``; a node that answers fewer (or more) rows
         than it was given fails the job. Returns an RDD (RDD input) or a DataFrame with
         ``output_schema`` (DataFrame input; a DDL string or a ``StructType``) in input order,
-        persisted (memory and disk) so that it outlives the nodes. Every node of an inference
-        cluster gets data: start it without parameter servers or an evaluator.
+        persisted (memory and disk) so that it outlives the nodes. It is an ordinary RDD or
+        DataFrame: ``take``, ``show``, ``limit``, joins, ``union`` work on it, an RDD's
+        output has the input's partitions row for row (``rdd.zip(output)``), and a lost block
+        is read again from a shuffle's files, never by starting the nodes again. Every node of
+        an inference cluster gets data: start it without parameter servers or an evaluator.
+        ``timeout`` (seconds, from the call) stops every node and raises
+        :class:`~sparktf.errors.ClusterTimeoutError` once it expires.
         """
         self._require_data_mode("inference")
         problems = stages.feed_problems(self.sc, data, 1, feed_timeout, False, False, None)
+        deadline = self._deadline(timeout, problems)
         if any(r.job in ("ps", "evaluator") for r in self.roles):
             problems.append("an inference cluster has no parameter servers or evaluator: "
                             "start it with num_ps=0 and eval_node=False")
@@ -331,9 +372,9 @@ class Cluster:
         stage = stages.Inference(self.sc, self.roles, data, schema, self._profile)
         self._set_launch(train_mode=False, feed=FeedConfig(num_epochs=1,
                                                            feed_timeout=float(feed_timeout)))
-        self._start(stage)
-        with self._stop_on_error():
-            self._wait(lambda s: s.status is Status.FINISHED, None)
+        expired = f"inference(timeout={timeout})"
+        self._start(stage, deadline, expired)
+        self._wait_until(lambda s: s.status is Status.FINISHED, deadline, expired)
         self._runner.teardown()
         return stage.output
 

@@ -193,6 +193,10 @@ TABLE: tuple[Setting, ...] = (
     Setting("progress_timeout", "progressTimeout", None, seconds_or_off,
             "a running chief/worker/evaluator whose progress stops this long (from the start "
             "of its main_fn) is declared hung; 0 or unset: off"),
+    Setting("collective_idle_timeout", "collectiveIdleTimeout", 300.0, seconds_or_off,
+            "a lock-step trainer (MultiWorkerMirroredStrategy, SyncReplicasOptimizer) idle "
+            "this long after a peer's main_fn returned, which uneven steps cause, fails the "
+            "job (named as a warning after 30 s); 0: warn only", arg=False),
     Setting("max_restarts", "maxRestarts", 0, count(0),
             "launch the whole cluster again after a node failure, up to this many times"),
     Setting("gpus_per_node", "gpusPerNode", None, optional(count(1)),
@@ -232,6 +236,7 @@ class Settings:
     stop_grace: float
     heartbeat_timeout: float | None
     progress_timeout: float | None
+    collective_idle_timeout: float | None
     max_restarts: int
     gpus_per_node: int | None
     env: tuple[tuple[str, str], ...]

@@ -39,6 +39,9 @@ from sparktf.common.topology import NodeRole
 #: Spark job arrive before Spark's less precise text is used.
 ERROR_SETTLE_SECS = 3.0
 FLOW_EVERY = messages.FLOW_EVERY
+#: A gap this long (seconds) between two steps of the monitor (which steps every 0.1 s) means
+#: the driver was paused: what the nodes sent meanwhile is still unread.
+PAUSED_SECS = 2.0
 
 
 class Status(str, enum.Enum):
@@ -82,6 +85,12 @@ class Limits:
     heartbeat_timeout: float | None = 30.0
     progress_timeout: float | None = None
     error_settle: float = ERROR_SETTLE_SECS
+    #: A lock-step trainer idle this long after a peer's main_fn returned fails the job
+    #: (None: it is only named, after IDLE_SECS).
+    collective_idle_timeout: float | None = 300.0
+    #: A gap this long between two steps means the driver itself was paused (None: not
+    #: looked for; the runner, which steps every 0.1 s, sets PAUSED_SECS).
+    paused_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +177,10 @@ class JobState:
         self._bound_sent: tuple[int, bool, bool] | None = None
         #: Per training node: the fewest rows another training node has reported, as sent.
         self._others_sent: dict[str, int] = {}
+        #: When :meth:`step` last ran, and when it last found that the driver had not run
+        #: for PAUSED_SECS: the liveness rules count silence from then at the earliest.
+        self._stepped_at: float | None = None
+        self.resumed_at = float("-inf")
         #: When each training node was last sent its bound (for :meth:`_say_rows_flow`).
         self._bound_at: dict[str, float] = {}
         self._exchange: dict[str, str] = {}  # training node -> where it takes moved rows
@@ -452,6 +465,12 @@ class JobState:
         """Apply the rules that depend on time; returns the messages to send."""
         if self.over:
             return []
+        paused = self.limits.paused_after
+        if paused and self._stepped_at is not None and now - self._stepped_at > paused:
+            # The driver itself did not run (Ctrl-Z then fg, a VM pause, a long GIL hold):
+            # the nodes' messages wait in its sockets. Silence is counted from now on.
+            self.resumed_at = now
+        self._stepped_at = now
         self._check_liveness(now)
         failure = self.failure(now)
         if failure is not None:
@@ -511,36 +530,36 @@ class JobState:
     def _note_idle_collectives(self, now: float) -> None:
         """Name a trainer that trains in lock-step (MultiWorkerMirroredStrategy,
         SyncReplicasOptimizer) and has been idle (its process under IDLE_CPU of a core) for
-        IDLE_SECS since another trainer's main_fn returned. Its all-reduce (or gradient
-        aggregation) may wait for that trainer, which took fewer steps, for ever: every node's
-        process stays up after its main_fn (peers may need its server), so TensorFlow sees no
-        peer go. Idle is not proof (a chief may wait on storage), so this warns, once a node,
-        and fails nothing; ``shutdown(timeout=...)`` bounds the wait."""
+        IDLE_SECS since another trainer's main_fn returned; fail it once it has been idle so
+        for ``collective_idle_timeout``. Its all-reduce (or gradient aggregation) may wait for
+        that trainer, which took fewer steps, for ever: every node's process stays up after
+        its main_fn (peers may need its server), so TensorFlow sees no peer go. Idle is not
+        proof at first (a chief may wait on storage): a warning, once a node, then the
+        failure, which says what to change."""
         returned = [m for m in self.trainers if m.done_at is not None]
         if not returned:
             return
         first = min(m.done_at for m in returned)
+        limit = self.limits.collective_idle_timeout
+        names = ", ".join(m.name for m in returned)
         for n in self.trainers:
-            if (n.idle_noted or not n.collective or n.done_at is not None or not n.alive
+            if (not n.collective or n.done_at is not None or not n.alive or n.hung
                     or n.state is not NodeState.RUNNING or not n.cpu):
                 continue
-            # the newest sample at least IDLE_SECS old, taken after the first return
-            start = next(((t, c) for t, c in reversed(n.cpu) if t <= now - IDLE_SECS), None)
-            if start is None or start[0] < first:
-                continue
-            (t0, c0), (t1, c1) = start, n.cpu[-1]
-            if t1 - t0 < IDLE_SECS or (c1 - c0) / (t1 - t0) >= IDLE_CPU:
-                continue
-            n.idle_noted = True
-            names = ", ".join(m.name for m in returned)
-            self._notes.append(
-                f"{n.name} has used under {IDLE_CPU:.0%} of a core for {t1 - t0:.0f}s since "
-                f"the main_fn of {names} returned. Under {n.collective} a node that waits for a "
-                f"peer's part of a step (an all-reduce, aggregated gradients) after that peer's "
-                f"main_fn has returned waits for ever: every chief and worker must run the same "
-                f"number of steps (the same epochs, steps_per_epoch and batches per epoch). If "
-                f"{n.name} is waiting for something else (storage, say), ignore this; "
-                f"cluster.shutdown(timeout=...) bounds such a wait")
+            if not n.idle_noted and _idle_for(n.cpu, now, IDLE_SECS, first):
+                n.idle_noted = True
+                self._notes.append(
+                    f"{n.name} has used under {IDLE_CPU:.0%} of a core for {IDLE_SECS:.0f}s "
+                    f"since the main_fn of {names} returned. {_uneven_steps(n)} If "
+                    f"{n.name} is waiting for something else (storage, say), ignore this; "
+                    f"it fails the job after collective_idle_timeout={limit or 0:g}s "
+                    "(spark.sparktf.collectiveIdleTimeout; 0: only this warning)")
+            elif limit and _idle_for(n.cpu, now, limit, first):
+                n.hung = (f"idle (under {IDLE_CPU:.0%} of a core) for {limit:g}s "
+                          f"(collective_idle_timeout) since the main_fn of {names} returned. "
+                          f"{_uneven_steps(n)} Raise spark.sparktf.collectiveIdleTimeout (0: "
+                          "off) if it was waiting for something else")
+                n.mark_failed(now)
 
     def _check_liveness(self, now: float) -> None:
         """Declare hung the live nodes that went silent, or stopped making progress."""
@@ -548,12 +567,14 @@ class JobState:
         for n in self.nodes.values():
             if not n.alive or n.hung:
                 continue
-            if hb and now - n.last_beat > hb:
-                n.hung = (f"sent no heartbeat for {now - n.last_beat:.1f}s (heartbeat_timeout="
+            heard = max(n.last_beat, self.resumed_at)
+            if hb and now - heard > hb:
+                n.hung = (f"sent no heartbeat for {now - heard:.1f}s (heartbeat_timeout="
                           f"{hb:g}s) while {n.state.value}: its process is stopped, frozen or "
                           "starved")
             elif pt and n.state is NodeState.RUNNING and n.role.job != "ps":
-                since = n.progress_at if n.progress_at is not None else n.started_at
+                since = max(n.progress_at if n.progress_at is not None else n.started_at,
+                            self.resumed_at)
                 if now - since > pt:
                     where = (f"still at step {n.progress.step}, {n.progress.rows} rows fed"
                              if n.progress_at is not None else
@@ -591,7 +612,8 @@ class JobState:
                 return SparkJobError(f"the Spark job ended but nodes {list(missing)} never "
                                      "reported their exit; see the executor logs")
         pending = self._names(lambda n: n.state is NodeState.PENDING)
-        if pending and now - self.launched_at > self.limits.reservation_timeout:
+        if pending and now - max(self.launched_at, self.resumed_at) > \
+                self.limits.reservation_timeout:
             return ClusterTimeoutError(
                 f"nodes {list(pending)} did not start within reservation_timeout="
                 f"{self.limits.reservation_timeout:g}s; check the executor logs, or raise "
@@ -626,6 +648,23 @@ class JobState:
         if self.outcome is None:
             self.outcome = failure
         self.status = Status.FAILED
+
+
+def _idle_for(samples, now: float, seconds: float, since: float) -> bool:
+    """Whether CPU ``samples`` ((when, CPU seconds), oldest first) show under IDLE_CPU of a
+    core over the last ``seconds``, all of it after ``since``."""
+    start = next(((t, c) for t, c in reversed(samples) if t <= now - seconds), None)
+    if start is None or start[0] < since:
+        return False
+    (t0, c0), (t1, c1) = start, samples[-1]
+    return t1 - t0 >= seconds and (c1 - c0) / (t1 - t0) < IDLE_CPU
+
+
+def _uneven_steps(n: NodeRecord) -> str:
+    return (f"Under {n.collective} a node that waits for a peer's part of a step (an "
+            "all-reduce, aggregated gradients) after that peer's main_fn has returned waits "
+            "for ever: every chief and worker must run the same number of steps (the same "
+            "epochs, steps_per_epoch and batches per epoch).")
 
 
 #: Exceptions that only say the other end of a node's connection went away.

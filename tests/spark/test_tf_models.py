@@ -35,17 +35,27 @@ def test_a_worker_taking_fewer_steps_under_mwms_is_named_while_the_chief_waits(
     """A user's bug: the worker runs 1 epoch, the chief 3. The chief's next all-reduce waits
     for the worker for ever (the worker's process stays up after its main_fn, as every node's
     does, so TensorFlow sees no peer go). The driver names the idle chief and what to change
-    (here after 3 s instead of IDLE_SECS), and a shutdown timeout ends it."""
+    (here after 3 s instead of IDLE_SECS), then fails the job once the chief has idled for
+    collective_idle_timeout (here 10 s, set on the session), with no timeout of the user's."""
+    from pyspark.sql import SparkSession
+
     from sparktf.driver import state
     from conftest import wait_until
 
     monkeypatch.setattr(state, "IDLE_SECS", 3.0)
-    with caplog.at_level("WARNING", logger="sparktf"):
-        cluster = sparktf.run(sc_local, tf_jobs.mwms_keras, {"epochs": 3, "worker_epochs": 1},
-                              num_executors=2, env=TF_ENV)
-        assert wait_until(lambda: "same number of steps" in caplog.text, timeout=180)
-        with pytest.raises(sparktf.ClusterTimeoutError):
-            cluster.shutdown(timeout=0.5)
+    session = SparkSession(sc_local)
+    session.conf.set("spark.sparktf.collectiveIdleTimeout", "10")
+    try:
+        with caplog.at_level("WARNING", logger="sparktf"):
+            cluster = sparktf.run(sc_local, tf_jobs.mwms_keras,
+                                  {"epochs": 3, "worker_epochs": 1}, num_executors=2,
+                                  env=TF_ENV)
+            assert wait_until(lambda: "same number of steps" in caplog.text, timeout=180)
+            with pytest.raises(sparktf.NodeError, match="collective_idle_timeout") as info:
+                cluster.shutdown()
+    finally:
+        session.conf.unset("spark.sparktf.collectiveIdleTimeout")
+    assert info.value.node == "chief:0" and "same number of steps" in str(info.value)
     assert "chief:0 has used under 5% of a core" in caplog.text
     assert "the main_fn of worker:0 returned" in caplog.text
     assert cluster.results.get("worker:0") is not None  # the worker did return

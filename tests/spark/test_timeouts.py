@@ -133,3 +133,17 @@ def test_a_large_slow_share_fed_as_it_is_keeps_every_feed_alive(sc_local):
     cluster.shutdown()
     assert sum(r["rows"] for r in cluster.results.values()) == 130
     assert cluster.rows_moved == 55
+
+
+@pytest.mark.parametrize("call", ["train", "inference"])
+def test_train_and_inference_take_a_timeout_as_shutdown_does(sc_local, call):
+    """A node that never ends its feed: the call gives up after timeout=, stops every node
+    (no_leaks) and raises ClusterTimeoutError naming the call; a bad timeout is a ConfigError."""
+    cluster = sparktf.run(sc_local, feed_jobs.read_one_then_sleep, {"sleep": 120}, num_executors=2,
+                          input_mode=SPARK)
+    with pytest.raises(sparktf.ConfigError, match="timeout must be a positive number"):
+        getattr(cluster, call)(sc_local.parallelize(range(10), 2), timeout=-1)
+    started = time.monotonic()
+    with pytest.raises(sparktf.ClusterTimeoutError, match=rf"{call}\(timeout=3\) expired"):
+        getattr(cluster, call)(sc_local.parallelize(range(10), 2), timeout=3)
+    assert time.monotonic() - started < 30

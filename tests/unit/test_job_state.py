@@ -588,12 +588,42 @@ def test_a_collective_chief_idle_after_a_worker_returned_is_named_with_what_to_c
     notes = s.take_notes()
     assert len(notes) == 1
     assert "chief:0" in notes[0] and "worker:0" in notes[0]
-    assert "same number of steps" in notes[0] and "shutdown(timeout=" in notes[0]
+    assert "same number of steps" in notes[0] and "collectiveIdleTimeout" in notes[0]
     assert "Under MultiWorkerMirroredStrategy" in notes[0]
     beat(s, t + 5)
     s.step(t + 5)
     assert not s.take_notes()  # once
     assert s.status is Status.RUNNING  # a warning, not a failure
+
+
+@pytest.mark.parametrize("limit", [60.0, None])
+def test_a_collective_node_idle_for_collective_idle_timeout_fails_the_job(limit):
+    """The warning first; then, idle for collective_idle_timeout after the peer returned, the
+    job fails naming the node and what to change (None: only the warning, for ever)."""
+    from sparktf.driver.state import IDLE_SECS
+
+    s = job(num=2, collective_idle_timeout=limit)
+    start(s)
+    mwms_beats(s, "chief:0", 1, 10, cpu_per_s=0.9)
+    mwms_beats(s, "worker:0", 1, 10, cpu_per_s=0.9)
+    s.apply("worker:0", NODE, messages.done(None), 10.0)
+    failed_at = None
+    for t in range(11, 200):
+        s.apply("chief:0", NODE, messages.make("heartbeat", step=None, rows=None,
+                                               cpu=9.0 + 0.001 * t, collective=MWMS), float(t))
+        beat(s, float(t), ["worker:0"])
+        s.step(float(t))
+        if s.status is Status.FAILED:
+            failed_at = t
+            break
+    assert len(s.take_notes()) == 1
+    if limit is None:
+        assert failed_at is None
+        return
+    assert failed_at == 10 + limit + 1 and IDLE_SECS < limit
+    error = s.outcome
+    assert isinstance(error, NodeError) and error.node == "chief:0"
+    assert "collective_idle_timeout" in str(error) and "same number of steps" in str(error)
 
 
 @pytest.mark.parametrize("case", ["busy", "not collective", "nobody returned"])
@@ -631,3 +661,24 @@ def test_a_result_the_driver_cannot_unpickle_fails_the_node_naming_its_type():
     error = s.failure(2.0 + s.limits.error_settle)
     assert isinstance(error, NodeError) and "x.Thing" in str(error)
     assert "cannot be unpickled on the driver" in str(error)
+
+
+def test_a_driver_paused_longer_than_heartbeat_timeout_does_not_kill_live_nodes():
+    """Ctrl-Z then fg, a VM pause, a long GIL hold: the monitor's first step after it must not
+    declare nodes dead whose heartbeats wait unread in the driver's sockets; silence counts
+    from the resume, so a node that really went silent still fails heartbeat_timeout later."""
+    s = job(num=2, heartbeat_timeout=5, paused_after=2.0)
+    start(s)
+    for t in range(2, 6):
+        beat(s, float(t))
+        s.step(float(t))
+    s.step(60.0)  # the driver ran again after 55 s: nothing was read yet
+    assert s.status is not Status.FAILED
+    beat(s, 60.2, ["chief:0"])  # the buffered heartbeats come in; worker:0's never does
+    for t in (61.0, 63.0, 64.0):
+        beat(s, t, ["chief:0"])
+        s.step(t)
+    assert s.status is not Status.FAILED
+    beat(s, 65.5, ["chief:0"])
+    s.step(65.5)
+    assert s.status is Status.FAILED and s.outcome.node == "worker:0"
