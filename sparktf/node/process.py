@@ -15,7 +15,7 @@ import sys
 import threading
 import traceback
 
-from sparktf.common import gpus, messages, procs, protocol, tfimport
+from sparktf.common import gpus, keepalive, messages, procs, protocol, tfimport
 from sparktf.node import checkpoints, evaluator, join, mwms, tf1
 from sparktf.node.context import NodeContext
 from sparktf.errors import ConfigError
@@ -152,6 +152,7 @@ def run(spec: NodeSpec) -> int:
     os.environ.update(node_environment(spec))
     chan = protocol.connect(spec.launch.driver_address, spec.launch.secret,
                             spec.launch.connect_timeout)
+    keepalive.watch_peer(chan.sock)  # a driver's host that falls silent: exit within 30 s
     chan.send(messages.hello(messages.NODE, spec.name, spec.host, pid=os.getpid(),
                              port=spec.port))
     runtime = NodeRuntime(spec, chan)

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import IO
 
-from sparktf.common import messages, procs, protocol
+from sparktf.common import keepalive, messages, procs, protocol
 from sparktf.common.spec import NodeSpec
 
 EXIT_ABORTED = 70
@@ -213,6 +213,7 @@ def serve(spec: NodeSpec, parent: int) -> int:
     try:
         chan = protocol.connect(spec.launch.driver_address, spec.launch.secret,
                                 spec.launch.connect_timeout)
+        keepalive.watch_peer(chan.sock)  # a driver's host that falls silent: stop in 30 s
     except (OSError, protocol.AuthenticationError) as exc:
         host, port = spec.launch.driver_address
         print(f"sparktf: node {spec.name} cannot reach the driver at {host}:{port}: {exc}. "
