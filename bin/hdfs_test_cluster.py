@@ -195,7 +195,10 @@ def write_hdfs_conf(state: str) -> dict:
                 "log4j.appender.console.target=System.err\nlog4j.appender.console.layout="
                 "org.apache.log4j.PatternLayout\nlog4j.appender.console.layout."
                 "ConversionPattern=%d %p %c{1}: %m%n\n"
-                "log4j.logger.org.apache.hadoop.util.NativeCodeLoader=ERROR\n")
+                "log4j.logger.org.apache.hadoop.util.NativeCodeLoader=ERROR\n"
+                # what YARN's memory check measures (one line per container per check)
+                "log4j.logger.org.apache.hadoop.yarn.server.nodemanager.containermanager."
+                "monitor.ContainersMonitorImpl=DEBUG\n")
     return {"url": url, "webhdfs": f"http://127.0.0.1:{ports['http']}", "conf": conf}
 
 

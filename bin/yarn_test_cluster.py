@@ -80,6 +80,9 @@ def write_yarn_conf(state: str, conf: str) -> dict:
         # a container's processes (JVM + Python workers + TF process) over its size: killed
         "yarn.nodemanager.pmem-check-enabled": "true",
         "yarn.nodemanager.vmem-check-enabled": "false",
+        # Hadoop 3.5's monitor skips its own check when "strict" (cgroups) enforcement is on,
+        # which it is by default even without cgroups: nothing was ever killed for memory
+        "yarn.nodemanager.resource.memory.enforced": "false",
         "yarn.nodemanager.container-monitor.interval-ms": 1000,
         "yarn.nodemanager.local-dirs": os.path.join(nm, "local"),
         "yarn.nodemanager.log-dirs": os.path.join(nm, "logs"),
