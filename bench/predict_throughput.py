@@ -1,0 +1,204 @@
+"""Rows per second that ``sparktf.predict`` scores, against Spark's own ``predict_batch_udf``.
+
+    python3 bench/predict_throughput.py [--rows 100000] [--repeats 5] [--batch-size 1024]
+                                        [--master local[2]] [--output array<double>]
+
+The same SavedModel (a dense 784-128-10 network, the size of the MNIST examples' head, exported
+with Keras 3's ``model.export``), the same cached DataFrame (``--rows`` rows of
+``array<float>`` 784, one partition per core), the same batch size, in one run:
+
+(a) sparktf: ``sparktf.predict(df, path, ["features"], "prediction", output_type=...)``;
+(b) Spark: ``df.withColumn("prediction", predict_batch_udf(make_predict_fn, ...)("features"))``
+    where ``make_predict_fn`` loads the same SavedModel with ``tf.saved_model.load`` and calls
+    its ``serving_default`` signature, as the UDF's documentation shows.
+
+Each is computed in full with ``write.format("noop")`` (every row scored, nothing collected).
+One warm-up call of each loads the model into the Python workers; then ``--repeats`` rounds,
+each running both, the order alternating from one round to the next. Printed: each side's rate
+(median and range of its rounds) and the median (and range) of the per-round ratio sparktf /
+Spark: on a shared machine that ratio is steadier than a ratio of two figures taken at
+different moments. Loopback only.
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+WIDTH = 784
+
+OUTPUT_TYPES = ("array<double>", "array<float>", "long")
+
+
+def export_model(path: str) -> None:
+    """The 784-128-10 dense SavedModel, seeded weights, in a process of its own."""
+    code = textwrap.dedent(f"""
+        import os
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        import contextlib, io
+        import keras
+        keras.utils.set_random_seed(7)
+        model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(128, activation="relu"),
+                                  keras.layers.Dense(10, activation="softmax")])
+        with contextlib.redirect_stdout(io.StringIO()):
+            model.export({path!r})
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=600)
+
+
+def make_batches(batches):
+    import numpy as np
+    import pyarrow as pa
+
+    for b in batches:
+        ids = b.column(0).to_numpy()
+        rng = np.random.RandomState(int(ids[0]) if len(ids) else 0)
+        flat = rng.rand(len(ids) * WIDTH).astype("float32")
+        features = pa.ListArray.from_arrays(
+            pa.array(np.arange(len(ids) + 1, dtype="int32") * WIDTH), pa.array(flat))
+        yield pa.RecordBatch.from_arrays([pa.array(ids), features], ["id", "features"])
+
+
+def spark_udf(path: str, output_type: str, batch_size: int):
+    """Spark's own: ``predict_batch_udf`` over the same SavedModel."""
+    from pyspark.ml.functions import predict_batch_udf
+    from pyspark.sql.types import ArrayType, DoubleType, FloatType, LongType
+
+    types = {"double": DoubleType(), "array<double>": ArrayType(DoubleType()),
+             "array<float>": ArrayType(FloatType()), "long": LongType()}
+
+    def make_predict_fn():
+        import tensorflow as tf
+
+        fn = tf.saved_model.load(path).signatures["serving_default"]
+        (key,) = fn.structured_outputs
+
+        def predict(x):
+            out = fn(tf.constant(x))[key].numpy()
+            if output_type == "long":
+                return out.argmax(axis=1)
+            return out[:, 0] if output_type == "double" else out
+
+        return predict
+
+    return predict_batch_udf(make_predict_fn, return_type=types[output_type],
+                             batch_size=batch_size, input_tensor_shapes=[[WIDTH]])
+
+
+def timed(df) -> float:
+    start = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
+
+
+def machine() -> str:
+    import pyarrow
+    import pyspark
+
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f
+                        if line.startswith("model name")), "")
+    except OSError:
+        pass
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    tf_version = subprocess.run(
+        [sys.executable, "-c", "import importlib.metadata as m; print(m.version('tensorflow') "
+         "if any(d.metadata['Name'] == 'tensorflow' for d in m.distributions()) else "
+         "m.version('tensorflow-cpu'))"], capture_output=True, text=True).stdout.strip()
+    return (f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Python "
+            f"{platform.python_version()}, pyspark {pyspark.__version__}, tensorflow "
+            f"{tf_version}, pyarrow {pyarrow.__version__}; load average {load}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--output", default="array<double>", choices=OUTPUT_TYPES)
+    args = parser.parse_args()
+
+    from pyspark.sql import SparkSession
+
+    import sparktf
+
+    print(machine(), flush=True)
+    root = tempfile.mkdtemp(prefix="sparktf-bench-predict-")
+    path = os.path.join(root, "dense")
+    export_model(path)
+    spark = (SparkSession.builder.master(args.master).appName("bench-predict")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.memory", "3g")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        parts = spark.sparkContext.defaultParallelism
+        data = spark.range(args.rows, numPartitions=parts).mapInArrow(
+            make_batches, "id long, features array<float>").cache()
+        data.count()
+
+        ours = sparktf.predict(data, path, ["features"], "prediction", output_type=args.output,
+                               batch_size=args.batch_size)
+        theirs = data.withColumn("prediction",
+                                 spark_udf(path, args.output, args.batch_size)("features"))
+        check(ours, theirs, args.output)
+
+        results = {"sparktf": [], "spark": []}
+        for name, df in (("sparktf", ours), ("spark", theirs)):
+            print(f"warm-up {name}: {timed(df):.2f} s", flush=True)
+        for r in range(args.repeats):
+            order = [("sparktf", ours), ("spark", theirs)]
+            for name, df in (order if r % 2 == 0 else order[::-1]):
+                results[name].append(timed(df))
+            print(f"round {r + 1}: sparktf {results['sparktf'][-1]:.2f} s, Spark's UDF "
+                  f"{results['spark'][-1]:.2f} s", flush=True)
+        report(results, args)
+    finally:
+        spark.stop()
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def check(ours, theirs, output_type: str) -> None:
+    """Both score the same rows alike (the first 200 by id)."""
+    import numpy as np
+
+    a = {r.id: r.prediction for r in ours.where("id < 200").select("id", "prediction").collect()}
+    b = {r.id: r.prediction for r in theirs.where("id < 200").select("id", "prediction")
+         .collect()}
+    assert a.keys() == b.keys() and len(a) == 200, (len(a), len(b))
+    if output_type == "long":
+        assert a == b, "the two disagree"
+        return
+    diff = max(float(np.max(np.abs(np.asarray(a[i]) - np.asarray(b[i])))) for i in a)
+    assert diff < 1e-5, f"the two disagree by {diff}"
+
+
+def report(results: dict, args) -> None:
+    rows = args.rows
+    ratios = [s / o for o, s in zip(results["sparktf"], results["spark"])]  # rate ratio
+    print(f"\n{rows} rows of array<float> {WIDTH} -> {args.output}, batch_size "
+          f"{args.batch_size}, {args.master}, {args.repeats} rounds (order alternating):")
+    for name, label in (("sparktf", "sparktf.predict"), ("spark", "predict_batch_udf")):
+        rates = [rows / t for t in results[name]]
+        print(f"  {label:18s} {statistics.median(rates):9,.0f} rows/s (median; "
+              f"{min(rates):,.0f}-{max(rates):,.0f}), {statistics.median(results[name]):.2f} s")
+    print(f"  ratio sparktf / Spark's UDF: {statistics.median(ratios):.2f} (median of rounds; "
+          f"{min(ratios):.2f}-{max(ratios):.2f})")
+
+
+if __name__ == "__main__":
+    main()
