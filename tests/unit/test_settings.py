@@ -1,5 +1,5 @@
 """The settings table: every key checked the same way from an argument or the Spark conf,
-every error naming the key; the README lists exactly the table. No Spark needed."""
+every error naming the key; the docs' settings page lists exactly the table. No Spark needed."""
 
 import pathlib
 import re
@@ -10,7 +10,7 @@ from sparktf.common import messages
 from sparktf.driver.settings import TABLE, InputMode, Settings, markdown_table
 from sparktf.errors import ConfigError
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+SETTINGS_PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "reference" / "settings.md"
 
 
 def test_defaults_leave_the_topology_to_the_slot_count():
@@ -100,10 +100,10 @@ def test_every_problem_is_reported_at_once():
     assert len(err.value.problems) == 4
 
 
-def test_the_readme_lists_exactly_the_settings_table():
-    text = README.read_text()
-    assert markdown_table() in text, "regenerate the README's settings table from " \
-        "sparktf.driver.settings.markdown_table()"
+def test_the_settings_page_lists_exactly_the_settings_table():
+    text = SETTINGS_PAGE.read_text()
+    assert markdown_table() in text, "regenerate docs/reference/settings.md: " \
+        "python3 bin/gen_docs.py"
     for s in TABLE:
         if s.conf:
             assert f"spark.sparktf.{s.conf}" in text
