@@ -84,12 +84,14 @@ def test_input_mode_spark_feeds_every_row_to_the_yarn_executors(sc_yarn, no_leak
 
 def test_the_tf1_async_ps_example_trains_on_yarn(sc_yarn, capfd, no_leaks):
     """examples/mnist_async_ps.py's main() on this YARN application (its SparkSession is the
-    one running): a ps, a chief and two workers, between-graph replication, fed by Spark."""
+    one running): a ps, a chief and a worker, between-graph replication, fed by Spark."""
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import mnist_async_ps
 
     cloudpickle.register_pickle_by_value(mnist_async_ps)  # (as its __main__ would travel)
-    result = mnist_async_ps.main(["--epochs", "2", "--max-steps", "60"])
+    # a ps, a chief and a worker (as tests/e2e runs it on local[3]): two trainers feed
+    # 2 x 2000 rows, about 124 steps, and StopAtStepHook ends training at global step 60
+    result = mnist_async_ps.main(["--epochs", "2", "--max-steps", "60", "--num-executors", "3"])
     out = capfd.readouterr().out
     assert "mnist: async-ps, input mode spark, 4000 training and 1000 held-out" in out
     steps = [int(s) for s in re.findall(r"global step (\d+), \d+ of them mine", out)]
