@@ -695,7 +695,8 @@ def spark_error_text(exc: BaseException) -> str:
     them, arrive over the control channel; this is for what only Spark knows)."""
     lines = [ln.strip().removeprefix(": ") for ln in str(exc).splitlines()]  # py4j's ": "
     keep = [ln for ln in lines if ln and not ln.startswith(("at ", "...", "File ", "^"))
-            and ("Exception" in ln or "Error" in ln or "sparktf" in ln)]
+            and ("Exception" in ln or "Error" in ln or "sparktf" in ln
+                 or "ExecutorLostFailure" in ln)]
     cancelled = [_CANCELLED.sub("", ln) for ln in keep if _CANCELLED.match(ln)]
     if cancelled:  # Spark's own words, without its class name, error class and SQL state
         return re.sub(r"\s*SQLSTATE: \w+$", "", cancelled[0])

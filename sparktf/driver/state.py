@@ -593,7 +593,9 @@ class JobState:
         failed = [n for n in self.nodes.values() if self._node_failed(n, now)]
         if failed:
             failed.sort(key=lambda n: n.failed_at if n.failed_at is not None else now)
-            return node_error(failed[0], [n.name for n in failed[1:]])
+            others = [n.name for n in failed[1:]] + [
+                n.name for n in self.nodes.values() if n.lost and n not in failed]
+            return node_error(failed[0], others, self.job_error)
         # A job that ended before any of its barrier tasks started failed computing the
         # data (the user's maps, a shuffle): no node has a cause on its way.
         settled = self.job_ended_at is not None and (
@@ -621,6 +623,9 @@ class JobState:
         return None
 
     def _node_failed(self, n: NodeRecord, now: float) -> bool:
+        if n.lost and self.job_ended_at is None and n.failed_at is not None \
+                and now - n.failed_at < self.limits.error_settle:
+            return False  # its executor may be lost: Spark's job error says why, at once
         if n.lost or n.hung:
             return True
         if n.error is not None and _symptom(n.error) \
@@ -667,6 +672,18 @@ def _uneven_steps(n: NodeRecord) -> str:
             "epochs, steps_per_epoch and batches per epoch).")
 
 
+def executor_lost_reason(job_error: str | None) -> str | None:
+    """What Spark says of an executor lost under a task of the job (``ExecutorLostFailure
+    (...) Reason: ...``: on YARN, say, "Container killed by YARN for exceeding physical memory
+    limits ... Consider boosting spark.executor.memoryOverhead")."""
+    if not job_error:
+        return None
+    found = re.search(r"ExecutorLostFailure \(([^)]*)\)\s*(?:Reason:\s*(.*))?", job_error)
+    if not found:
+        return None
+    return (found.group(2) or found.group(1)).strip().rstrip(".") or None
+
+
 #: Exceptions that only say the other end of a node's connection went away.
 SYMPTOMS = ("BrokenPipeError", "ConnectionResetError", "ConnectionAbortedError")
 
@@ -679,8 +696,9 @@ def _symptom(error: dict) -> bool:
         and str(error.get("message", "")).startswith("the data feed from Spark broke"))
 
 
-def node_error(n: NodeRecord, others: list[str]) -> NodeError:
-    """The typed error for a failed node, with its reason and the tail of its output."""
+def node_error(n: NodeRecord, others: list[str], job_error: str | None = None) -> NodeError:
+    """The typed error for a failed node, with its reason and the tail of its output (and,
+    for a node lost with its executor, why Spark says the executor was lost)."""
     tail = list(n.exit["tail"]) if n.exit and n.exit.get("tail") else list(n.tail)
     if n.error is not None:
         where = {"result": "its return value", "feed": "its data feed",
@@ -696,6 +714,12 @@ def node_error(n: NodeRecord, others: list[str]) -> NodeError:
     elif n.lost:
         reason = ("lost contact with the node: its executor, Spark task or supervisor died "
                   "(see that executor's logs)")
+        lost = executor_lost_reason(job_error)
+        if lost:
+            reason = f"lost with its executor: {lost}"
+            if "memory" in lost and "memoryOverhead" not in lost:
+                reason += (". The TensorFlow process counts against the container's memory: "
+                           "raise spark.executor.memoryOverhead")
     elif n.exit["code"] != 0:
         reason = f"its TensorFlow process {describe_exit(n.exit['code'])}"
     elif not n.connected:

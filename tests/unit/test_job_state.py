@@ -682,3 +682,36 @@ def test_a_driver_paused_longer_than_heartbeat_timeout_does_not_kill_live_nodes(
     beat(s, 65.5, ["chief:0"])
     s.step(65.5)
     assert s.status is Status.FAILED and s.outcome.node == "worker:0"
+
+
+YARN_KILL = ("org.apache.spark.SparkException: Job aborted due to stage failure: Could not "
+             "recover from a failed barrier ResultStage. Most recent failure reason: Stage "
+             "failed because barrier task ResultTask(1, 1) finished unsuccessfully.\n  "
+             "ExecutorLostFailure (executor 2 exited caused by one of the running tasks) "
+             "Reason: Container killed by YARN for exceeding physical memory limits. 2.7 GB of "
+             "2.5 GB physical memory used. Consider boosting spark.executor.memoryOverhead.")
+
+
+def test_a_node_lost_with_its_executor_says_why_spark_lost_it():
+    """YARN kills a container for memory: the node's supervisor goes (lost), then the Spark
+    job fails with the executor's loss reason; the NodeError carries that reason."""
+    s = job(num=2)
+    start(s)
+    s.apply("worker:0", AGENT, {"type": "closed"}, 5.0)
+    s.step(5.5)
+    assert s.outcome is None  # the job's own error may say why: it comes at once
+    s.job_ended(YARN_KILL, 5.8)
+    s.step(5.9)
+    error = s.outcome
+    assert isinstance(error, NodeError) and error.node == "worker:0"
+    assert "lost with its executor: Container killed by YARN for exceeding physical memory" \
+        in str(error)
+    assert "spark.executor.memoryOverhead" in str(error)
+
+
+def test_a_node_lost_without_a_reason_from_spark_still_fails_after_the_settle():
+    s = job(num=2)
+    start(s)
+    s.apply("worker:0", AGENT, {"type": "closed"}, 5.0)
+    s.step(5.0 + s.limits.error_settle + 0.1)
+    assert isinstance(s.outcome, NodeError) and "lost contact with the node" in str(s.outcome)

@@ -142,12 +142,6 @@ def test_a_sigkilled_client_mode_driver_leaves_nothing(yarn, tmp_path):
         log.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "sparktf bug: a container YARN killed for memory is reported as 'lost contact with the "
-    "node: its executor, Spark task or supervisor died (see that executor's logs)'; Spark's "
-    "executor-loss reason ('Container killed by YARN for exceeding physical memory limits. "
-    "2.7 GB of 2.5 GB physical memory used. Consider boosting "
-    "spark.executor.memoryOverhead.') is not carried into the NodeError"))
 def test_a_container_killed_for_memory_is_a_node_error_saying_so(yarn, tmp_path):
     """A worker's main_fn allocates 4 GB in a container of 1 GB + 1.5 GB overhead: the
     NodeManager kills the container for exceeding its physical memory; the driver's NodeError
