@@ -80,6 +80,19 @@ def ids_slowly(args, ctx):
     return {"epochs": epochs}
 
 
+def double_slowly(args, ctx):
+    """Inference answering 2 x per row, in batches of ``args["batch"]``, sleeping
+    ``args["delay"]`` after each; drops ``started-<rank>`` in ``args["dir"]`` after the first."""
+    feed = ctx.get_data_feed(train_mode=False)
+    while not feed.should_stop():
+        batch = feed.next_batch(args["batch"])
+        feed.batch_results([2 * x for x in batch])
+        marker = os.path.join(args["dir"], f"started-{ctx.rank}")
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+        time.sleep(args["delay"])
+
+
 def tfos_linear(args, ctx):
     """A main_fun as TensorFlowOnSpark users write one, TF2 eager: ``TFNode.DataFeed(ctx.mgr,
     train_mode)``, ``next_batch`` of (features, label) tuples, ``ctx.worker_num``; training

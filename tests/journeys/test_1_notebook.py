@@ -56,6 +56,8 @@ def test_train_score_show_join_write_parquet_and_read_back_then_again(spark, tmp
         == [True, True], trainer.results
     assert trainer.rows_held_back == 0
     assert line["slope"] == pytest.approx(3.0) and line["intercept"] == pytest.approx(1.0)
+    with pytest.raises(sparktf.ClusterStateError, match=r"call sparktf\.run\(\) again"):
+        trainer.train(df.select("x", "y"))  # the train cell alone, re-run
 
     # cell 3: look at it
     scores.show(5)

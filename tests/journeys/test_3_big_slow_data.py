@@ -61,19 +61,20 @@ def test_a_slow_skewed_dataframe_behind_an_aqe_shuffle_trains_with_every_row(spa
     assert cluster.rows_held_back == 0
 
 
-#: What the fed-as-they-are journeys found (issue 38 section 3, small rows).
-SMALL_ROWS_LUMPED = (
-    "feed_timeout counts Spark's time computing the rows when rows are small: the barrier task "
-    "forwards a partition in frames of about 1 MiB (feeder._packs(partition, "
-    "feedwire.MULTI_BYTES); RDD elements in chunk_rows=256, DataFrames as Arrow batches of "
-    "spark.sql.execution.arrow.maxRecordsPerBatch), so a slow upstream map over small rows "
-    "(152 ints at 0.03 s each) reaches its node in one lump after ~5 s, and meanwhile both "
+#: What the fed-as-they-are journeys found (issue 38 section 3, small rows). The RDD case was
+#: fixed: the barrier task sends a frame once its first row has waited FLUSH_SECS (0.25 s),
+#: full or not. A DataFrame's rows reach the barrier task in Arrow batches that Spark's JVM
+#: fills first (spark.sql.execution.arrow.maxRecordsPerBatch rows, 10,000 by default).
+ARROW_BATCHES_LUMPED = (
+    "a slow upstream over a DataFrame's small rows reaches the barrier task in one Arrow batch "
+    "that Spark's JVM fills first (maxRecordsPerBatch rows): no row flows for ~5 s, and both "
     "nodes fail 'FeedError: no progress from the other training nodes' feeds for "
-    "feed_timeout=3s' (big rows, as in tests/spark/test_timeouts.py, arrive steadily and pass)")
+    "feed_timeout=3s'. Workaround: a feed_timeout longer than Spark takes to compute a batch, "
+    "or a smaller spark.sql.execution.arrow.maxRecordsPerBatch")
 
 
-@pytest.mark.xfail(strict=True, raises=sparktf.NodeError, reason=SMALL_ROWS_LUMPED)
-@pytest.mark.parametrize("kind", ["rdd", "dataframe"])
+@pytest.mark.parametrize("kind", ["rdd", pytest.param("dataframe", marks=pytest.mark.xfail(
+    strict=True, raises=sparktf.NodeError, reason=ARROW_BATCHES_LUMPED))])
 def test_slow_skewed_partitions_fed_as_they_are_train_with_every_row(spark, tmp_path, kind):
     """Two partitions for two nodes, the large one slow: fed as they are (no shuffle), the
     small share's node waits on the large one far longer than feed_timeout while Spark still
@@ -105,9 +106,6 @@ def test_a_slow_skewed_dataframe_is_scored_row_for_row_and_joins_back(spark):
     assert all(r.prediction == 2.0 * r.id + 1.0 for r in joined)
 
 
-@pytest.mark.xfail(strict=True, raises=sparktf.NodeError, reason=SMALL_ROWS_LUMPED + (
-    "; in inference the large share's node fails on its own: 'FeedError: no data arrived for "
-    "feed_timeout=3s (the Spark side made no progress)', while Spark computed 33 rows/s"))
 def test_slow_skewed_partitions_fed_as_they_are_are_scored_row_for_row(sc_local):
     rdd = sc_local.parallelize([0, 1], 2).flatMap(skewed_ids).map(slow_on_large)
     cluster = sparktf.run(sc_local, feed_jobs.infer_double, {"batch": 7}, num_executors=2,

@@ -24,11 +24,12 @@ GROUP = "cell-12"
 
 
 class Cell:
-    """A notebook cell run in a thread: ``run`` + ``train`` + ``shutdown`` in the cell's job
-    group; what it returned or raised, and its cluster, are kept."""
+    """A notebook cell run in a thread, in the cell's job group: ``run`` + ``train`` +
+    ``shutdown`` (what the nodes returned is its result), or ``run`` + ``inference`` +
+    ``collect`` + ``shutdown`` (the outputs are); what it raised, and its cluster, are kept."""
 
-    def __init__(self, sc, data, args):
-        self.sc, self.data, self.args = sc, data, args
+    def __init__(self, sc, data, args, scoring=False):
+        self.sc, self.data, self.args, self.scoring = sc, data, args, scoring
         self.cluster = self.result = self.error = None
         self.thread = threading.Thread(target=self._body, name="notebook-cell")
         self.thread.start()
@@ -36,11 +37,16 @@ class Cell:
     def _body(self):
         self.sc.setJobGroup(GROUP, "a notebook cell", interruptOnCancel=True)
         try:
-            self.cluster = sparktf.run(self.sc, journey_jobs.ids_slowly, self.args,
-                                       num_executors=2, input_mode=SPARK)
-            self.cluster.train(self.data, num_epochs=1)
-            self.cluster.shutdown()
-            self.result = self.cluster.results
+            main_fn = journey_jobs.double_slowly if self.scoring else journey_jobs.ids_slowly
+            self.cluster = sparktf.run(self.sc, main_fn, self.args, num_executors=2,
+                                       input_mode=SPARK)
+            if self.scoring:
+                self.result = self.cluster.inference(self.data).collect()
+                self.cluster.shutdown()
+            else:
+                self.cluster.train(self.data, num_epochs=1)
+                self.cluster.shutdown()
+                self.result = self.cluster.results
         except BaseException as exc:  # noqa: BLE001 - what the cell showed
             self.error = exc
 
@@ -55,7 +61,8 @@ def _nothing_left(sc):
     assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout=10)
 
 
-@pytest.mark.parametrize("when", ["while the data is computed", "while it is fed"])
+@pytest.mark.parametrize("when", ["while the data is computed", "while it is fed",
+                                  "while it is scored"])
 def test_a_cancelled_cell_fails_clearly_leaves_nothing_and_runs_again(sc_local, tmp_path, when):
     args = {"batch": 10, "col": None, "dir": str(tmp_path), "delay": 0.0}
     if when == "while the data is computed":  # a slow map before the deal-out shuffle
@@ -63,9 +70,10 @@ def test_a_cancelled_cell_fails_clearly_leaves_nothing_and_runs_again(sc_local, 
         cancel_when = lambda: bool(sc_local.statusTracker().getActiveStageIds())  # noqa: E731
     else:
         data = sc_local.parallelize(range(200), 4)
-        args["delay"] = 1.0  # a slow training step
+        args["delay"] = 1.0  # a slow training (or scoring) step
         cancel_when = lambda: len(os.listdir(tmp_path)) == 2  # noqa: E731 - both nodes fed
-    cell = Cell(sc_local, data, args)
+    scoring = when == "while it is scored"
+    cell = Cell(sc_local, data, args, scoring)
     assert wait_until(cancel_when, timeout=60), "the cell never got going"
     sc_local.cancelJobGroup(GROUP)
     cell.join()
@@ -83,9 +91,12 @@ def test_a_cancelled_cell_fails_clearly_leaves_nothing_and_runs_again(sc_local, 
     for name in os.listdir(tmp_path):
         os.remove(os.path.join(tmp_path, name))
     args["delay"] = 0.0
-    again = Cell(sc_local, sc_local.parallelize(range(200), 4), args)
+    again = Cell(sc_local, sc_local.parallelize(range(200), 4), args, scoring)
     again.join()
     assert again.error is None, repr(again.error)
-    ids = sorted(i for node in again.result.values() for i in node["epochs"][0])
-    assert ids == list(range(200))
+    if scoring:
+        assert again.result == [2 * i for i in range(200)]
+    else:
+        ids = sorted(i for node in again.result.values() for i in node["epochs"][0])
+        assert ids == list(range(200))
     _nothing_left(sc_local)

@@ -147,6 +147,14 @@ def test_no_worker_reuse_runs_rdd_jobs_and_plain_clusters_one_after_another(spar
     cluster = sparktf.run(sc, jobs.describe, {}, num_executors=2)
     cluster.shutdown()
     assert sorted(r["name"] for r in cluster.results.values()) == ["chief:0", "worker:0"]
+    # nodes that stop in the middle of Spark's data (read from Spark's own socket)
+    big = sc.parallelize(range(200_000), 2).map(lambda i: (i, bytes(64)))
+    early = sparktf.run(sc, feed_jobs.read_some_then_return, {"rows": 7}, num_executors=2,
+                        input_mode=SPARK)
+    early.train(big, equalize=False)
+    early.shutdown()
+    assert [r["rows"] for r in early.results.values()] == [7, 7]
+    assert sc.parallelize(range(100), 4).map(lambda i: i * 3).sum() == 3 * 4950
     scorer = sparktf.run(sc, feed_jobs.infer_double, {"batch": 3}, num_executors=2,
                          input_mode=SPARK)
     out = scorer.inference(sc.parallelize(range(50), 3))
