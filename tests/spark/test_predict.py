@@ -39,7 +39,19 @@ def spark(sc_local):
     return SparkSession(sc_local)
 
 
-def test_predict_scores_every_row_with_the_saved_model(spark, model_dir):
+@pytest.fixture(params=["arrow_udf", "mapInArrow"])
+def way(request, monkeypatch):
+    """Which of predict's two ways runs: pyspark 4.1+'s scalar Arrow UDF (the default here),
+    or the ``mapInArrow`` kept for pyspark 4.0 and Spark Connect (chosen on the driver: made
+    to find no ``arrow_udf``, as on pyspark 4.0)."""
+    from sparktf import predictor
+
+    if request.param == "mapInArrow":
+        monkeypatch.setattr(predictor, "_arrow_udf", lambda: None)
+    return request.param
+
+
+def test_predict_scores_every_row_with_the_saved_model(spark, model_dir, way):
     rows = [(i, [float(i), float(i % 3), 1.0]) for i in range(200)]
     df = spark.createDataFrame(rows, "id long, features array<float>").repartition(3)
     out = sparktf.predict(df, model_dir, ["features"], "prediction", batch_size=32)
@@ -50,7 +62,7 @@ def test_predict_scores_every_row_with_the_saved_model(spark, model_dir):
     assert all(abs(got[i] - expected[i]) < 1e-4 for i in got)
 
 
-def test_predict_reads_spark_ml_vectors(spark, model_dir):
+def test_predict_reads_spark_ml_vectors(spark, model_dir, way):
     """VectorAssembler's output (dense and sparse vectors) is scored as the arrays it holds,
     and the DataFrame comes back with its own columns (the vectors, a timestamp) and the
     prediction only."""
@@ -93,7 +105,7 @@ def test_input_columns_that_do_not_fit_the_signature_are_named(spark, model_dir,
 def test_predict_checks_its_arguments(spark, model_dir):
     df = spark.range(3)
     with pytest.raises(sparktf.ConfigError) as err:
-        sparktf.predict(df, model_dir, ["nope"], "id", output_type="int")
+        sparktf.predict(df, model_dir, ["nope"], "id", output_type="string")
     assert len(err.value.problems) == 3
 
 
@@ -245,7 +257,7 @@ def _rounded(expected):
 
 
 def test_predict_scores_with_the_model_at_the_path_now_after_it_was_replaced(spark, two_exports,
-                                                                            tmp_path):
+                                                                            tmp_path, way):
     """Each Python worker kept the model it loaded by its path: exporting a new model to the
     same path and predicting again in the same session gave the old model's outputs, with
     nothing said. A worker now keys its model by the export's identity (its fingerprint, its
@@ -321,3 +333,146 @@ def test_an_export_whose_final_rename_fails_leaves_the_old_model_in_service(spar
     monkeypatch.undo()
     assert os.listdir(tmp_path) == ["served"]
     assert _scores(sparktf.predict(df, path, ["f"], "p")) == _rounded(expected["a"])
+
+
+# ---------------------------------------------------------------- output types, several outputs
+M = [[1.0, 0.0, 2.0], [0.0, 1.0, -1.0], [0.5, 0.5, 0.5]]
+
+
+@pytest.fixture(scope="module")
+def outputs_model(tmp_path_factory):
+    """A real SavedModel (``tf.saved_model.save`` of a ``tf.Module``, no Keras) whose
+    signature has outputs of every kind a Spark user asks for: a score per row (float32, as
+    (n,) and as (n, 1)), class scores (n, 3), the argmax class (int64), a one-hot int64 (n, 3),
+    a (n, 2, 2) grid, int64 values beyond int32, and strings."""
+    path = tmp_path_factory.mktemp("model") / "outputs"
+    code = textwrap.dedent(f"""
+        import os
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        import tensorflow as tf
+        W = tf.constant({M})
+        class Model(tf.Module):
+            @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x")])
+            def serve(self, x):
+                scores = tf.matmul(x, W)
+                label = tf.argmax(scores, axis=1)
+                return {{"scores": scores, "score": tf.reduce_sum(scores, 1), "label": label,
+                        "column": tf.reduce_sum(scores, 1, keepdims=True),
+                        "hot": tf.one_hot(label, 3, dtype=tf.int64),
+                        "grid": tf.reshape(tf.concat([scores, scores[:, :1]], 1), [-1, 2, 2]),
+                        "big": label + 2 ** 40, "name": tf.strings.as_string(label)}}
+        model = Model()
+        tf.saved_model.save(model, {str(path)!r}, signatures={{"serving_default": model.serve}})
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    return str(path)
+
+
+def _inputs(spark, n=30, parts=3):
+    rows = [(i, [float(i % 7), float(i % 3) - 1.0, 0.5 * i]) for i in range(n)]
+    df = spark.createDataFrame(rows, "id long, x array<float>").repartition(parts)
+    scores = {i: np.asarray(x, "float32") @ np.asarray(M, "float32") for i, x in rows}
+    return df, {
+        "scores": scores, "score": {i: float(s.sum()) for i, s in scores.items()},
+        "column": {i: float(s.sum()) for i, s in scores.items()},
+        "label": {i: int(s.argmax()) for i, s in scores.items()},
+        "hot": {i: np.eye(3, dtype=int)[s.argmax()] for i, s in scores.items()},
+        "grid": {i: np.concatenate([s, s[:1]]) for i, s in scores.items()}}
+
+
+def _close(got, want):
+    return np.allclose(np.asarray(got, "float64"), np.asarray(want, "float64"), rtol=1e-5)
+
+
+@pytest.mark.parametrize("key, output_type, spark_type", [
+    ("score", "float", "float"), ("score", "double", "double"), ("column", "double", "double"),
+    ("label", "int", "int"), ("label", "long", "bigint"), ("label", "double", "double"),
+    ("scores", "array<float>", "array<float>"), ("scores", "array<double>", "array<double>"),
+    ("hot", "array<int>", "array<int>"), ("hot", "array<long>", "array<bigint>"),
+    ("grid", "array<float>", "array<float>"),
+])
+def test_each_output_type_is_a_column_of_that_spark_type(spark, outputs_model, key, output_type,
+                                                         spark_type):
+    """A number per row as float/double, a class index (the signature's tf.argmax) as
+    int/long, a vector per row as an array of each (an output of higher rank flattened row by
+    row), each scored by the real SavedModel."""
+    df, expected = _inputs(spark)
+    out = sparktf.predict(df, outputs_model, ["x"], "p", output_key=key, output_type=output_type)
+    assert out.schema["p"].dataType.simpleString() == spark_type
+    got = {r.id: r.p for r in out.collect()}
+    assert got.keys() == expected[key].keys()
+    for i, value in got.items():
+        if output_type in ("int", "long"):
+            assert isinstance(value, int) and value == expected[key][i]
+        else:
+            assert _close(value, expected[key][i]), (i, value, expected[key][i])
+
+
+def test_several_outputs_go_to_a_struct_column_or_to_columns_of_their_own(spark, outputs_model,
+                                                                          way):
+    """output_key lists outputs; one output_col name holds them as a struct (fields named by
+    the outputs), a list of names spreads them over as many columns; the rows' other columns
+    stay as they were. A partition without rows (3 rows, 4 partitions) is no trouble."""
+    df, expected = _inputs(spark, n=3, parts=4)
+    keys, types = ["label", "scores", "score"], ["long", "array<float>", "double"]
+    struct = sparktf.predict(df, outputs_model, ["x"], "out", output_key=keys, output_type=types)
+    assert struct.schema.simpleString() == (
+        "struct<id:bigint,x:array<float>,out:struct<label:bigint,scores:array<float>,"
+        "score:double>>")
+    cols = sparktf.predict(df, outputs_model, ["x"], ["cls", "probs", "total"], output_key=keys,
+                           output_type=types)
+    assert cols.columns == ["id", "x", "cls", "probs", "total"]
+    assert [f.dataType.simpleString() for f in cols.schema.fields[2:]] == [
+        "bigint", "array<float>", "double"]
+    for row in struct.collect():
+        assert row.out.label == expected["label"][row.id]
+        assert _close(row.out.scores, expected["scores"][row.id])
+        assert _close(row.out.score, expected["score"][row.id])
+    rows = cols.collect()
+    assert sorted(r.id for r in rows) == [0, 1, 2]
+    for row in rows:
+        assert row.cls == expected["label"][row.id] and _close(row.total,
+                                                                expected["score"][row.id])
+        assert _close(row.probs, expected["scores"][row.id])
+
+
+def test_every_output_type_comes_back_from_the_map_in_arrow_way_too(spark, outputs_model,
+                                                                    monkeypatch):
+    """pyspark 4.0 and Spark Connect score through mapInArrow: each type there, in one call
+    of several columns."""
+    from sparktf import predictor
+
+    monkeypatch.setattr(predictor, "_arrow_udf", lambda: None)
+    df, expected = _inputs(spark)
+    keys = ["score", "column", "label", "scores", "hot", "grid"]
+    types = ["float", "double", "int", "array<double>", "array<long>", "array<float>"]
+    out = sparktf.predict(df, outputs_model, ["x"], keys, output_key=keys, output_type=types)
+    assert [f.dataType.simpleString() for f in out.schema.fields[2:]] == [
+        "float", "double", "int", "array<double>", "array<bigint>", "array<float>"]
+    assert "MapInArrow" in out._jdf.queryExecution().executedPlan().toString()
+    for row in out.collect():
+        for key in keys:
+            assert _close(row[key], expected[key][row.id]), (key, row)
+
+
+@pytest.mark.parametrize("key, output_type, says", [
+    ("scores", "double", r"output 'scores' has 3 values per row \(shape \(3,\)\); output_type "
+                         r"'double' takes one: use 'array<double>' for a vector per row"),
+    ("grid", "float", r"output 'grid' has 4 values per row \(shape \(2, 2\)\).*'array<float>'"),
+    ("scores", "long", r"output 'scores' holds float32 values; output_type 'long' takes integer "
+                       r"outputs \(a class index: tf.argmax in the signature\): use 'double'"),
+    ("score", "array<int>", r"output 'score' holds float32 values; output_type 'array<int>' "
+                            r"takes integer outputs.*use 'array<double>'"),
+    ("big", "int", r"output 'big' holds int64 values beyond int32's range .*use 'long'"),
+    ("name", "double", r"output 'name' holds object values; output_type 'double' takes numbers"),
+    ("nope", "double", r"output_key 'nope' is no output of 'serving_default' in .*; its outputs: "
+                       r"big \(int64, \(\) per row\), column \(float32, \(1,\) per row\)"),
+])
+def test_an_output_type_that_does_not_fit_the_output_is_named(spark, outputs_model, key,
+                                                              output_type, says, way):
+    """Told on the executor, where the model is loaded, with the output's own dtype and shape
+    and the type to ask for instead; nothing is silently rounded, cut or wrapped around."""
+    df, _ = _inputs(spark, n=4, parts=1)
+    with pytest.raises(Exception, match=says):
+        sparktf.predict(df, outputs_model, ["x"], "p", output_key=key,
+                        output_type=output_type).collect()
