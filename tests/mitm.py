@@ -1,4 +1,4 @@
-"""A man in the middle for sparktf's TCP channels, on loopback.
+"""Attackers of sparktf's TCP channels, on loopback: a man in the middle, and a flood.
 
 :class:`Mitm` listens where a client is told its server is, opens a connection to the real
 server for every client that comes, relays the handshake byte for byte (so both real ends
@@ -11,6 +11,7 @@ attacker is the test's.
 import socket
 import struct
 import threading
+import time
 
 from sparktf.common import feedwire, protocol
 
@@ -128,3 +129,38 @@ def flip(frame, at=-protocol.TAG_LEN - 1):
     b = bytearray(frame)
     b[at] ^= 0x01
     return bytes(b)
+
+
+class Flood:
+    """Silent connections at ``rate`` a second for ``seconds`` (a bounded loop), each closed
+    by the flooder after ``hold`` seconds if the server has not dropped it first."""
+
+    def __init__(self, address, rate=300, seconds=8.0, hold=3.0):
+        self.address, self.rate, self.seconds, self.hold = address, rate, seconds, hold
+        self.opened = self.failed = 0
+        self.stopped = threading.Event()
+        self.start = time.monotonic()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        held = []
+        while time.monotonic() - self.start < self.seconds and not self.stopped.is_set():
+            tick = time.monotonic()
+            for _ in range(self.rate // 20):
+                try:
+                    held.append((tick, socket.create_connection(self.address, timeout=2)))
+                    self.opened += 1
+                except OSError:
+                    self.failed += 1
+            while held and tick - held[0][0] > self.hold:
+                held.pop(0)[1].close()
+            time.sleep(max(0.0, 0.05 - (time.monotonic() - tick)))
+        for _, s in held:
+            s.close()
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join(self.seconds + 10)
+
+    join = stop

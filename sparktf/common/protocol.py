@@ -478,11 +478,22 @@ class Gatekeeper:
         self.failure: BaseException | None = None
         self.authenticated = self.wrong_secret = self.timed_out = self.evicted = 0
         self.closed_early = self.turned_away = self.busy = self.accept_errors = 0
+        # made here, not in the thread: they need descriptors, which may be short later
         self._wake_r, self._wake_w = socket.socketpair()
-        listener.setblocking(False)
-        self.thread = threading.Thread(target=self._run, name=f"sparktf-{what}-accept".replace(
-            " ", "-"), daemon=True)
-        self.thread.start()
+        try:
+            listener.setblocking(False)
+            self._sel = selectors.DefaultSelector()
+            self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+            self._sel.register(listener, selectors.EVENT_READ, "listen")
+            self.thread = threading.Thread(target=self._run, daemon=True,
+                                           name=f"sparktf-{what}-accept".replace(" ", "-"))
+            self.thread.start()
+        except BaseException:
+            if hasattr(self, "_sel"):
+                self._sel.close()
+            for s in (self._wake_r, self._wake_w):
+                _close_quietly(s)
+            raise
 
     @property
     def rejected(self) -> int:
@@ -495,10 +506,8 @@ class Gatekeeper:
 
     # ------------------------------------------------------------------------- the loop
     def _run(self) -> None:
-        sel = selectors.DefaultSelector()
+        sel = self._sel
         try:
-            sel.register(self._wake_r, selectors.EVENT_READ, "wake")
-            sel.register(self._listener, selectors.EVENT_READ, "listen")
             while not self._closed:
                 self._turn(sel)
         except BaseException as exc:  # noqa: BLE001 - handed on, never lost

@@ -57,9 +57,13 @@ class ControlServer:
         self._conns: set[socket.socket] = set()
         self._threads: set[threading.Thread] = set()
         self._closed = False
-        self._gate = protocol.Gatekeeper(
-            self._sock, secret, self._admit, what="control server",
-            handshake_timeout=handshake_timeout, max_pending=max_pending)
+        try:
+            self._gate = protocol.Gatekeeper(
+                self._sock, secret, self._admit, what="control server",
+                handshake_timeout=handshake_timeout, max_pending=max_pending)
+        except BaseException:
+            _close_quietly(self._sock)
+            raise
         self._acceptor = self._gate.thread
 
     @property

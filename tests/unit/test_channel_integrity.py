@@ -4,6 +4,7 @@ between two nodes' real row exchanges, alters, replays, reorders, drops, splices
 frames, and each is refused before it is used, as a security error that fails the job."""
 
 import pickle
+import queue
 import socket
 import threading
 import time
@@ -285,16 +286,30 @@ def run_moves(tmp_path, shares, tamper):
     names = [r.name for r in assign_roles(len(shares), 0, "chief", False)]
     driver = Driver(names)
     proxies = {}
+    # The nodes' reports reach the driver, and its bounds the nodes, from one thread of its
+    # own, as over the control channel: delivered from the reporting thread, a bound for
+    # the other node would take that node's report lock while this one's is held.
+    inbox = queue.Queue()
+
+    def deliver():
+        for item in iter(inbox.get, None):
+            item[0](item[1])
+
+    courier = threading.Thread(target=deliver, daemon=True)
+    courier.start()
+    lock = threading.Lock()
 
     def report(name):
         apply = driver.report(name)
 
         def through_proxy(msg):
             if msg.get("exchange"):
-                if name not in proxies:
-                    proxies[name] = mitm.Mitm(split_address(msg["exchange"]), mitm.FEED, tamper)
+                with lock:
+                    if name not in proxies:
+                        proxies[name] = mitm.Mitm(split_address(msg["exchange"]), mitm.FEED,
+                                                  tamper)
                 msg = dict(msg, exchange=format_address(*proxies[name].address))
-            apply(msg)
+            inbox.put((apply, msg))
         return through_proxy
 
     feeds = {}
@@ -319,11 +334,13 @@ def run_moves(tmp_path, shares, tamper):
                 feed.next_batch(8)
                 step.wait()
             feed.close()
-        except threading.BrokenBarrierError:
+        except threading.BrokenBarrierError:  # the other node failed: stop, as sparktf would
+            feed.terminate()
             feed.close()
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             errors[name] = exc
             step.abort()
+            feed.terminate()
             feed.close()
 
     threads = [threading.Thread(target=consume, args=(n,)) for n in names]
@@ -332,8 +349,15 @@ def run_moves(tmp_path, shares, tamper):
     for t in threads:
         t.join(60)
     assert not any(t.is_alive() for t in threads), "a consumer hung"
+    inbox.put(None)
+    courier.join(10)
     for p in proxies.values():
         p.close()
+    deadline = time.monotonic() + 10  # every feed's and exchange's thread is gone
+    while any(t.name.startswith("sparktf") for t in threading.enumerate()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("sparktf")]
     return errors, proxies
 
 

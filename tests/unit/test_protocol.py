@@ -12,6 +12,8 @@ import pytest
 from sparktf.common import protocol
 from sparktf.driver.control import ControlServer
 
+import mitm
+
 
 class Recorder:
     def __init__(self):
@@ -375,47 +377,17 @@ def test_a_wrong_secret_is_said_so_at_once(server):
     assert srv.gate.wrong_secret == 1
 
 
-class Flood:
-    """Silent connections at ``rate`` a second for ``seconds`` (a bounded loop), each closed
-    by the flooder after ``hold`` seconds if the server has not dropped it first."""
-
-    def __init__(self, address, rate=300, seconds=8.0, hold=3.0):
-        self.address, self.rate, self.seconds, self.hold = address, rate, seconds, hold
-        self.opened = self.failed = 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        held = []
-        start = time.monotonic()
-        while time.monotonic() - start < self.seconds:
-            tick = time.monotonic()
-            for _ in range(self.rate // 20):
-                try:
-                    held.append((tick, socket.create_connection(self.address, timeout=2)))
-                    self.opened += 1
-                except OSError:
-                    self.failed += 1
-            while held and tick - held[0][0] > self.hold:
-                held.pop(0)[1].close()
-            time.sleep(max(0.0, 0.05 - (time.monotonic() - tick)))
-        for _, s in held:
-            s.close()
-
-    def join(self):
-        self.thread.join(self.seconds + 10)
-
-
 def test_a_sustained_flood_does_not_lock_real_clients_out():
     rec = Recorder()
     secret = protocol.new_secret()
     srv = ControlServer("127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=10.0)
     threads_before = threading.active_count()
-    flood = Flood(srv.address, rate=300, seconds=8.0)
+    flood = mitm.Flood(srv.address, rate=300, seconds=60.0)
     got_in, failures, most_threads = [], [], 0
     try:
-        time.sleep(1.5)  # the unauthenticated slots are full by now
-        while flood.thread.is_alive():
+        assert wait_for(lambda: flood.opened >= 400)  # the unauthenticated slots are full
+        # real clients one after another, for 8 s of flood and at least 10 of them
+        while len(got_in) < 10 or time.monotonic() - flood.start < 8:
             try:
                 chan = protocol.connect(srv.address, secret, timeout=15)
                 hello(chan, f"worker:{len(got_in)}")
@@ -424,8 +396,9 @@ def test_a_sustained_flood_does_not_lock_real_clients_out():
                 failures.append(exc)
             most_threads = max(most_threads, threading.active_count())
             time.sleep(0.3)
-        flood.join()
-        assert failures == [] and len(got_in) >= 10
+        assert flood.thread.is_alive()  # all of it under the flood
+        flood.stop()
+        assert failures == []
         assert len(rec.wait_for(len(got_in))) >= len(got_in)
         assert flood.opened >= 1500  # it was a flood: hundreds a second for the whole time
         assert srv.gate.evicted + srv.gate.turned_away + srv.gate.timed_out > 500
@@ -433,9 +406,17 @@ def test_a_sustained_flood_does_not_lock_real_clients_out():
         # no thread per flooding connection: the flooder's, and one per real client
         assert most_threads <= threads_before + 2 + len(got_in)
     finally:
+        flood.stop()
         for chan in got_in:
             chan.close()
         srv.close()
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return predicate()
 
 
 class FlakyListener(socket.socket):

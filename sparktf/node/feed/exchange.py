@@ -69,10 +69,14 @@ class Exchange:
         self._give_error: BaseException | None = None
         self._giving = threading.Thread(target=self._give, name="sparktf-feed-give",
                                         daemon=True)
-        self._gate = protocol.Gatekeeper(
-            self._listener, secret, self._admit, what="row exchange",
-            handshake_timeout=min(timeout, 30.0),  # a stranger gets 30 s at most
-            max_pending=MAX_PENDING, capacity=self._has_room, on_fatal=self._failed)
+        try:
+            self._gate = protocol.Gatekeeper(
+                self._listener, secret, self._admit, what="row exchange",
+                handshake_timeout=min(timeout, 30.0),  # a stranger gets 30 s at most
+                max_pending=MAX_PENDING, capacity=self._has_room, on_fatal=self._failed)
+        except BaseException:
+            self._listener.close()
+            raise
         self._giving.start()
 
     def attach(self, stream: Stream) -> None:
