@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterator
 
-from sparktf.common import topology, values
+from sparktf.common import shipped, topology, values
 
 from sparktf.driver import preflight
 from sparktf.driver import stages
@@ -79,7 +79,7 @@ class Cluster:
         self.settings = settings
         launch = LaunchSpec(
             job_id=f"sparktf-{uuid.uuid4().hex[:12]}", roles=roles, driver_address=("", 0),
-            secret=b"", payload=payload, tail_lines=settings.tail_lines,
+            secret=b"", payload=shipped.for_tasks(sc, payload), tail_lines=settings.tail_lines,
             stop_grace=settings.stop_grace, env=settings.env,
             tensorboard=settings.tensorboard, log_dir=settings.log_dir,
             heartbeat_interval=min(1.0, (settings.heartbeat_timeout or 3.0) / 3),

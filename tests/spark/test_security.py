@@ -9,8 +9,11 @@ import time
 import pytest
 
 import jobs
+import mitm
 import sparktf
 from conftest import wait_until
+from sparktf.common import protocol
+from sparktf.errors import SparkTFError
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -122,3 +125,121 @@ def test_a_flood_and_a_dribbler_while_a_real_job_starts_and_finishes(sc_local, m
     # room when the flood filled the unauthenticated slots (the oldest go first)
     assert attack.dribbler_dropped_after < 13
     assert server.rejected + server.turned_away >= 1
+
+
+def _files_holding(secret, roots, since):
+    """Every file under ``roots`` changed since ``since`` (epoch seconds) that holds
+    ``secret`` (raw, or as hex)."""
+    import os
+
+    forms = (secret, secret.hex().encode())
+    found = []
+    for root in roots:
+        for dirpath, _, names in os.walk(root):
+            for name in names:
+                path = os.path.join(dirpath, name)
+                try:
+                    st = os.lstat(path)
+                    if not os.path.isfile(path) or os.path.islink(path) \
+                            or st.st_mtime < since or st.st_size > 1 << 30:
+                        continue
+                    with open(path, "rb") as f:
+                        data = f.read()
+                except OSError:
+                    continue  # gone meanwhile, or not ours to read
+                if any(form in data for form in forms):
+                    found.append(path)
+    return found
+
+
+def test_args_over_1_mib_never_put_the_job_secret_on_disk(sc_local, tmp_path):
+    """PySpark broadcasts a task closure over spark.broadcast.UDFCompressionThreshold (1 MiB),
+    and a broadcast is written to files on the driver and the executors: the secret must not
+    be in what is written. The whole temporary directory (Spark's local dirs, the driver's
+    pyspark temp dir, the nodes' work dirs) is scanned while the job runs and after."""
+    import tempfile
+
+    since = time.time() - 1
+    done = tmp_path / "done"
+    args = {"file": str(done), "weights": b"\x07" * (3 << 20)}  # 3 MiB of args
+    roots = {tempfile.gettempdir(), sc_local._temp_dir}
+    local = sc_local.getConf().get("spark.local.dir")
+    roots |= set(local.split(",")) if local else set()
+    cluster = sparktf.run(sc_local, jobs.wait_for_file, args, num_executors=2)
+    secret = cluster._runner.attempt_launch.secret
+    try:
+        assert wait_until(lambda: all(n.connected for n in
+                                      cluster._runner._current.state.nodes.values()), 60)
+        during = _files_holding(secret, roots, since)
+    finally:
+        done.touch()
+        cluster.shutdown(timeout=60)
+    after = _files_holding(secret, roots, since)
+    assert during == [] and after == []
+
+
+def test_a_frame_altered_on_the_wire_fails_the_job_with_a_security_error(sc_local, monkeypatch,
+                                                                        tmp_path):
+    """A man in the middle between the nodes and the driver (the address the nodes are given
+    is his) lets every handshake through and flips one bit of one frame: the driver refuses
+    it and the job fails, naming the MAC, instead of acting on it."""
+    import sparktf.driver.runner as runner
+
+    proxies = []
+
+    def alter(conn, direction, index, frame):
+        return [mitm.flip(frame)] if (conn, direction, index) == (0, "c2s", 1) else [frame]
+
+    class Intercepted(runner.ControlServer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            proxies.append(mitm.Mitm(self.address, tamper=alter))
+            self.address = proxies[-1].address
+
+    monkeypatch.setattr(runner, "ControlServer", Intercepted)
+    done = tmp_path / "done"
+    try:
+        with pytest.raises(SparkTFError, match="failed its MAC") as info:
+            cluster = sparktf.run(sc_local, jobs.wait_for_file,
+                                  {"file": str(done), "timeout": 60}, num_executors=2)
+            cluster.shutdown(timeout=60)
+        # the refusal itself (a handler with on_security_error), or the node's error naming it
+        assert isinstance(info.value, protocol.FrameRejected) \
+            or "FrameRejected: the control channel from" in str(info.value)
+        assert len(proxies) == 1  # no restart
+    finally:
+        done.touch()
+        for p in proxies:
+            p.close()
+
+
+def test_a_sustained_flood_does_not_lock_real_nodes_out(sc_local, monkeypatch, tmp_path):
+    """Hundreds of silent connections a second, for ten seconds and until the job has ended,
+    from the moment the control server exists: the job's nodes start, run and finish."""
+    import sparktf.driver.runner as runner
+
+    floods = []
+
+    class Flooded(runner.ControlServer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            floods.append((self, mitm.Flood(self.address, rate=300, seconds=60.0)))
+
+    monkeypatch.setattr(runner, "ControlServer", Flooded)
+    done = tmp_path / "done"
+    try:
+        cluster = sparktf.run(sc_local, jobs.wait_for_file, {"file": str(done)},
+                              num_executors=2)
+        [(server, flood)] = floods
+        assert flood.thread.is_alive()  # the nodes started under the flood
+        assert wait_until(lambda: time.monotonic() - flood.start >= 10, timeout=30)
+        done.touch()
+        assert cluster.shutdown(timeout=60) == {"log_dir": None}
+        assert flood.thread.is_alive()  # and finished under it
+    finally:
+        done.touch()
+        for _, f in floods:
+            f.stop()
+    assert flood.opened >= 2000  # hundreds a second for over ten seconds
+    assert server.gate.evicted + server.gate.turned_away + server.gate.timed_out >= 500
+    assert server.gate.wrong_secret == 0
