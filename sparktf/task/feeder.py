@@ -475,24 +475,38 @@ def _misfit(field, values, exc: Exception) -> str:
             "or an output_schema that fits them (e.g. 'scores array<float>')")
 
 
-def _packs(frames: Iterable[bytes], size: int) -> Iterator[list]:
-    """Group byte strings into lists of about ``size`` bytes."""
-    pack, total = [], 0
+#: A frame being filled goes out once its first row has waited this long (seconds), full or
+#: not: rows that Spark computes slowly (a slow map upstream) reach their node as they come,
+#: so its feed, and every other node's, sees them flow (feed_timeout is an idle timeout).
+FLUSH_SECS = 0.25
+
+
+def _packs(frames: Iterable[bytes], size: int, flush: float = FLUSH_SECS) -> Iterator[list]:
+    """Group byte strings into lists of about ``size`` bytes (or what came in ``flush``
+    seconds)."""
+    pack, total, since = [], 0, 0.0
     for frame in frames:
+        now = time.monotonic()
+        if not pack:
+            since = now
         pack.append(frame)
         total += len(frame)
-        if total >= size:
+        if total >= size or now - since >= flush:
             yield pack
             pack, total = [], 0
     if pack:
         yield pack
 
 
-def _chunks(items: Iterable, size: int) -> Iterator[list]:
-    chunk = []
+def _chunks(items: Iterable, size: int, flush: float = FLUSH_SECS) -> Iterator[list]:
+    """Group items into lists of ``size`` (or what came in ``flush`` seconds)."""
+    chunk, since = [], 0.0
     for item in items:
+        now = time.monotonic()
+        if not chunk:
+            since = now
         chunk.append(item)
-        if len(chunk) >= size:
+        if len(chunk) >= size or now - since >= flush:
             yield chunk
             chunk = []
     if chunk:

@@ -30,14 +30,14 @@ def spark(sc_local):
 
 def test_slow_upstream_work_before_a_deal_out_does_not_count_as_reservation(sc_local):
     """A map that takes 8 s per partition (16 elements of 0.5 s) before the shuffle that deals
-    4 partitions out to 2 nodes: with reservation_timeout=3 the nodes still start and train
+    4 partitions out to 2 nodes: with reservation_timeout=4 the nodes still start and train
     (before: ClusterTimeoutError blaming busy task slots)."""
     data = sc_local.parallelize(range(64), 4).map(slow)
     cluster = sparktf.run(sc_local, feed_jobs.sum_ids, {}, num_executors=2, input_mode=SPARK,
-                          reservation_timeout=3)
+                          reservation_timeout=4)
     started = time.monotonic()
     cluster.train(data, num_epochs=1)
-    assert time.monotonic() - started > 6  # the upstream work did take longer than 3 s
+    assert time.monotonic() - started > 6  # the upstream work did take longer than 4 s
     results = cluster.shutdown()
     assert results is not None
     total = sum(r["sum"] for r in cluster.results.values() if r)
