@@ -61,6 +61,11 @@ class _SparkPool:
             spark_conf.set(k, v)
         self.sc = SparkContext(conf=spark_conf)
         self.sc.setLogLevel("ERROR")
+        # PySpark launches its JVM with the first context's settings as system properties,
+        # from which every later SparkConf of the process loads its defaults: a test's own
+        # settings would leak into the contexts of every test after it.
+        for k, _ in conf:
+            self.sc._jvm.System.clearProperty(k)
         self.key = key
         return self.sc
 
