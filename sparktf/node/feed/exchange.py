@@ -81,7 +81,9 @@ class Exchange:
 
     def attach(self, stream: Stream) -> None:
         """The stream of this node's partition (rows are given or taken only once it ended)."""
-        self._stream = stream
+        with self._bound.cond:  # the final bound may come first: its giving waits for this
+            self._stream = stream
+            self._bound.cond.notify_all()
 
     # ------------------------------------------------------------------------------ taking
     def _has_room(self) -> bool:
@@ -119,6 +121,10 @@ class Exchange:
             if kind != GIVER:
                 raise FeedError(f"unexpected frame {kind!r} before the giver's name")
             name = payload.decode()
+            with self._bound.cond:  # a giver may come before this node's stream is attached
+                if not self._bound.cond.wait_for(lambda: self._stream is not None,
+                                                 self._timeout):
+                    raise FeedError("this node's stream was never attached")
             with self._cond:
                 self._frames.setdefault(name, [])
             while True:
@@ -207,7 +213,7 @@ class Exchange:
     def _give(self) -> None:
         bound = self._bound
         with bound.cond:
-            while not bound.final and not self._closed:
+            while not (bound.final and self._stream is not None) and not self._closed:
                 bound.cond.wait(1.0)
         try:
             if bound.gives and not self._closed:
