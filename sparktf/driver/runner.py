@@ -558,6 +558,11 @@ class _AttemptHandler:
     def on_message(self, node: str, role: str, message: dict) -> None:
         self._guard(self._runner.on_message, node, role, message)
 
+    def on_security_error(self, node: str, role: str, exc: SparkTFError) -> None:
+        """A frame from ``node`` failed its MAC: the job fails with that error, and no restart
+        starts after it (a forger would only be given another secret to attack)."""
+        self._runner.abort(exc)
+
     def on_disconnect(self, node: str, role: str) -> None:
         self._guard(self._runner.on_disconnect, node, role)
 

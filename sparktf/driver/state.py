@@ -704,6 +704,7 @@ def node_error(n: NodeRecord, others: list[str], job_error: str | None = None) -
         where = {"result": "its return value", "feed": "its data feed",
                  "log_dir": "copying its log_dir to HDFS",
                  "task": "its Spark barrier task failed",
+                 "control": "its control channel refused a frame that failed its MAC",
                  "exit": f"main_fn called sys.exit({n.error.get('code')})"}.get(
                      n.error.get("where"), "main_fn raised")
         return NodeError(n.name, n.host, where, exc_type=n.error["exc_type"],
