@@ -11,6 +11,7 @@ while its consumer waits for the other node.
 
 import os
 import socket
+import queue
 import threading
 
 import pyarrow as pa
@@ -56,18 +57,28 @@ class Driver:
         for name in names:
             self.state.apply(name, messages.NODE, messages.hello(messages.NODE, name, "h"), 0.0)
 
+        # Replies go out from a thread of their own, as a node's control thread reads them:
+        # updating a bound from the reporting thread (which holds its feed's report lock) would
+        # take the other feed's report lock, and two feeds reporting at once would deadlock.
+        self.outbox = queue.Queue()
+        threading.Thread(target=self._deliver, daemon=True).start()
+
+    def _deliver(self):
+        while True:
+            to, m = self.outbox.get()
+            self.bounds[to].update(m["bound"], m["final"], m.get("ended", False),
+                                   {k: m[k] for k in ("give", "take") if m.get(k)},
+                                   m.get("others"))  # as the node's runtime does
+
     def report(self, name):
         def apply(msg):
             with self.lock:
                 if msg.get("type") == "feed_progress":
                     self.reports[name].append(msg)
                 sends = self.state.apply(name, messages.NODE, msg, 1.0)
-            for send in sends:
-                m = send.message
-                for to in send.to:
-                    self.bounds[to].update(m["bound"], m["final"], m.get("ended", False),
-                                           {k: m[k] for k in ("give", "take") if m.get(k)},
-                                           m.get("others"))  # as the node's runtime does
+                for send in sends:
+                    for to in send.to:
+                        self.outbox.put((to, send.message))
         return apply
 
 
