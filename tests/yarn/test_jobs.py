@@ -11,9 +11,11 @@ import re
 import sys
 
 import cloudpickle
+import psutil
 import pytest
 
 import sparktf
+from conftest import wait_until
 from yarn_harness import ROOT, base_conf
 
 import yarn_jobs
@@ -97,3 +99,32 @@ def test_the_tf1_async_ps_example_trains_on_yarn(sc_yarn, capfd, no_leaks):
     steps = [int(s) for s in re.findall(r"global step (\d+), \d+ of them mine", out)]
     assert steps and 60 <= steps[0], out[-3000:]
     assert result["test_accuracy"] > 0.5
+
+
+def test_an_executor_container_lost_mid_training_and_max_restarts_1_completes(
+        sc_yarn, yarn, no_leaks):
+    """The executor JVM of worker:0's YARN container SIGKILLed (found by the PID the
+    NodeManager recorded for the container) while the chief trains with its checkpoint on
+    HDFS: the barrier stage fails, sparktf launches the cluster again (max_restarts=1) on the
+    executors left, the chief resumes from its checkpoint and reaches its final step. (Last
+    in this module: the application then has an executor fewer until YARN replaces it.)"""
+    ckpt = f"{yarn.hdfs}/container-lost/ckpt"
+    with sparktf.run(sc_yarn, yarn_jobs.steps_checkpointed_on_hdfs,
+                     {"dir": ckpt, "steps": 40, "pause_at": 20}, num_executors=2,
+                     max_restarts=1) as cluster:  # (stops every node if the test fails)
+        assert wait_until(lambda: (cluster.progress().get("chief:0") or {}).get("step") == 20
+                          and sparktf.fs.exists(f"{ckpt}/ckpt-20.index")
+                          and sparktf.fs.exists(ckpt + ".worker-container"), timeout=180), \
+            cluster.progress()
+        container = sparktf.fs.read_bytes(ckpt + ".worker-container").decode()
+        jvm = yarn.container_jvm(container)
+        jvm.kill()
+        chief = cluster.shutdown(timeout=300)
+    assert cluster.attempt == 1
+    [failure] = cluster.failures
+    print(f"\n[yarn] the lost container's failure: {str(failure)[:600]}")
+    assert isinstance(failure, sparktf.NodeError) and failure.node == "worker:0"
+    assert chief["attempt"] == 1 and cluster.results["worker:0"]["attempt"] == 1
+    assert chief["resumed_from"] == 20 and chief["final_step"] == 40
+    assert container not in (chief["container"], cluster.results["worker:0"]["container"])
+    assert wait_until(lambda: not jvm.is_running() or jvm.status() == psutil.STATUS_ZOMBIE)

@@ -182,6 +182,21 @@ class YarnCluster:
         return [p for p in psutil.process_iter(["pid"])
                 if hdfs_test_cluster.in_container(p.pid, self.state) and pid_alive(p.pid)]
 
+    def container_jvm(self, container_id):
+        """The executor JVM of a live container, found as an operator would: the PID the
+        NodeManager recorded for the container (``nmPrivate/APP/CONTAINER/CONTAINER.pid``, its
+        launch shell) and the ``java`` process under it."""
+        import glob
+
+        [pid_file] = glob.glob(os.path.join(self.state, "nm", "local", "nmPrivate", "*",
+                                            container_id, f"{container_id}.pid"))
+        shell = psutil.Process(int(open(pid_file).read().strip()))
+        for proc in [shell] + shell.children(recursive=True):
+            if proc.name() == "java" and "CoarseGrainedExecutorBackend" in " ".join(
+                    proc.cmdline()):
+                return proc
+        raise AssertionError(f"no executor JVM under {container_id}'s PID {shell.pid}")
+
     def describe_leftovers(self):
         """What wait_idle waited for, for an assertion's message."""
         procs = []
