@@ -17,7 +17,9 @@ One warm-up call of each loads the model into the Python workers; then ``--repea
 each running both, the order alternating from one round to the next. Printed: each side's rate
 (median and range of its rounds) and the median (and range) of the per-round ratio sparktf /
 Spark: on a shared machine that ratio is steadier than a ratio of two figures taken at
-different moments. Loopback only.
+different moments. Also the CPU seconds that Spark's JVM and its Python workers spent on each
+(psutil, the JVM's process tree), and their ratio: on a busy shared machine, where the wall
+time swings with the neighbours' load, the work each side asks for. Loopback only.
 """
 
 import argparse
@@ -90,10 +92,27 @@ def spark_udf(path: str, output_type: str, batch_size: int):
                              batch_size=batch_size, input_tensor_shapes=[[WIDTH]])
 
 
-def timed(df) -> float:
-    start = time.perf_counter()
+def spark_cpu(pid: int) -> float:
+    """CPU seconds so far of Spark's JVM (launched by pyspark as ``pid``) and every process
+    under it (the Python workers; those that ended count in their parent's children times)."""
+    import psutil
+
+    total = 0.0
+    root = psutil.Process(pid)
+    for proc in [root] + root.children(recursive=True):
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def timed(df, pid: int) -> tuple[float, float]:
+    """Wall seconds and Spark's CPU seconds (JVM and Python workers) to compute ``df``."""
+    cpu, start = spark_cpu(pid), time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, spark_cpu(pid) - cpu
 
 
 def machine() -> str:
@@ -158,15 +177,17 @@ def main() -> None:
                                  spark_udf(path, args.output, args.batch_size)("features"))
         check(ours, theirs)
 
+        pid = spark.sparkContext._gateway.proc.pid  # the JVM pyspark launched
         results = {"sparktf": [], "spark": []}
         for name, df in (("sparktf", ours), ("spark", theirs)):
-            print(f"warm-up {name}: {timed(df):.2f} s", flush=True)
+            print(f"warm-up {name}: {timed(df, pid)[0]:.2f} s", flush=True)
         for r in range(args.repeats):
             order = [("sparktf", ours), ("spark", theirs)]
             for name, df in (order if r % 2 == 0 else order[::-1]):
-                results[name].append(timed(df))
-            print(f"round {r + 1}: sparktf {results['sparktf'][-1]:.2f} s, Spark's UDF "
-                  f"{results['spark'][-1]:.2f} s", flush=True)
+                results[name].append(timed(df, pid))
+            (a, ac), (b, bc) = results["sparktf"][-1], results["spark"][-1]
+            print(f"round {r + 1}: sparktf {a:.2f} s ({ac:.2f} s CPU), Spark's UDF {b:.2f} s "
+                  f"({bc:.2f} s CPU)", flush=True)
         report(results, args)
     finally:
         spark.stop()
@@ -189,16 +210,21 @@ def check(ours, theirs) -> None:
 
 def report(results: dict, args) -> None:
     rows = args.rows
-    ratios = [s / o for o, s in zip(results["sparktf"], results["spark"])]  # rate ratio
     print(f"\n{rows} rows of array<float> {WIDTH} -> {args.output}, batch_size "
           f"{args.batch_size}, {args.master}, {args.repeats} rounds (order alternating), "
           f"sparktf's way: {args.way}:")
     for name, label in (("sparktf", "sparktf.predict"), ("spark", "predict_batch_udf")):
-        rates = [rows / t for t in results[name]]
+        rates = [rows / wall for wall, _ in results[name]]
+        cpu = [c for _, c in results[name]]
         print(f"  {label:18s} {statistics.median(rates):9,.0f} rows/s (median; "
-              f"{min(rates):,.0f}-{max(rates):,.0f}), {statistics.median(results[name]):.2f} s")
-    print(f"  ratio sparktf / Spark's UDF: {statistics.median(ratios):.2f} (median of rounds; "
-          f"{min(ratios):.2f}-{max(ratios):.2f})")
+              f"{min(rates):,.0f}-{max(rates):,.0f}); {statistics.median(cpu):.2f} s of Spark's "
+              f"CPU (JVM + Python workers; {min(cpu):.2f}-{max(cpu):.2f})")
+    for i, what in ((0, "rate"), (1, "CPU per row")):
+        ratios = [theirs[i] / ours[i] for ours, theirs in zip(results["sparktf"],
+                                                              results["spark"])]
+        print(f"  {what} ratio sparktf / Spark's UDF: {statistics.median(ratios):.2f} (median "
+              f"of rounds; {min(ratios):.2f}-{max(ratios):.2f})"
+              + ("  (> 1: sparktf needs less)" if i else ""))
 
 
 if __name__ == "__main__":
