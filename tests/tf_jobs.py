@@ -48,6 +48,37 @@ def mwms_keras(args, ctx):
             "kernel": model.get_weights()[0].ravel().tolist()}
 
 
+def mwms_keras_callback_values(args, ctx):
+    """MWMS fit of a classifier with an accuracy metric and ctx.keras_callback(): the values
+    the callback reports for batches (recorded as it sends them), and the epochs' own."""
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras as keras
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = keras.Sequential([keras.layers.Dense(1, activation="sigmoid",
+                                                     input_shape=(4,))])
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss="binary_crossentropy",
+                      metrics=["accuracy"])
+    rng = np.random.default_rng(ctx.task_index)
+    x = rng.normal(size=(640, 4)).astype("float32")
+    y = (x.sum(axis=1) > 0).astype("float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat()
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    sent = []
+    report = ctx.report
+    ctx.report = lambda **values: (sent.append(values), report(**values))
+    hist = model.fit(ds.with_options(options), epochs=2, steps_per_epoch=10, verbose=0,
+                     callbacks=[ctx.keras_callback()])
+    batches = [v for v in sent if "epoch_done" not in v]
+    return {"batch_accuracy": [v["accuracy"] for v in batches],
+            "epoch_accuracy": [float(a) for a in hist.history["accuracy"]],
+            "replicas": strategy.num_replicas_in_sync}
+
+
 def ps_strategy_keras(args, ctx):
     """TF2 ParameterServerStrategy: the chief coordinates, workers only serve: with
     ``ctx.serve()``, or with ``args["worker"] == "join"`` as TensorFlow's guide writes it."""

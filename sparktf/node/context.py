@@ -283,7 +283,26 @@ class NodeContext:
             def on_train_batch_end(self, batch, logs=None):
                 self.step += 1
                 if self.step % every_n_steps == 0:
-                    ctx.report(step=self.step, **numbers_of(logs))
+                    values = numbers_of(logs)
+                    replicas = self._summed_replicas()
+                    if replicas > 1:
+                        values = {k: v / replicas for k, v in values.items()}
+                    ctx.report(step=self.step, **values)
+
+            def _summed_replicas(self) -> int:
+                """tf-keras sums a batch's logs over every replica (its 'auto' reduction off
+                TPUs; under MultiWorkerMirroredStrategy, over every worker): an accuracy of
+                1.98 on two workers. Their mean is what the user expects (the epoch's logs,
+                recomputed from the synced metrics, are right as they are)."""
+                model = getattr(self, "model", None)
+                strategy = getattr(model, "distribute_strategy", None)
+                if strategy is None or keras.__name__ != "tf_keras":
+                    return 1
+                if getattr(model, "distribute_reduction_method", "auto") not in ("auto", "sum"):
+                    return 1
+                if "TPU" in type(strategy).__name__:
+                    return 1
+                return int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
 
             def on_epoch_end(self, epoch, logs=None):
                 ctx.report(step=self.step, epoch_done=epoch + 1, **numbers_of(logs))

@@ -259,3 +259,17 @@ def test_a_tensorflowonspark_program_runs_with_one_import_changed(sc_local, tmp_
     assert (tmp_path / "tfos" / "checkpoint").exists() and max(saved) >= 150, saved
     assert chief["step"] > 0 and worker1["step"] > 0  # both trained, asynchronously
     assert chief["w"] == pytest.approx([2.0, -1.0], abs=0.35)
+
+
+def test_the_keras_callback_reports_batch_metrics_as_means_under_mwms(sc_local):
+    """tf-keras sums a batch's logs over every worker under MultiWorkerMirroredStrategy: the
+    driver's progress showed accuracy=1.98 on two nodes (a new user saw it). The callback
+    reports their mean: every batch accuracy in [0, 1], near the epoch's."""
+    cluster = sparktf.run(sc_local, tf_jobs.mwms_keras_callback_values, None, num_executors=2,
+                          env=TF_ENV)
+    cluster.shutdown(timeout=300)
+    for node in ("chief:0", "worker:0"):
+        out = cluster.results[node]
+        assert out["replicas"] == 2 and len(out["batch_accuracy"]) == 20
+        assert all(0.0 <= a <= 1.0 for a in out["batch_accuracy"]), out
+        assert abs(out["batch_accuracy"][-1] - out["epoch_accuracy"][-1]) < 0.15, out
