@@ -461,6 +461,9 @@ def predict(df, model_path: str, input_cols: Sequence[str],
                         f"(a str, 'serving_default' by default), got {signature!r}")
     if (values.integer(batch_size) or 0) < 1:
         problems.append(f"batch_size must be an int >= 1, got {batch_size!r}")
+    if not connect:  # the Spark Python workers load TensorFlow themselves: the same cap
+        problems += [p for p in preflight.conf_problems(df.sparkSession.sparkContext.getConf())
+                     if p.startswith("spark.executor.pyspark.memory")]
     if problems:
         raise ConfigError.from_problems(problems)
     batch_size = int(batch_size)

@@ -237,9 +237,10 @@ def conf_problems(conf) -> list[str]:
     if capped:
         problems.append(
             f"spark.executor.pyspark.memory={capped} caps the address space (RLIMIT_AS, hard "
-            "limit included) of every Spark Python worker, and sparktf's TensorFlow processes "
-            "start from one: TensorFlow does not load under such a cap (measured: its import "
-            "fails under 1g, a small model's training under 2g), and the cap cannot be raised "
+            "limit included) of every Spark Python worker, and TensorFlow runs in them "
+            "(sparktf's nodes start from one; sparktf.predict loads it there): it does not load "
+            "under such a cap (measured: its import fails under 1g, a small model's training "
+            "under 2g), and the cap cannot be raised "
             "again. Remove spark.executor.pyspark.memory for this application (from "
             "spark-defaults.conf or the submit command) and give the TensorFlow processes "
             "their memory with spark.executor.memoryOverhead (YARN, Kubernetes) instead")

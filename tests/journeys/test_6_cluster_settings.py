@@ -200,12 +200,6 @@ def test_pyspark_memory_is_refused_at_once_naming_memory_overhead(spark_pool, mo
     assert "spark.executor.memoryOverhead" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "sparktf.predict (and so TFModel.transform) under spark.executor.pyspark.memory=1g is "
-    "neither refused nor working: run() refuses the setting, but predict() starts its "
-    "mapInArrow job, and every task fails in the Python worker with 'ImportError: "
-    "libtensorflow_cc.so.2: failed to map segment from shared object' (a PythonException "
-    "from pyspark, no mention of the setting)"))
 def test_pyspark_memory_and_predict_work_or_are_refused_naming_the_setting(spark_pool,
                                                                           saved_model):
     """sparktf.predict loads TensorFlow in the Spark Python workers themselves, which
