@@ -255,6 +255,15 @@ def more_slots(master: str, wanted: int, conf: dict[str, str]) -> str:
             f" (spark.task.cpus={task_cpus})" if task_cpus > 1 else "")
     if _LOCAL_CLUSTER.match(master):
         return "more local-cluster[workers,cores,memory] workers or cores"
+    if master.startswith(("yarn", "k8s://")):
+        manager = "YARN" if master.startswith("yarn") else "Kubernetes"
+        asked = conf.get("spark.executor.instances")
+        asked = f"spark.executor.instances={asked} were asked for" if asked else \
+            "set spark.executor.instances (--num-executors)"
+        return (f"more executors ({asked}; where fewer registered, {manager} lacked memory or "
+                "vcores for them: make them smaller, spark.executor.memory and "
+                "spark.executor.memoryOverhead, or the queue larger) or more cores each "
+                "(spark.executor.cores)")
     return "more executors or cores (--num-executors, --executor-cores, spark.cores.max)"
 
 

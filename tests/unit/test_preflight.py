@@ -181,3 +181,10 @@ def test_a_python_memory_cap_is_refused_naming_what_to_use_instead():
     [problem] = preflight.conf_problems(conf)
     assert "spark.executor.pyspark.memory=1g" in problem
     assert "spark.executor.memoryOverhead" in problem
+
+
+def test_too_few_slots_on_yarn_names_what_yarn_users_change():
+    """On YARN the remedy is executors YARN can grant, not standalone's spark.cores.max."""
+    text = preflight.more_slots("yarn", 3, {"spark.executor.instances": "3"})
+    assert "spark.executor.instances=3" in text and "spark.executor.memoryOverhead" in text
+    assert "spark.cores.max" not in text
