@@ -245,9 +245,6 @@ def test_too_few_resources_for_the_gang_is_a_clear_error_and_the_application_end
     assert not sparktf_processes()
 
 
-@pytest.mark.xfail(strict=True, reason="sparktf's slot error names standalone's remedies "
-                   "(spark.cores.max, more executors) where YARN could not give the executors "
-                   "asked for: reported to the lead engineer")
 def test_too_few_resources_on_yarn_says_yarn_could_not_give_the_executors_asked_for():
     """The gang test's error, read as a YARN user: three executors were asked for
     (spark.executor.instances=3) and YARN gave one, for want of memory; "more executors or
