@@ -201,6 +201,9 @@ GANG_ERROR = []
 
 
 def _ended(yarn, app_id):
+    """The application ended and nothing of it is left: no container, and no process in one
+    (sparktf's included: this machine runs other people's jobs, so not every sparktf process
+    on it is this test's)."""
     assert wait_until(lambda: yarn.app(app_id)["state"] in ("FINISHED", "FAILED", "KILLED"),
                       timeout=60), yarn.app(app_id)
     assert yarn.wait_idle(), yarn.describe_leftovers()
@@ -220,7 +223,6 @@ def test_spark_executor_pyspark_memory_is_refused_at_once_naming_memory_overhead
     assert "spark.executor.memoryOverhead" in error
     assert took < 60  # at once: not after waiting out spark.sparktf.slotWaitTimeout (120 s)
     _ended(yarn, app_id)
-    assert not sparktf_processes()
 
 
 def test_too_few_resources_for_the_gang_is_a_clear_error_and_the_application_ends(
@@ -242,7 +244,6 @@ def test_too_few_resources_for_the_gang_is_a_clear_error_and_the_application_end
     assert "use num_executors <= 1" in error
     assert 20 <= took < 20 + 30
     _ended(yarn, app_id)
-    assert not sparktf_processes()
 
 
 def test_too_few_resources_on_yarn_says_yarn_could_not_give_the_executors_asked_for():
