@@ -324,18 +324,6 @@ def dataframe_in_order(df, num_nodes: int):
             .repartition(num_nodes, KEY).sortWithinPartitions(mid).drop(KEY, mid))
 
 
-def runs_in_the_task(rdd) -> bool:
-    """Whether ``rdd`` is a chain of Python functions (``map``, ``flatMap``...) that PySpark
-    runs in the very worker of the stage that reads it (not cached or checkpointed). Fed as it
-    is, such data reaches the barrier task row by row, as the user's functions compute it:
-    forwarding Spark's pickled batches instead would put it in a worker of its own, whose
-    serializer lumps rows in batches it doubles up to 64 KiB, and a slow map over small rows
-    would reach its node in lumps seconds apart."""
-    from pyspark.rdd import PipelinedRDD
-
-    return isinstance(rdd, PipelinedRDD) and rdd._is_pipelinable()
-
-
 def raw_pickled_batches(rdd):
     """The same RDD whose partitions yield Spark's own pickled batches (bytes), unopened.
 

@@ -93,8 +93,7 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
                           f"({trainers} training): leave rebalance unset")
     if _is_rdd(data):
         rdd = partition.rdd_for_nodes(data, n, trainers) if rebalance else data
-        raw = None if not rebalance and partition.runs_in_the_task(rdd) else \
-            partition.raw_pickled_batches(rdd)
+        raw = partition.raw_pickled_batches(rdd)
         if raw is not None:
             return (lambda launch: (lambda: _with(raw.barrier().mapPartitions(
                 barrier_task(launch, "pickled-batches")), profile).collect())), exchange
@@ -250,8 +249,7 @@ class Inference:
         if not (data.getNumPartitions() == n and partition.barrier_ready(data)):
             counts = partition.partition_sizes(data)
             ordered = partition.rdd_in_order(data, n, counts)
-        raw = None if counts is None and partition.runs_in_the_task(data) else \
-            partition.raw_pickled_batches(ordered)
+        raw = partition.raw_pickled_batches(ordered)
         scored = _with((raw or ordered).barrier().mapPartitions(
             barrier_task(launch, "pickled-batches" if raw is not None else "pickle")),
             self.profile)

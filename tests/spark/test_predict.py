@@ -1,6 +1,7 @@
 """sparktf.predict: a real tf-keras SavedModel scored over a DataFrame on Arrow batches."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -202,8 +203,11 @@ def test_the_python_worker_loads_the_model_without_importing_keras(saved, model_
         print(json.dumps({{"value": value, "loaded": loaded,
                            "keras_after": type(layer).__module__}}))
     """)
+    # a fresh interpreter as a Python worker starts: not this test process's environment,
+    # where another test may have set TF_USE_LEGACY_KERAS
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert abs(got["value"] - (np.dot([1.0, 2.0, 3.0], W) + B)) < 1e-5
