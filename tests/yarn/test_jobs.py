@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 import sparktf
-from conftest import wait_until
+from conftest import sparktf_processes, sparktf_threads, wait_until
 from yarn_harness import ROOT, base_conf
 
 import yarn_jobs
@@ -31,6 +31,28 @@ EXECUTORS = 4
 def monkeypatch_module():
     with pytest.MonkeyPatch.context() as mp:
         yield mp
+
+
+@pytest.fixture
+def no_leaks(spark_pool, yarn):
+    """conftest's no_leaks for a machine other people's jobs share: every sparktf process of
+    these tests runs in a container of this YARN, so that is where leftovers are looked for
+    (another job's nodes on the host are not this test's); then the driver's threads and
+    Spark jobs, as conftest checks them."""
+    import hdfs_test_cluster
+
+    def ours():
+        return [p.info for p in sparktf_processes()
+                if hdfs_test_cluster.in_container(p.pid, yarn.state)]
+
+    yield
+    assert wait_until(lambda: not ours(), timeout=10), f"leaked sparktf processes: {ours()}"
+    assert wait_until(lambda: not sparktf_threads(), timeout=10), \
+        f"leaked driver threads: {sparktf_threads()}"
+    sc = spark_pool.sc
+    if sc is not None and sc._jsc is not None:
+        assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout=10), \
+            "a Spark job of the test is still running"
 
 
 @pytest.fixture(scope="module")
