@@ -79,13 +79,22 @@ def _start(yarn, tmp_path, text, conf):
     return driver, log
 
 
+def _sparktf_in(yarn):
+    """sparktf's processes in this YARN's containers (the host runs other people's jobs too;
+    a process that escaped a container still carries the NodeManager's directories in its
+    environment)."""
+    import hdfs_test_cluster
+
+    return [p for p in sparktf_processes() if hdfs_test_cluster.in_container(p.pid, yarn.state)]
+
+
 def _running_nodes(yarn, tmp_path, driver):
     said = lambda: (tmp_path / "driver.log").read_text()  # noqa: E731
     assert wait_until(lambda: "SPARKTF_TEST_RUNNING" in said() or driver.poll() is not None,
                       timeout=240), \
         said()[-3000:]
     assert driver.poll() is None, said()[-3000:]
-    assert wait_until(lambda: len([p for p in sparktf_processes()
+    assert wait_until(lambda: len([p for p in _sparktf_in(yarn)
                                    if p.info["name"] == "sparktf-node"]) == 3, timeout=60)
     app_id = re.search(r"SPARKTF_TEST_APP (application_\d+_\d+)", said()).group(1)
     return app_id, said
@@ -94,7 +103,7 @@ def _running_nodes(yarn, tmp_path, driver):
 def _gone(yarn, started):
     alive = [p for p in started if psutil.pid_exists(p)
              and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-    return (not alive and not sparktf_processes() and not yarn.container_processes()
+    return (not alive and not _sparktf_in(yarn) and not yarn.container_processes()
             and not yarn.containers())
 
 
@@ -105,7 +114,7 @@ def test_an_application_killed_through_the_rest_api_leaves_nothing(yarn, tmp_pat
     driver, log = _start(yarn, tmp_path, WAITS, THREE)
     try:
         app_id, said = _running_nodes(yarn, tmp_path, driver)
-        started = [p.pid for p in sparktf_processes()] + \
+        started = [p.pid for p in _sparktf_in(yarn)] + \
             [p.pid for p in yarn.container_processes()]
         t0 = time.monotonic()
         yarn.kill(app_id)
@@ -127,7 +136,7 @@ def test_a_sigkilled_client_mode_driver_leaves_nothing(yarn, tmp_path):
     try:
         app_id, said = _running_nodes(yarn, tmp_path, driver)
         started = [driver.pid] + [p.pid for p in psutil.Process(driver.pid).children(True)] \
-            + [p.pid for p in sparktf_processes()] + [p.pid for p in yarn.container_processes()]
+            + [p.pid for p in _sparktf_in(yarn)] + [p.pid for p in yarn.container_processes()]
         t0 = time.monotonic()
         for pid in [driver.pid] + [p.pid for p in psutil.Process(driver.pid).children(True)]:
             os.kill(pid, signal.SIGKILL)
