@@ -4,7 +4,6 @@ between two nodes' real row exchanges, alters, replays, reorders, drops, splices
 frames, and each is refused before it is used, as a security error that fails the job."""
 
 import pickle
-import queue
 import socket
 import threading
 import time
@@ -286,17 +285,8 @@ def run_moves(tmp_path, shares, tamper):
     names = [r.name for r in assign_roles(len(shares), 0, "chief", False)]
     driver = Driver(names)
     proxies = {}
-    # The nodes' reports reach the driver, and its bounds the nodes, from one thread of its
-    # own, as over the control channel: delivered from the reporting thread, a bound for
-    # the other node would take that node's report lock while this one's is held.
-    inbox = queue.Queue()
-
-    def deliver():
-        for item in iter(inbox.get, None):
-            item[0](item[1])
-
-    courier = threading.Thread(target=deliver, daemon=True)
-    courier.start()
+    # (The Driver harness delivers its bounds from a thread of its own, as over the control
+    # channel.)
     lock = threading.Lock()
 
     def report(name):
@@ -309,7 +299,7 @@ def run_moves(tmp_path, shares, tamper):
                         proxies[name] = mitm.Mitm(split_address(msg["exchange"]), mitm.FEED,
                                                   tamper)
                 msg = dict(msg, exchange=format_address(*proxies[name].address))
-            inbox.put((apply, msg))
+            apply(msg)
         return through_proxy
 
     feeds = {}
@@ -349,8 +339,6 @@ def run_moves(tmp_path, shares, tamper):
     for t in threads:
         t.join(60)
     assert not any(t.is_alive() for t in threads), "a consumer hung"
-    inbox.put(None)
-    courier.join(10)
     for p in proxies.values():
         p.close()
     deadline = time.monotonic() + 10  # every feed's and exchange's thread is gone
