@@ -21,11 +21,17 @@ setup(
         "tensorboard>=2.16",
         "tqdm>=4.60",
     ],
-    extras_require={"test": ["pytest>=8", "pytest-timeout>=2.3",
-                             "pyspark[connect]>=4.0"],  # a Spark Connect client, tested
-                    # the docs site: mkdocs build --strict (mkdocs.yml)
-                    "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5",
-                             "mkdocstrings[python]>=0.26"]},
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2.3",
+            "pyspark[connect]>=4.0",  # a Spark Connect client, tested
+            "ruff>=0.6",  # .ci/run: ruff check, ruff format --check (ruff.toml)
+            "mypy>=1.10",  # .ci/run: mypy (mypy.ini)
+        ],
+        # the docs site: mkdocs build --strict (mkdocs.yml)
+        "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
+    },
     classifiers=[
         "Programming Language :: Python :: 3",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",

@@ -92,8 +92,7 @@ def sparktf_job(sc, nodes=2, num_ps=0):
     import sparktf
 
     start = time.perf_counter()
-    sparktf.run(sc, trivial, num_executors=nodes, num_ps=num_ps,
-                log_to_driver=False).shutdown()
+    sparktf.run(sc, trivial, num_executors=nodes, num_ps=num_ps, log_to_driver=False).shutdown()
     return time.perf_counter() - start
 
 
@@ -116,9 +115,14 @@ def fresh_context(master, slots=2):
     import sparktf.driver.preflight as pf
 
     t0 = time.perf_counter()
-    sc = SparkContext(conf=SparkConf().setMaster(master).setAppName("sparktf-bench")
-                      .set("spark.driver.host", "127.0.0.1").set("spark.ui.enabled", "false")
-                      .set("spark.ui.showConsoleProgress", "false"))
+    sc = SparkContext(
+        conf=SparkConf()
+        .setMaster(master)
+        .setAppName("sparktf-bench")
+        .set("spark.driver.host", "127.0.0.1")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+    )
     sc.setLogLevel("ERROR")
     pf.wait_for_slots(sc, slots, 60)
     print(f"SparkContext {master} up with {slots} slots in {time.perf_counter() - t0:.1f}s")
@@ -129,8 +133,11 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--master", default="local-cluster[2,1,1024]")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--scale-master", default="local[8]",
-                   help="where 2-node and 8-node warm jobs are compared ('' to skip)")
+    p.add_argument(
+        "--scale-master",
+        default="local[8]",
+        help="where 2-node and 8-node warm jobs are compared ('' to skip)",
+    )
     a = p.parse_args()
     sc = fresh_context(a.master)
     base_cold = bare_barrier(sc)
@@ -144,13 +151,15 @@ def main():
     sc.stop()
     print(f"\n| {a.master} | cold | warm (median of {a.repeats}) |")
     print("|---|---|---|")
-    print(f"| baseline: 2-task barrier stage, one allGather | {base_cold:.2f} s | {base_warm:.2f} s |")
-    print(f"| sparktf: trivial 2-node job, run() to shutdown() | {cold:.2f} s | "
-          f"{statistics.median(warm_runs):.2f} s (min {min(warm_runs):.2f}) |")
-    print(f"\ncrash to driver exception, worker SIGKILLed: "
-          f"{', '.join(f'{x:.2f}' for x in kill)} s")
-    print(f"crash to driver exception, main_fn raised:  "
-          f"{', '.join(f'{x:.2f}' for x in raised)} s")
+    print(
+        f"| baseline: 2-task barrier stage, one allGather | {base_cold:.2f} s | {base_warm:.2f} s |"
+    )
+    print(
+        f"| sparktf: trivial 2-node job, run() to shutdown() | {cold:.2f} s | "
+        f"{statistics.median(warm_runs):.2f} s (min {min(warm_runs):.2f}) |"
+    )
+    print(f"\ncrash to driver exception, worker SIGKILLed: {', '.join(f'{x:.2f}' for x in kill)} s")
+    print(f"crash to driver exception, main_fn raised:  {', '.join(f'{x:.2f}' for x in raised)} s")
     if a.scale_master:
         sc = fresh_context(a.scale_master, 8)
         sparktf_job(sc, 8)  # warm the Python workers of all 8 slots
@@ -166,23 +175,34 @@ def main():
         sc.stop()
         print(f"\n| {a.scale_master}, warm (median of {a.repeats}) | 2 | 8 | 8 / 2 |")
         print("|---|---|---|---|")
-        print(f"| sparktf: trivial job, run() to shutdown() | {two:.2f} s | {eight:.2f} s | "
-              f"{eight / two:.2f} x |")
-        print(f"| baseline: barrier stage of Python tasks that return at once | {s2:.2f} s | "
-              f"{s8:.2f} s | {s8 / s2:.2f} x |")
-        print(f"| baseline: the same, one allGather | {g2:.2f} s | {g8:.2f} s | "
-              f"{g8 / g2:.2f} x |")
-        print(f"| sparktf: host CPU-seconds per job | {two_cpu:.2f} | {eight_cpu:.2f} | "
-              f"{eight_cpu / max(two_cpu, 1e-9):.2f} x |")
-        print(f"| baseline: host CPU-seconds per empty stage | {s2_cpu:.2f} | {s8_cpu:.2f} | "
-              f"{s8_cpu / max(s2_cpu, 1e-9):.2f} x |")
-        print(f"sparktf's own cost over the empty barrier stage: 2 nodes {two - s2:.2f} s, "
-              f"8 nodes {eight - s8:.2f} s ({(eight - s8) / max(two - s2, 1e-9):.2f} x); "
-              f"CPU per node {(eight_cpu - s8_cpu) / 8 * 1000:.0f} ms "
-              f"({os.cpu_count()} cores)")
-        print(f"\nthe mission's call, sparktf.run(sc, main_fn, num_ps=2), trivial main_fn, "
-              f"4 nodes (2 ps, chief, worker): {with_ps:.2f} s; the same 4 nodes without "
-              f"parameter servers: {four:.2f} s ({with_ps / four:.2f} x)")
+        print(
+            f"| sparktf: trivial job, run() to shutdown() | {two:.2f} s | {eight:.2f} s | "
+            f"{eight / two:.2f} x |"
+        )
+        print(
+            f"| baseline: barrier stage of Python tasks that return at once | {s2:.2f} s | "
+            f"{s8:.2f} s | {s8 / s2:.2f} x |"
+        )
+        print(f"| baseline: the same, one allGather | {g2:.2f} s | {g8:.2f} s | {g8 / g2:.2f} x |")
+        print(
+            f"| sparktf: host CPU-seconds per job | {two_cpu:.2f} | {eight_cpu:.2f} | "
+            f"{eight_cpu / max(two_cpu, 1e-9):.2f} x |"
+        )
+        print(
+            f"| baseline: host CPU-seconds per empty stage | {s2_cpu:.2f} | {s8_cpu:.2f} | "
+            f"{s8_cpu / max(s2_cpu, 1e-9):.2f} x |"
+        )
+        print(
+            f"sparktf's own cost over the empty barrier stage: 2 nodes {two - s2:.2f} s, "
+            f"8 nodes {eight - s8:.2f} s ({(eight - s8) / max(two - s2, 1e-9):.2f} x); "
+            f"CPU per node {(eight_cpu - s8_cpu) / 8 * 1000:.0f} ms "
+            f"({os.cpu_count()} cores)"
+        )
+        print(
+            f"\nthe mission's call, sparktf.run(sc, main_fn, num_ps=2), trivial main_fn, "
+            f"4 nodes (2 ps, chief, worker): {with_ps:.2f} s; the same 4 nodes without "
+            f"parameter servers: {four:.2f} s ({with_ps / four:.2f} x)"
+        )
 
 
 if __name__ == "__main__":

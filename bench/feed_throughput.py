@@ -70,8 +70,13 @@ def touch_arrow(batches):
         rows += b.num_rows
     import pyarrow as pa
 
-    yield pa.RecordBatch.from_pydict({"rows": [rows], "secs": [time.perf_counter() - start],
-                                      "cpu": [cpu_secs(os.getpid()) - cpu0]})
+    yield pa.RecordBatch.from_pydict(
+        {
+            "rows": [rows],
+            "secs": [time.perf_counter() - start],
+            "cpu": [cpu_secs(os.getpid()) - cpu0],
+        }
+    )
 
 
 def start_profiles(name, pids):
@@ -82,10 +87,27 @@ def start_profiles(name, pids):
     out = os.environ.get("BENCH_PROFILE_DIR")
     if not out:
         return []
-    procs = [subprocess.Popen(["py-spy", "record", "--nonblocking", "--threads", "--rate", "500",
-                               "--format", "raw", "-o", f"{out}/{name}-{label}-{pid}.txt",
-                               "-p", str(pid)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL) for label, pid in pids]
+    procs = [
+        subprocess.Popen(
+            [
+                "py-spy",
+                "record",
+                "--nonblocking",
+                "--threads",
+                "--rate",
+                "500",
+                "--format",
+                "raw",
+                "-o",
+                f"{out}/{name}-{label}-{pid}.txt",
+                "-p",
+                str(pid),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for label, pid in pids
+    ]
     time.sleep(1.0)  # let py-spy attach before the measured part starts
     return procs
 
@@ -160,8 +182,9 @@ def rate(results, key=None):
 def sparktf_rate(sc, data, key):
     import sparktf
 
-    cluster = sparktf.run(sc, consume, None, num_executors=2, log_to_driver=False,
-                          input_mode=sparktf.InputMode.SPARK)
+    cluster = sparktf.run(
+        sc, consume, None, num_executors=2, log_to_driver=False, input_mode=sparktf.InputMode.SPARK
+    )
     cluster.train(data, rebalance=False, equalize=os.environ.get("BENCH_EQUALIZE", "1") == "1")
     cluster.shutdown()
     return rate([(r["rows"], r["secs"], r["cpu"]) for r in cluster.results.values()], key)
@@ -184,8 +207,14 @@ def as_user(sc, data, rows, **train_args):
     import sparktf
 
     start = time.perf_counter()
-    cluster = sparktf.run(sc, consume_quietly, None, num_executors=2, log_to_driver=False,
-                          input_mode=sparktf.InputMode.SPARK)
+    cluster = sparktf.run(
+        sc,
+        consume_quietly,
+        None,
+        num_executors=2,
+        log_to_driver=False,
+        input_mode=sparktf.InputMode.SPARK,
+    )
     cluster.train(data, **train_args)
     cluster.shutdown()
     secs = time.perf_counter() - start
@@ -207,10 +236,17 @@ def main():
     p.add_argument("--master", default="local-cluster[2,1,2048]")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--only", default="abcd", help="which figures to measure, e.g. cd")
-    p.add_argument("--data", choices=("python", "jvm"), default="python",
-                   help="make the rows in Python workers (mapInArrow) or in the JVM")
-    p.add_argument("--profile", metavar="DIR", help="py-spy the (c) and (d) processes into DIR "
-                   "(raw stacks; slows the measured runs)")
+    p.add_argument(
+        "--data",
+        choices=("python", "jvm"),
+        default="python",
+        help="make the rows in Python workers (mapInArrow) or in the JVM",
+    )
+    p.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="py-spy the (c) and (d) processes into DIR (raw stacks; slows the measured runs)",
+    )
     a = p.parse_args()
     if a.profile:
         os.makedirs(a.profile, exist_ok=True)
@@ -218,11 +254,15 @@ def main():
     from pyspark import StorageLevel
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(a.master).appName("sparktf-feed-bench")
-             .config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.executorEnv.BENCH_PROFILE_DIR", os.environ.get("BENCH_PROFILE_DIR", ""))
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master(a.master)
+        .appName("sparktf-feed-bench")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executorEnv.BENCH_PROFILE_DIR", os.environ.get("BENCH_PROFILE_DIR", ""))
+        .getOrCreate()
+    )
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")
     import sparktf.driver.preflight as pf
@@ -231,10 +271,13 @@ def main():
     if a.data == "jvm":  # the same shape of rows, and no Python worker touched them
         df = spark.range(0, a.rows, numPartitions=2).selectExpr(
             f"transform(sequence(0, {WIDTH - 1}), i -> cast(((id * {WIDTH} + i) % 1000) / "
-            "1000.0 as float)) as features", "id % 10 as label")
+            "1000.0 as float)) as features",
+            "id % 10 as label",
+        )
     else:
-        df = (spark.range(0, a.rows, numPartitions=2)
-              .mapInArrow(make_batches, "features array<float>, label long"))
+        df = spark.range(0, a.rows, numPartitions=2).mapInArrow(
+            make_batches, "features array<float>, label long"
+        )
     if set("abef") & set(a.only):  # --only cd: room in the 2 GiB executors for more rows
         df = df.persist(StorageLevel.MEMORY_ONLY)
         df.count()
@@ -249,21 +292,30 @@ def main():
         rdd = df.rdd.map(to_example).persist(StorageLevel.MEMORY_ONLY)
         rdd.count()
     mb = a.rows * (WIDTH * 4 + 8) / 1e6
-    print(f"{a.rows} rows ({mb:.0f} MB of features, made in {a.data}), cached as a DataFrame "
-          f"and as an RDD, {a.master}, 2 nodes; best of {a.repeats}")
+    print(
+        f"{a.rows} rows ({mb:.0f} MB of features, made in {a.data}), cached as a DataFrame "
+        f"and as an RDD, {a.master}, 2 nodes; best of {a.repeats}"
+    )
     figures, every = {}, {}
     for _ in range(a.repeats):
         runs = {
-            "a": lambda: rate([(r.rows, r.secs, {"task": r.cpu}) for r in df.mapInArrow(
-                touch_arrow, TOUCHED, barrier=True).collect()], "a"),
+            "a": lambda: rate(
+                [
+                    (r.rows, r.secs, {"task": r.cpu})
+                    for r in df.mapInArrow(touch_arrow, TOUCHED, barrier=True).collect()
+                ],
+                "a",
+            ),
             "b": lambda: sparktf_rate(sc, df, "b"),
             "c": lambda: rate(rdd.barrier().mapPartitions(touch_rdd).collect(), "c"),
             "d": lambda: sparktf_rate(sc, rdd, "d"),
-            "e": lambda: driver_timed(lambda: df.mapInArrow(
-                touch_arrow, TOUCHED, barrier=True).collect(), a.rows),
+            "e": lambda: driver_timed(
+                lambda: df.mapInArrow(touch_arrow, TOUCHED, barrier=True).collect(), a.rows
+            ),
             "f": lambda: as_user(sc, df, a.rows),
-            "g": lambda: driver_timed(lambda: rdd.barrier().mapPartitions(touch_rdd).collect(),
-                                      a.rows),
+            "g": lambda: driver_timed(
+                lambda: rdd.barrier().mapPartitions(touch_rdd).collect(), a.rows
+            ),
             "h": lambda: as_user(sc, rdd, a.rows),
             "i": lambda: as_user(sc, rdd, a.rows, equalize=False),
         }
@@ -275,30 +327,49 @@ def main():
     print("\n| | rows/s | MB/s | vs ceiling |")
     print("|---|---|---|---|")
     per_row = (WIDTH * 4 + 8) / 1e6
-    names = {"a": "(a) ceiling: barrier mapInArrow over the cached DataFrame",
-             "b": "(b) sparktf feeding the DataFrame", "c": "(c) ceiling: barrier "
-             "mapPartitions over the cached RDD", "d": "(d) sparktf feeding the RDD",
-             "e": "(e) Spark's barrier mapInArrow, timed on the driver",
-             "f": "(f) sparktf run+train+shutdown (DataFrame), timed on the driver",
-             "g": "(g) Spark's barrier mapPartitions, timed on the driver",
-             "h": "(h) sparktf run+train+shutdown (RDD), timed on the driver",
-             "i": "(i) the same, train(equalize=False)"}
-    base = {"a": "a", "b": "a", "c": "c", "d": "c", "e": "e", "f": "e", "g": "g", "h": "g",
-            "i": "g"}
+    names = {
+        "a": "(a) ceiling: barrier mapInArrow over the cached DataFrame",
+        "b": "(b) sparktf feeding the DataFrame",
+        "c": "(c) ceiling: barrier mapPartitions over the cached RDD",
+        "d": "(d) sparktf feeding the RDD",
+        "e": "(e) Spark's barrier mapInArrow, timed on the driver",
+        "f": "(f) sparktf run+train+shutdown (DataFrame), timed on the driver",
+        "g": "(g) Spark's barrier mapPartitions, timed on the driver",
+        "h": "(h) sparktf run+train+shutdown (RDD), timed on the driver",
+        "i": "(i) the same, train(equalize=False)",
+    }
+    base = {
+        "a": "a",
+        "b": "a",
+        "c": "c",
+        "d": "c",
+        "e": "e",
+        "f": "e",
+        "g": "g",
+        "h": "g",
+        "i": "g",
+    }
     for key in a.only:
         ceiling = figures.get(base[key], float("nan"))
-        print(f"| {names[key]} | {figures[key]:,.0f} | {figures[key] * per_row:,.0f} | "
-              f"{figures[key] / ceiling:.2f} |")
-    pairs = [(b, c) for b, c in (("a", "b"), ("c", "d"), ("e", "f"), ("g", "h"), ("g", "i"))
-             if b in every and c in every]
+        print(
+            f"| {names[key]} | {figures[key]:,.0f} | {figures[key] * per_row:,.0f} | "
+            f"{figures[key] / ceiling:.2f} |"
+        )
+    pairs = [
+        (b, c)
+        for b, c in (("a", "b"), ("c", "d"), ("e", "f"), ("g", "h"), ("g", "i"))
+        if b in every and c in every
+    ]
     if pairs and a.repeats > 1:
         # Each repeat runs the ceiling and sparktf back to back: the ratio within a repeat
         # shares that moment's machine, which the best-of figures above do not.
         print(f"\nsparktf against the ceiling within each repeat (median, min-max of {a.repeats}):")
         for base_key, key in pairs:
             ratios = sorted(x / y for x, y in zip(every[key], every[base_key]))
-            print(f"  ({key}) / ({base_key}): {statistics.median(ratios):.2f} "
-                  f"({ratios[0]:.2f}-{ratios[-1]:.2f})")
+            print(
+                f"  ({key}) / ({base_key}): {statistics.median(ratios):.2f} "
+                f"({ratios[0]:.2f}-{ratios[-1]:.2f})"
+            )
     if CPU:
         print("\nCPU seconds per 100k rows (user + system, all nodes, the fastest run):")
         for key, use in sorted(CPU.items()):

@@ -39,7 +39,7 @@ def read_share(args, ctx):
 
     from sparktf import fs
 
-    files = fs.list_files(args["path"])[ctx.rank::ctx.num_workers]
+    files = fs.list_files(args["path"])[ctx.rank :: ctx.num_workers]
     fs.backend(args["path"])  # connect before timing
     start = time.perf_counter()
     rows = size = 0
@@ -47,20 +47,32 @@ def read_share(args, ctx):
         data = fs.read_bytes(f)
         size += len(data)
         rows += pq.read_table(io.BytesIO(data)).num_rows
-    return {"rows": rows, "bytes": size, "secs": time.perf_counter() - start,
-            "backend": fs.backend(args["path"]).name}
+    return {
+        "rows": rows,
+        "bytes": size,
+        "secs": time.perf_counter() - start,
+        "backend": fs.backend(args["path"]).name,
+    }
 
 
 def start_hdfs():
     if os.environ.get("SPARKTF_TEST_HDFS"):
-        return None, {k: os.environ[k] for k in ("SPARKTF_TEST_HDFS", "SPARKTF_WEBHDFS_URL",
-                                                 "CLASSPATH", "ARROW_LIBHDFS_DIR")}
+        return None, {
+            k: os.environ[k]
+            for k in ("SPARKTF_TEST_HDFS", "SPARKTF_WEBHDFS_URL", "CLASSPATH", "ARROW_LIBHDFS_DIR")
+        }
     state = tempfile.mkdtemp(prefix="bench-hdfs-")
     env = dict(os.environ, SPARKTF_HDFS_DIR=os.path.join(state, "s"))
-    out = subprocess.run([os.path.join(ROOT, "bin", "hdfs-test-cluster.sh"), "start"], env=env,
-                         capture_output=True, text=True, check=True)
-    exported = dict(line[7:].split("=", 1) for line in out.stdout.splitlines()
-                    if line.startswith("export "))
+    out = subprocess.run(
+        [os.path.join(ROOT, "bin", "hdfs-test-cluster.sh"), "start"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    exported = dict(
+        line[7:].split("=", 1) for line in out.stdout.splitlines() if line.startswith("export ")
+    )
     return env, exported
 
 
@@ -77,8 +89,11 @@ def main():
         run(a, hdfs)
     finally:
         if stop_env is not None:
-            subprocess.run([os.path.join(ROOT, "bin", "hdfs-test-cluster.sh"), "stop"],
-                           env=stop_env, capture_output=True)
+            subprocess.run(
+                [os.path.join(ROOT, "bin", "hdfs-test-cluster.sh"), "stop"],
+                env=stop_env,
+                capture_output=True,
+            )
 
 
 def run(a, hdfs):
@@ -90,33 +105,45 @@ def run(a, hdfs):
     from sparktf import fs
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    spark = (SparkSession.builder.master("local[2]").appName("bench-hdfs")
-             .config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("bench-hdfs")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     path = hdfs["SPARKTF_TEST_HDFS"] + "/bench/mnist.parquet"
-    (spark.range(a.rows, numPartitions=a.files)
-     .select((F.col("id") % 10).alias("label"),
-             F.expr("transform(sequence(1, 784), i -> cast(rand() * 255 as float))")
-             .alias("image"))
-     .write.mode("overwrite").parquet(path))
+    (
+        spark.range(a.rows, numPartitions=a.files)
+        .select(
+            (F.col("id") % 10).alias("label"),
+            F.expr("transform(sequence(1, 784), i -> cast(rand() * 255 as float))").alias("image"),
+        )
+        .write.mode("overwrite")
+        .parquet(path)
+    )
     files = fs.list_files(path)
-    print(f"{a.rows} rows x 784 float32 in {len(files)} Parquet files on HDFS (Hadoop 2.7.3 "
-          f"on loopback), local[2], best of {a.repeats}")
+    print(
+        f"{a.rows} rows x 784 float32 in {len(files)} Parquet files on HDFS (Hadoop 2.7.3 "
+        f"on loopback), local[2], best of {a.repeats}"
+    )
 
     best = {}
     for _ in range(a.repeats):
         t = time.perf_counter()
         spark.read.parquet(path).write.format("noop").mode("overwrite").save()
-        best["Spark read.parquet (noop sink)"] = min(best.get("Spark read.parquet (noop sink)",
-                                                              1e9), time.perf_counter() - t)
+        best["Spark read.parquet (noop sink)"] = min(
+            best.get("Spark read.parquet (noop sink)", 1e9), time.perf_counter() - t
+        )
         for backend in ("libhdfs", "webhdfs"):
             env = {"SPARKTF_HDFS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
             if backend == "libhdfs":
                 env.update({k: hdfs[k] for k in ("CLASSPATH", "ARROW_LIBHDFS_DIR")})
-            cluster = sparktf.run(spark.sparkContext, read_share, {"path": path},
-                                  num_executors=2, env=env)
+            cluster = sparktf.run(
+                spark.sparkContext, read_share, {"path": path}, num_executors=2, env=env
+            )
             cluster.shutdown(timeout=300)
             res = cluster.results.values()
             assert sum(r["rows"] for r in res) == a.rows

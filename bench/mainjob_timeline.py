@@ -48,8 +48,11 @@ def timed_main_fn(args, ctx):
     t = {"main_fn": time.time()}
     tf, keras = helpers.keras_modules()
     t["tf_import"] = time.time()
-    strategy = (tf.distribute.MultiWorkerMirroredStrategy() if ctx.num_workers > 1
-                else tf.distribute.get_strategy())
+    strategy = (
+        tf.distribute.MultiWorkerMirroredStrategy()
+        if ctx.num_workers > 1
+        else tf.distribute.get_strategy()
+    )
     with strategy.scope():
         model = helpers.build_model(keras)
     t["strategy"] = time.time()
@@ -92,9 +95,17 @@ def submit(args):
     import pyspark
 
     spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
-    cmd = [spark_submit, "--master", args.master, os.path.join(ROOT, "examples", "mnist.py"),
-           "--epochs", str(args.epochs), *(["--num-executors", str(args.num_executors)]
-                                           if args.num_executors else []), "--export-dir", args.export_dir + "-submit"]
+    cmd = [
+        spark_submit,
+        "--master",
+        args.master,
+        os.path.join(ROOT, "examples", "mnist.py"),
+        "--epochs",
+        str(args.epochs),
+        *(["--num-executors", str(args.num_executors)] if args.num_executors else []),
+        "--export-dir",
+        args.export_dir + "-submit",
+    ]
     t = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - t
@@ -115,12 +126,26 @@ def predecessor_path():
     target = os.path.join("/tmp", "sparktf-bench-" + PREDECESSOR.replace("==", "-"))
     util = os.path.join(target, "tensorflowonspark", "util.py")
     if not os.path.exists(util):
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-                        target, PREDECESSOR], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--target",
+                target,
+                PREDECESSOR,
+            ],
+            check=True,
+        )
     with open(util) as f:
         code = f.read()
-    hook = ('def get_ip_address():\n  if os.environ.get("SPARK_LOCAL_IP"):  # sparktf bench\n'
-            '    return os.environ["SPARK_LOCAL_IP"]\n')
+    hook = (
+        'def get_ip_address():\n  if os.environ.get("SPARK_LOCAL_IP"):  # sparktf bench\n'
+        '    return os.environ["SPARK_LOCAL_IP"]\n'
+    )
     if hook not in code:
         with open(util, "w") as f:
             f.write(code.replace("def get_ip_address():\n", hook, 1))
@@ -135,15 +160,35 @@ def run_predecessor(args):
     import pyspark
 
     result = os.path.join("/tmp", f"bench-predecessor-{os.getpid()}.json")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [predecessor_path()] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [predecessor_path()] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+        ),
+    )
     spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
-    cmd = [spark_submit, "--master", args.predecessor_master,
-           os.path.join(ROOT, "bench", "predecessor_mnist.py"), "--epochs", str(args.epochs),
-           "--batch-size", str(args.batch_size), "--result", result]
+    cmd = [
+        spark_submit,
+        "--master",
+        args.predecessor_master,
+        os.path.join(ROOT, "bench", "predecessor_mnist.py"),
+        "--epochs",
+        str(args.epochs),
+        "--batch-size",
+        str(args.batch_size),
+        "--result",
+        result,
+    ]
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=ROOT, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=args.predecessor_timeout)
     except subprocess.TimeoutExpired:
@@ -155,8 +200,10 @@ def run_predecessor(args):
     if proc.returncode != 0 or not match:
         # It fails now and then on its own (its standalone executors killed at its shutdown
         # until the master gives up): said, and the round goes on without its figure.
-        print(f"(0) the predecessor failed (rc {proc.returncode}); its last lines:\n"
-              f"{out[-1500:]}", flush=True)
+        print(
+            f"(0) the predecessor failed (rc {proc.returncode}); its last lines:\n{out[-1500:]}",
+            flush=True,
+        )
         return None, None, None
     if not os.path.exists(result):
         # It ran to its end but its chief never wrote the accuracy: when its feed ends before
@@ -180,16 +227,23 @@ def timeline(args):
     spark = helpers.start_spark("bench-mainjob")
     warming = sparktf.warm_up(spark)  # as the example: the daemon imports TF meanwhile
     warmed = []
-    threading.Thread(target=lambda: warming.wait() and warmed.append(time.time()),
-                     daemon=True).start()
+    threading.Thread(
+        target=lambda: warming.wait() and warmed.append(time.time()), daemon=True
+    ).start()
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     marks.append(("Spark start", time.time()))
     args.initial_epoch = 0
     args.num_executors = args.num_executors or helpers.nodes_for(spark)
     train_df, args.test, _ = helpers.load_on_driver(spark, args)
     marks.append(("data to a DataFrame (driver)", time.time()))
-    cluster = sparktf.run(spark.sparkContext, timed_main_fn, args,
-                          num_executors=args.num_executors, env={"TF_CPP_MIN_LOG_LEVEL": "3"}, input_mode=sparktf.InputMode.SPARK)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        timed_main_fn,
+        args,
+        num_executors=args.num_executors,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+        input_mode=sparktf.InputMode.SPARK,
+    )
     marks.append(("run() (checks, control server)", time.time()))
     cluster.train(train_df, num_epochs=args.epochs, shuffle=True)
     result = cluster.shutdown()
@@ -199,8 +253,13 @@ def timeline(args):
     # Not the process's create_time: psutil derives it from the boot time, which on these VMs
     # is off by about a second against time.time() (a forked node reaches main_fn in ~0.05 s).
     last_main = max(n["main_fn"] for n in node.values())
-    marks.append(("train() to main_fn on every node (Spark jobs over the data, barrier "
-                  "tasks, node processes)", last_main))
+    marks.append(
+        (
+            "train() to main_fn on every node (Spark jobs over the data, barrier "
+            "tasks, node processes)",
+            last_main,
+        )
+    )
     marks.append(("TF import (chief)", t["tf_import"]))
     marks.append(("strategy and model set-up (chief)", t["strategy"]))
     marks.append(("feed to the first batch (chief)", t["fit_start"]))
@@ -212,19 +271,24 @@ def timeline(args):
     accuracy, _ = helpers.score_with_predict(spark, args, *args.test)
     marks.append(("inference (sparktf.predict)", time.time()))
     spark.stop()  # the example does not (the JVM stops Spark as spark-submit's process ends)
-    marks.append(("Spark stop (pyspark's stop(): this bench's; not in the example's wall)",
-                  time.time()))
-    print(f"\n(2) the main job's phases (local[2] as this process's Spark; "
-          f"{args.epochs} epochs, {len(node)} nodes; test_accuracy {result['test_accuracy']:.4f}, "
-          f"inference_accuracy {accuracy:.4f})")
+    marks.append(
+        ("Spark stop (pyspark's stop(): this bench's; not in the example's wall)", time.time())
+    )
+    print(
+        f"\n(2) the main job's phases (local[2] as this process's Spark; "
+        f"{args.epochs} epochs, {len(node)} nodes; test_accuracy {result['test_accuracy']:.4f}, "
+        f"inference_accuracy {accuracy:.4f})"
+    )
     print("| phase | seconds | at |\n|---|---|---|")
     prev = start
     for name, at in marks:
         print(f"| {name} | {at - prev:.2f} | {at - start:.1f} |")
         prev = max(prev, at)
     if warmed:
-        print(f"(in the background: sparktf.warm_up's job, started after Spark's start, ended at "
-              f"{warmed[0] - start:.1f} s; {warming})")
+        print(
+            f"(in the background: sparktf.warm_up's job, started after Spark's start, ended at "
+            f"{warmed[0] - start:.1f} s; {warming})"
+        )
     return result
 
 
@@ -233,16 +297,30 @@ def main():
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--master", default="local[2]")
-    p.add_argument("--num-executors", type=int, default=None,
-                   help="nodes (default: as examples/mnist.py, one in local mode)")
+    p.add_argument(
+        "--num-executors",
+        type=int,
+        default=None,
+        help="nodes (default: as examples/mnist.py, one in local mode)",
+    )
     p.add_argument("--skip-submit", action="store_true")
-    p.add_argument("--predecessor", action="store_true",
-                   help=f"also run the same work with {PREDECESSOR} (pip-installed into /tmp)")
-    p.add_argument("--predecessor-master", default="local-cluster[2,1,2048]",
-                   help="it does not run in local[N] on pyspark 4")
+    p.add_argument(
+        "--predecessor",
+        action="store_true",
+        help=f"also run the same work with {PREDECESSOR} (pip-installed into /tmp)",
+    )
+    p.add_argument(
+        "--predecessor-master",
+        default="local-cluster[2,1,2048]",
+        help="it does not run in local[N] on pyspark 4",
+    )
     p.add_argument("--predecessor-timeout", type=int, default=600)
-    p.add_argument("--repeats", type=int, default=1,
-                   help="run (0) and (1) this many times, alternately, and print medians")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run (0) and (1) this many times, alternately, and print medians",
+    )
     args = p.parse_args()
     args.export_dir = os.path.join("/tmp", f"bench-mainjob-{os.getpid()}")
     args.test_size, args.limit, args.data, args.model_dir = 1000, None, None, None
@@ -254,33 +332,47 @@ def main():
             p_wall, p_trained, p_acc = run_predecessor(args)
             if p_wall is not None:
                 p_walls.append(p_wall)
-                print(f"(0){tag} predecessor, spark-submit --master {args.predecessor_master} "
-                      f"bench/predecessor_mnist.py (2 workers): {p_wall:.1f} s process wall, "
-                      f"trained in {p_trained:.1f} s, test_accuracy "
-                      f"{'none reported' if p_acc is None else f'{p_acc:.4f}'}", flush=True)
+                print(
+                    f"(0){tag} predecessor, spark-submit --master {args.predecessor_master} "
+                    f"bench/predecessor_mnist.py (2 workers): {p_wall:.1f} s process wall, "
+                    f"trained in {p_trained:.1f} s, test_accuracy "
+                    f"{'none reported' if p_acc is None else f'{p_acc:.4f}'}",
+                    flush=True,
+                )
         if not args.skip_submit:
             wall, trained, acc = submit(args)
             walls.append(wall)
-            print(f"(1){tag} spark-submit --master {args.master} examples/mnist.py --epochs "
-                  f"{args.epochs}: {wall:.1f} s process wall, trained in {trained:.1f} s, "
-                  f"test_accuracy {acc:.4f}", flush=True)
+            print(
+                f"(1){tag} spark-submit --master {args.master} examples/mnist.py --epochs "
+                f"{args.epochs}: {wall:.1f} s process wall, trained in {trained:.1f} s, "
+                f"test_accuracy {acc:.4f}",
+                flush=True,
+            )
             if p_wall is not None:
-                print(f"    = {wall / p_wall:.2f} x the predecessor's process wall "
-                      f"(target <= 0.3)", flush=True)
+                print(
+                    f"    = {wall / p_wall:.2f} x the predecessor's process wall (target <= 0.3)",
+                    flush=True,
+                )
     if args.repeats > 1 and walls:
         import statistics
 
-        line = (f"(1) over {len(walls)} runs: median {statistics.median(walls):.1f} s, "
-                f"min {min(walls):.1f}, max {max(walls):.1f} (target <= 30 s)")
+        line = (
+            f"(1) over {len(walls)} runs: median {statistics.median(walls):.1f} s, "
+            f"min {min(walls):.1f}, max {max(walls):.1f} (target <= 30 s)"
+        )
         if p_walls:
-            line += (f"; the predecessor's median {statistics.median(p_walls):.1f} s: "
-                     f"{statistics.median(walls) / statistics.median(p_walls):.2f} x "
-                     f"(target <= 0.3)")
+            line += (
+                f"; the predecessor's median {statistics.median(p_walls):.1f} s: "
+                f"{statistics.median(walls) / statistics.median(p_walls):.2f} x "
+                f"(target <= 0.3)"
+            )
         print(line, flush=True)
     (x, y), test = helpers.load_default(1000)
     secs, acc = plain_tf(args, x, y, test)
-    print(f"(3) baseline, the same CNN in one plain TF process: fit {secs:.1f} s, "
-          f"test_accuracy {acc:.4f}")
+    print(
+        f"(3) baseline, the same CNN in one plain TF process: fit {secs:.1f} s, "
+        f"test_accuracy {acc:.4f}"
+    )
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--master {args.master} pyspark-shell")
     timeline(args)
 

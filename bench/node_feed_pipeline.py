@@ -127,9 +127,15 @@ def sparktf_node(section: bytes, rows: int) -> tuple[float, float]:
     thread = threading.Thread(target=task, daemon=True)
     thread.start()
     start, cpu0 = time.perf_counter(), cpu()
-    feed = DataFeed(path, train_mode=True, input_mapping=None,
-                    config=FeedConfig(feed_timeout=60), spool_dir=work,
-                    report=lambda message: None, bound=Bound())
+    feed = DataFeed(
+        path,
+        train_mode=True,
+        input_mapping=None,
+        config=FeedConfig(feed_timeout=60),
+        spool_dir=work,
+        report=lambda message: None,
+        bound=Bound(),
+    )
     n = 0
     while not feed.should_stop():
         n += len(feed.next_batch(1024))
@@ -154,27 +160,35 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     a = p.parse_args()
     section = data_section(a.rows, a.per_batch)
-    print(f"{a.rows} rows ({len(section) / 1e6:.0f} MB as Spark sends them, "
-          f"{a.per_batch} rows a batch), best of {a.repeats}, alternating")
+    print(
+        f"{a.rows} rows ({len(section) / 1e6:.0f} MB as Spark sends them, "
+        f"{a.per_batch} rows a batch), best of {a.repeats}, alternating"
+    )
     runs = {"a": [], "b": []}
     for _ in range(a.repeats):
         runs["a"].append(pyspark_iteration(section, a.rows))
         runs["b"].append(sparktf_node(section, a.rows))
-    names = {"a": "(a) PySpark's iteration of the partition",
-             "b": "(b) sparktf's node: hand-off, DataFeed, next_batch(1024)"}
+    names = {
+        "a": "(a) PySpark's iteration of the partition",
+        "b": "(b) sparktf's node: hand-off, DataFeed, next_batch(1024)",
+    }
     print("\n| | rows/s | CPU-s per 100k rows | vs (a) |")
     print("|---|---|---|---|")
     best = {k: min(v) for k, v in runs.items()}
     for k in "ab":
         secs, used = best[k]
-        print(f"| {names[k]} | {a.rows / secs:,.0f} | {used * 1e5 / a.rows:.3f} | "
-              f"{best['a'][0] / secs:.2f} |")
+        print(
+            f"| {names[k]} | {a.rows / secs:,.0f} | {used * 1e5 / a.rows:.3f} | "
+            f"{best['a'][0] / secs:.2f} |"
+        )
     if a.repeats > 1:
         ratios = sorted(x[0] / y[0] for x, y in zip(runs["a"], runs["b"]))
         cpus = sorted(y[1] / x[1] for x, y in zip(runs["a"], runs["b"]))
-        print(f"\n(b) against (a) within each repeat: rate {statistics.median(ratios):.2f} "
-              f"({ratios[0]:.2f}-{ratios[-1]:.2f}), CPU {statistics.median(cpus):.2f} x "
-              f"({cpus[0]:.2f}-{cpus[-1]:.2f})")
+        print(
+            f"\n(b) against (a) within each repeat: rate {statistics.median(ratios):.2f} "
+            f"({ratios[0]:.2f}-{ratios[-1]:.2f}), CPU {statistics.median(cpus):.2f} x "
+            f"({cpus[0]:.2f}-{cpus[-1]:.2f})"
+        )
 
 
 if __name__ == "__main__":

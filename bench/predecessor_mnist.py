@@ -19,10 +19,11 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "examples"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+)
 
-import mnist_helpers as helpers  # noqa: E402
+import mnist_helpers as helpers
 
 
 def main_fun(args, ctx):
@@ -42,8 +43,12 @@ def main_fun(args, ctx):
             yield np.asarray(image, np.float32), np.int64(label)
 
     ds = tf.data.Dataset.from_generator(
-        rows, output_signature=(tf.TensorSpec((helpers.PIXELS,), tf.float32),
-                                tf.TensorSpec((), tf.int64))).batch(args.batch_size)
+        rows,
+        output_signature=(
+            tf.TensorSpec((helpers.PIXELS,), tf.float32),
+            tf.TensorSpec((), tf.int64),
+        ),
+    ).batch(args.batch_size)
     with strategy.scope():
         model = helpers.build_model(keras)
     share = args.train_size // ctx.num_workers
@@ -75,10 +80,10 @@ def main():
     started = time.time()
     (x, y), args.test = helpers.load_default(1000)
     args.train_size = len(y)
-    rdd = sc.parallelize([(row.tolist(), int(label)) for row, label in zip(x, y)],
-                         args.workers)
-    cluster = TFCluster.run(sc, main_fun, args, args.workers, 0, False,
-                            TFCluster.InputMode.SPARK, master_node="chief")
+    rdd = sc.parallelize([(row.tolist(), int(label)) for row, label in zip(x, y)], args.workers)
+    cluster = TFCluster.run(
+        sc, main_fun, args, args.workers, 0, False, TFCluster.InputMode.SPARK, master_node="chief"
+    )
     cluster.train(rdd, args.epochs)
     cluster.shutdown()
     print(f"predecessor: trained in {time.time() - started:.1f}s", flush=True)

@@ -66,7 +66,8 @@ def make_batches(batches):
         rng = np.random.RandomState(int(ids[0]) if len(ids) else 0)
         flat = rng.rand(len(ids) * WIDTH).astype("float32")
         features = pa.ListArray.from_arrays(
-            pa.array(np.arange(len(ids) + 1, dtype="int32") * WIDTH), pa.array(flat))
+            pa.array(np.arange(len(ids) + 1, dtype="int32") * WIDTH), pa.array(flat)
+        )
         yield pa.RecordBatch.from_arrays([pa.array(ids), features], ["id", "features"])
 
 
@@ -88,8 +89,12 @@ def spark_udf(path: str, output_type: str, batch_size: int):
 
         return predict
 
-    return predict_batch_udf(make_predict_fn, return_type=types[output_type],
-                             batch_size=batch_size, input_tensor_shapes=[[WIDTH]])
+    return predict_batch_udf(
+        make_predict_fn,
+        return_type=types[output_type],
+        batch_size=batch_size,
+        input_tensor_shapes=[[WIDTH]],
+    )
 
 
 def spark_cpu(pid: int) -> float:
@@ -122,18 +127,28 @@ def machine() -> str:
     cpu = ""
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f
-                        if line.startswith("model name")), "")
+            cpu = next(
+                (line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), ""
+            )
     except OSError:
         pass
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     tf_version = subprocess.run(
-        [sys.executable, "-c", "import importlib.metadata as m; print(m.version('tensorflow') "
-         "if any(d.metadata['Name'] == 'tensorflow' for d in m.distributions()) else "
-         "m.version('tensorflow-cpu'))"], capture_output=True, text=True).stdout.strip()
-    return (f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Python "
-            f"{platform.python_version()}, pyspark {pyspark.__version__}, tensorflow "
-            f"{tf_version}, pyarrow {pyarrow.__version__}; load average {load}")
+        [
+            sys.executable,
+            "-c",
+            "import importlib.metadata as m; print(m.version('tensorflow') "
+            "if any(d.metadata['Name'] == 'tensorflow' for d in m.distributions()) else "
+            "m.version('tensorflow-cpu'))",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return (
+        f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Python "
+        f"{platform.python_version()}, pyspark {pyspark.__version__}, tensorflow "
+        f"{tf_version}, pyarrow {pyarrow.__version__}; load average {load}"
+    )
 
 
 def main() -> None:
@@ -143,9 +158,13 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--output", default="array<double>", choices=OUTPUT_TYPES)
-    parser.add_argument("--way", default="auto", choices=("auto", "mapInArrow"),
-                        help="mapInArrow: sparktf's way on pyspark 4.0 and Spark Connect "
-                             "(default: what this pyspark gets, an Arrow UDF on 4.1+)")
+    parser.add_argument(
+        "--way",
+        default="auto",
+        choices=("auto", "mapInArrow"),
+        help="mapInArrow: sparktf's way on pyspark 4.0 and Spark Connect "
+        "(default: what this pyspark gets, an Arrow UDF on 4.1+)",
+    )
     args = parser.parse_args()
 
     from pyspark.sql import SparkSession
@@ -160,21 +179,36 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="sparktf-bench-predict-")
     path = os.path.join(root, "dense")
     export_model(path)
-    spark = (SparkSession.builder.master(args.master).appName("bench-predict")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.memory", "3g")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark = (
+        SparkSession.builder.master(args.master)
+        .appName("bench-predict")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.memory", "3g")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     try:
         parts = spark.sparkContext.defaultParallelism
-        data = spark.range(args.rows, numPartitions=parts).mapInArrow(
-            make_batches, "id long, features array<float>").cache()
+        data = (
+            spark.range(args.rows, numPartitions=parts)
+            .mapInArrow(make_batches, "id long, features array<float>")
+            .cache()
+        )
         data.count()
 
-        ours = sparktf.predict(data, path, ["features"], "prediction", output_type=args.output,
-                               batch_size=args.batch_size)
-        theirs = data.withColumn("prediction",
-                                 spark_udf(path, args.output, args.batch_size)("features"))
+        ours = sparktf.predict(
+            data,
+            path,
+            ["features"],
+            "prediction",
+            output_type=args.output,
+            batch_size=args.batch_size,
+        )
+        theirs = data.withColumn(
+            "prediction", spark_udf(path, args.output, args.batch_size)("features")
+        )
         check(ours, theirs)
 
         pid = spark.sparkContext._gateway.proc.pid  # the JVM pyspark launched
@@ -183,11 +217,14 @@ def main() -> None:
             print(f"warm-up {name}: {timed(df, pid)[0]:.2f} s", flush=True)
         for r in range(args.repeats):
             order = [("sparktf", ours), ("spark", theirs)]
-            for name, df in (order if r % 2 == 0 else order[::-1]):
+            for name, df in order if r % 2 == 0 else order[::-1]:
                 results[name].append(timed(df, pid))
             (a, ac), (b, bc) = results["sparktf"][-1], results["spark"][-1]
-            print(f"round {r + 1}: sparktf {a:.2f} s ({ac:.2f} s CPU), Spark's UDF {b:.2f} s "
-                  f"({bc:.2f} s CPU)", flush=True)
+            print(
+                f"round {r + 1}: sparktf {a:.2f} s ({ac:.2f} s CPU), Spark's UDF {b:.2f} s "
+                f"({bc:.2f} s CPU)",
+                flush=True,
+            )
         report(results, args)
     finally:
         spark.stop()
@@ -201,8 +238,7 @@ def check(ours, theirs) -> None:
     import numpy as np
 
     a = {r.id: r.prediction for r in ours.where("id < 200").select("id", "prediction").collect()}
-    b = {r.id: r.prediction for r in theirs.where("id < 200").select("id", "prediction")
-         .collect()}
+    b = {r.id: r.prediction for r in theirs.where("id < 200").select("id", "prediction").collect()}
     assert a.keys() == b.keys() and len(a) == 200, (len(a), len(b))
     diff = max(float(np.max(np.abs(np.asarray(a[i]) - np.asarray(b[i])))) for i in a)
     assert diff < 1e-5, f"the two disagree by {diff}"
@@ -210,21 +246,26 @@ def check(ours, theirs) -> None:
 
 def report(results: dict, args) -> None:
     rows = args.rows
-    print(f"\n{rows} rows of array<float> {WIDTH} -> {args.output}, batch_size "
-          f"{args.batch_size}, {args.master}, {args.repeats} rounds (order alternating), "
-          f"sparktf's way: {args.way}:")
+    print(
+        f"\n{rows} rows of array<float> {WIDTH} -> {args.output}, batch_size "
+        f"{args.batch_size}, {args.master}, {args.repeats} rounds (order alternating), "
+        f"sparktf's way: {args.way}:"
+    )
     for name, label in (("sparktf", "sparktf.predict"), ("spark", "predict_batch_udf")):
         rates = [rows / wall for wall, _ in results[name]]
         cpu = [c for _, c in results[name]]
-        print(f"  {label:18s} {statistics.median(rates):9,.0f} rows/s (median; "
-              f"{min(rates):,.0f}-{max(rates):,.0f}); {statistics.median(cpu):.2f} s of Spark's "
-              f"CPU (JVM + Python workers; {min(cpu):.2f}-{max(cpu):.2f})")
+        print(
+            f"  {label:18s} {statistics.median(rates):9,.0f} rows/s (median; "
+            f"{min(rates):,.0f}-{max(rates):,.0f}); {statistics.median(cpu):.2f} s of Spark's "
+            f"CPU (JVM + Python workers; {min(cpu):.2f}-{max(cpu):.2f})"
+        )
     for i, what in ((0, "rate"), (1, "CPU per row")):
-        ratios = [theirs[i] / ours[i] for ours, theirs in zip(results["sparktf"],
-                                                              results["spark"])]
-        print(f"  {what} ratio sparktf / Spark's UDF: {statistics.median(ratios):.2f} (median "
-              f"of rounds; {min(ratios):.2f}-{max(ratios):.2f})"
-              + ("  (> 1: sparktf needs less)" if i else ""))
+        ratios = [theirs[i] / ours[i] for ours, theirs in zip(results["sparktf"], results["spark"])]
+        print(
+            f"  {what} ratio sparktf / Spark's UDF: {statistics.median(ratios):.2f} (median "
+            f"of rounds; {min(ratios):.2f}-{max(ratios):.2f})"
+            + ("  (> 1: sparktf needs less)" if i else "")
+        )
 
 
 if __name__ == "__main__":

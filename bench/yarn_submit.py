@@ -54,8 +54,14 @@ def pyspark_home():
 
 
 def env(**extra):
-    return dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-                PYSPARK_DRIVER_PYTHON=sys.executable, TF_CPP_MIN_LOG_LEVEL="3", **extra)
+    return dict(
+        os.environ,
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        **extra,
+    )
 
 
 COMMON = {"spark.sparktf.progressInterval": "0.5", "spark.driver.host": "127.0.0.1"}
@@ -65,18 +71,25 @@ YARN = {
     "spark.pyspark.python": sys.executable,
     "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1",
     "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1",
-    "spark.executor.instances": "2", "spark.executor.cores": "1",
-    "spark.executor.memory": "1g", "spark.executor.memoryOverhead": "2g",
+    "spark.executor.instances": "2",
+    "spark.executor.cores": "1",
+    "spark.executor.memory": "1g",
+    "spark.executor.memoryOverhead": "2g",
     "spark.dynamicAllocation.enabled": "false",
     "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-    "spark.yarn.maxAppAttempts": "1", "spark.ui.enabled": "false",
+    "spark.yarn.maxAppAttempts": "1",
+    "spark.ui.enabled": "false",
 }
 
 
 # ------------------------------------------------------------------------------ clusters
 def start_yarn():
-    out = subprocess.run([os.path.join(ROOT, "bin", "yarn-test-cluster.sh"), "start"],
-                         env=env(SPARKTF_YARN_DIR=YARN_DIR), capture_output=True, text=True)
+    out = subprocess.run(
+        [os.path.join(ROOT, "bin", "yarn-test-cluster.sh"), "start"],
+        env=env(SPARKTF_YARN_DIR=YARN_DIR),
+        capture_output=True,
+        text=True,
+    )
     if out.returncode:
         sys.exit(f"yarn-test-cluster.sh start failed:\n{out.stderr[-3000:]}")
     conf_dir = out.stdout.strip().splitlines()[-1].split("=", 1)[1]
@@ -85,22 +98,31 @@ def start_yarn():
 
 
 def stop_yarn():
-    subprocess.run([os.path.join(ROOT, "bin", "yarn-test-cluster.sh"), "stop"],
-                   env=env(SPARKTF_YARN_DIR=YARN_DIR), capture_output=True)
+    subprocess.run(
+        [os.path.join(ROOT, "bin", "yarn-test-cluster.sh"), "stop"],
+        env=env(SPARKTF_YARN_DIR=YARN_DIR),
+        capture_output=True,
+    )
 
 
 def start_standalone():
-    out = subprocess.run([os.path.join(ROOT, "bin", "start-standalone.sh")],
-                         env=env(SPARKTF_STANDALONE_DIR=STANDALONE_DIR), capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        [os.path.join(ROOT, "bin", "start-standalone.sh")],
+        env=env(SPARKTF_STANDALONE_DIR=STANDALONE_DIR),
+        capture_output=True,
+        text=True,
+    )
     if out.returncode:
         sys.exit(f"start-standalone.sh failed:\n{out.stderr[-3000:]}")
     return out.stdout.strip().splitlines()[-1]
 
 
 def stop_standalone():
-    subprocess.run([os.path.join(ROOT, "bin", "stop-standalone.sh")],
-                   env=env(SPARKTF_STANDALONE_DIR=STANDALONE_DIR), capture_output=True)
+    subprocess.run(
+        [os.path.join(ROOT, "bin", "stop-standalone.sh")],
+        env=env(SPARKTF_STANDALONE_DIR=STANDALONE_DIR),
+        capture_output=True,
+    )
 
 
 # ----------------------------------------------------------------------------- one submit
@@ -139,7 +161,7 @@ def _follow_am(stamps, proc, nm_logs):
                 with open(path, errors="replace") as f:
                     f.seek(offsets.get(path, 0))
                     chunk = f.read()
-                    complete = chunk[:chunk.rfind("\n") + 1]
+                    complete = chunk[: chunk.rfind("\n") + 1]
                     offsets[path] = offsets.get(path, 0) + len(complete.encode())
                 for line in complete.splitlines(True):
                     stamps.line(line)
@@ -150,8 +172,15 @@ def _follow_am(stamps, proc, nm_logs):
 
 def submit(name, args, run_env, cwd, nm_logs=None):
     t0 = time.monotonic()
-    proc = subprocess.Popen(args, env=run_env, cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, errors="replace")
+    proc = subprocess.Popen(
+        args,
+        env=run_env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )
     stamps = Stamps(t0)
     pump = threading.Thread(target=_pump, args=(proc.stdout, stamps), daemon=True)
     pump.start()
@@ -163,8 +192,14 @@ def submit(name, args, run_env, cwd, nm_logs=None):
     if proc.returncode != 0 or stamps.accuracy is None:
         print("".join(stamps.text)[-3000:], file=sys.stderr)
         print(f"{name}: exit {proc.returncode}, no test_accuracy", file=sys.stderr)
-    return {"name": name, "first_step": stamps.first_step, "accuracy_at": stamps.accuracy_at,
-            "accuracy": stamps.accuracy, "wall": wall, "rc": proc.returncode}
+    return {
+        "name": name,
+        "first_step": stamps.first_step,
+        "accuracy_at": stamps.accuracy_at,
+        "accuracy": stamps.accuracy,
+        "wall": wall,
+        "rc": proc.returncode,
+    }
 
 
 def commands(which, master_url, conf_dir, hdfs, work):
@@ -176,20 +211,51 @@ def commands(which, master_url, conf_dir, hdfs, work):
     yarn_env = env(HADOOP_CONF_DIR=conf_dir, YARN_CONF_DIR=conf_dir)
     nm_logs = os.path.join(YARN_DIR, "nm", "logs")
     table = {
-        "local": ("local[2]", [spark_submit, "--master", "local[2]", *confs(COMMON), MNIST],
-                  env(), None),
-        "standalone": ("standalone (2 workers x 1 core)",
-                       [spark_submit, "--master", master_url, *confs(COMMON), MNIST], env(), None),
-        "yarn-client": ("YARN client mode", [spark_submit, "--master", "yarn", "--deploy-mode",
-                                             "client", *confs(dict(COMMON, **YARN)), MNIST],
-                        yarn_env, None),
+        "local": (
+            "local[2]",
+            [spark_submit, "--master", "local[2]", *confs(COMMON), MNIST],
+            env(),
+            None,
+        ),
+        "standalone": (
+            "standalone (2 workers x 1 core)",
+            [spark_submit, "--master", master_url, *confs(COMMON), MNIST],
+            env(),
+            None,
+        ),
+        "yarn-client": (
+            "YARN client mode",
+            [
+                spark_submit,
+                "--master",
+                "yarn",
+                "--deploy-mode",
+                "client",
+                *confs(dict(COMMON, **YARN)),
+                MNIST,
+            ],
+            yarn_env,
+            None,
+        ),
         # the driver's container has neither examples/ nor a directory the executors share
-        "yarn-cluster": ("YARN cluster mode", [
-            spark_submit, "--master", "yarn", "--deploy-mode", "cluster",
-            *confs(dict(COMMON, **YARN)),
-            "--py-files", os.path.join(ROOT, "examples", "mnist_helpers.py"), MNIST,
-            "--export-dir", f"{hdfs}/bench/{int(time.time() * 1000)}/export"],
-            yarn_env, nm_logs),
+        "yarn-cluster": (
+            "YARN cluster mode",
+            [
+                spark_submit,
+                "--master",
+                "yarn",
+                "--deploy-mode",
+                "cluster",
+                *confs(dict(COMMON, **YARN)),
+                "--py-files",
+                os.path.join(ROOT, "examples", "mnist_helpers.py"),
+                MNIST,
+                "--export-dir",
+                f"{hdfs}/bench/{int(time.time() * 1000)}/export",
+            ],
+            yarn_env,
+            nm_logs,
+        ),
     }
     return {k: v for k, v in table.items() if k in which}
 
@@ -199,14 +265,25 @@ def fmt(value, spec=".1f"):
 
 
 def machine():
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
-    mem = int(next(line.split()[1] for line in open("/proc/meminfo")
-                   if line.startswith("MemTotal"))) / 1024 ** 2
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    return (f"{time.strftime('%Y-%m-%d %H:%M')}, {commit}: {os.cpu_count()} cores ({cpu}), "
-            f"{mem:.0f} GiB, Python {platform.python_version()}")
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in open("/proc/cpuinfo")
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem = (
+        int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal")))
+        / 1024**2
+    )
+    commit = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    return (
+        f"{time.strftime('%Y-%m-%d %H:%M')}, {commit}: {os.cpu_count()} cores ({cpu}), "
+        f"{mem:.0f} GiB, Python {platform.python_version()}"
+    )
 
 
 def main(argv=None):
@@ -228,14 +305,17 @@ def main(argv=None):
             conf_dir, hdfs = start_yarn()
             print(f"test YARN started in {time.monotonic() - t:.1f}s", flush=True)
         for i in range(args.repeats):
-            for key, (name, cmd, run_env, nm_logs) in commands(which, master_url, conf_dir,
-                                                                hdfs, work).items():
+            for _key, (name, cmd, run_env, nm_logs) in commands(
+                which, master_url, conf_dir, hdfs, work
+            ).items():
                 r = submit(name, cmd, run_env, work, nm_logs)
                 runs.setdefault(name, []).append(r)
-                print(f"[{i + 1}/{args.repeats}] {name}: first step {fmt(r['first_step'])}s, "
-                      f"test_accuracy {fmt(r['accuracy'], '.4f')} at {fmt(r['accuracy_at'])}s, "
-                      f"exit {r['rc']} at {r['wall']:.1f}s; load {os.getloadavg()[0]:.1f}",
-                      flush=True)
+                print(
+                    f"[{i + 1}/{args.repeats}] {name}: first step {fmt(r['first_step'])}s, "
+                    f"test_accuracy {fmt(r['accuracy'], '.4f')} at {fmt(r['accuracy_at'])}s, "
+                    f"exit {r['rc']} at {r['wall']:.1f}s; load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
     finally:
         if master_url:
             stop_standalone()
@@ -243,8 +323,10 @@ def main(argv=None):
             stop_yarn()
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nload average at the end {os.getloadavg()}")
-    print(f"\n| median of {args.repeats} | submit to first training step | "
-          "submit to test_accuracy | submit to spark-submit's exit | test_accuracy |")
+    print(
+        f"\n| median of {args.repeats} | submit to first training step | "
+        "submit to test_accuracy | submit to spark-submit's exit | test_accuracy |"
+    )
     print("|---|---|---|---|---|")
 
     def med(rs, key):
@@ -252,8 +334,10 @@ def main(argv=None):
         return statistics.median(values) if values else None
 
     for name, rs in runs.items():
-        print(f"| {name} | {fmt(med(rs, 'first_step'))} s | {fmt(med(rs, 'accuracy_at'))} s | "
-              f"{fmt(med(rs, 'wall'))} s | {fmt(med(rs, 'accuracy'), '.4f')} |")
+        print(
+            f"| {name} | {fmt(med(rs, 'first_step'))} s | {fmt(med(rs, 'accuracy_at'))} s | "
+            f"{fmt(med(rs, 'wall'))} s | {fmt(med(rs, 'accuracy'), '.4f')} |"
+        )
     return 0 if all(r["rc"] == 0 and r["accuracy"] for rs in runs.values() for r in rs) else 1
 
 

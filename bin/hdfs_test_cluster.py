@@ -35,14 +35,34 @@ import urllib.request
 
 HADOOP_VERSION = "3.5.0"
 POM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hadoop", "pom.xml")
-LIBHDFS_SOURCES = ["hdfs.c", "jni_helper.c", "exception.c", "common/htable.c",
-                   "os/posix/mutexes.c", "os/posix/thread.c", "os/posix/thread_local_storage.c"]
+LIBHDFS_SOURCES = [
+    "hdfs.c",
+    "jni_helper.c",
+    "exception.c",
+    "common/htable.c",
+    "os/posix/mutexes.c",
+    "os/posix/thread.c",
+    "os/posix/thread_local_storage.c",
+]
 JVM_OPTS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"]
 # What Hadoop's own launch scripts open on Java 17 (hadoop-functions.sh)
-ADD_OPENS = [f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
-    "java.lang", "java.lang.reflect", "java.io", "java.net", "java.nio", "java.util",
-    "java.util.concurrent", "java.util.concurrent.atomic", "sun.nio.ch", "sun.nio.cs",
-    "sun.security.action", "sun.util.calendar")]
+ADD_OPENS = [
+    f"--add-opens=java.base/{p}=ALL-UNNAMED"
+    for p in (
+        "java.lang",
+        "java.lang.reflect",
+        "java.io",
+        "java.net",
+        "java.nio",
+        "java.util",
+        "java.util.concurrent",
+        "java.util.concurrent.atomic",
+        "sun.nio.ch",
+        "sun.nio.cs",
+        "sun.security.action",
+        "sun.util.calendar",
+    )
+]
 READY_TIMEOUT = 120.0
 NAMENODE = "org.apache.hadoop.hdfs.server.namenode.NameNode"
 DATANODE = "org.apache.hadoop.hdfs.server.datanode.DataNode"
@@ -50,14 +70,21 @@ PREFIX = "hdfs-test-cluster"
 
 
 def cache_dir() -> str:
-    return (os.environ.get("SPARKTF_HADOOP_CACHE") or os.environ.get("SPARKTF_HDFS_CACHE")
-            or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-                            "sparktf", f"hadoop-{HADOOP_VERSION}"))
+    return (
+        os.environ.get("SPARKTF_HADOOP_CACHE")
+        or os.environ.get("SPARKTF_HDFS_CACHE")
+        or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+            "sparktf",
+            f"hadoop-{HADOOP_VERSION}",
+        )
+    )
 
 
 def state_dir() -> str:
     return os.environ.get("SPARKTF_HDFS_DIR") or os.path.join(
-        tempfile.gettempdir(), f"sparktf-hdfs-{os.getuid()}")
+        tempfile.gettempdir(), f"sparktf-hdfs-{os.getuid()}"
+    )
 
 
 def log(msg: str) -> None:
@@ -84,12 +111,29 @@ def _pip_download(spec: str, dest: str) -> str:
     venv = os.path.join(dest, "venv")
     if not os.path.exists(os.path.join(venv, "bin", "pip")):
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "wheel",
-                        "setuptools<70"], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
-    subprocess.run([os.path.join(venv, "bin", "pip"), "download", "-q", "--no-deps",
-                    "--no-binary", ":all:", "--no-build-isolation", "-d", dest, spec],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        subprocess.run(
+            [os.path.join(venv, "bin", "pip"), "install", "-q", "wheel", "setuptools<70"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+    subprocess.run(
+        [
+            os.path.join(venv, "bin", "pip"),
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--no-build-isolation",
+            "-d",
+            dest,
+            spec,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     return glob.glob(os.path.join(dest, spec.replace("==", "-") + ".tar.gz"))[0]
 
 
@@ -100,21 +144,38 @@ def fetch(cache: str) -> None:
         return
     mvn = shutil.which("mvn")
     if not mvn:
-        sys.exit(f"{PREFIX}: no mvn on PATH: install Maven 3.8+ (apt-get install maven); "
-                 f"it fetches Hadoop {HADOOP_VERSION}'s jars from Maven Central")
-    log(f"fetching Hadoop {HADOOP_VERSION}'s jars from Maven Central into {cache} "
-        "(once; about 100 MB)")
+        sys.exit(
+            f"{PREFIX}: no mvn on PATH: install Maven 3.8+ (apt-get install maven); "
+            f"it fetches Hadoop {HADOOP_VERSION}'s jars from Maven Central"
+        )
+    log(
+        f"fetching Hadoop {HADOOP_VERSION}'s jars from Maven Central into {cache} "
+        "(once; about 100 MB)"
+    )
     os.makedirs(cache, exist_ok=True)
     partial = lib + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
-    got = subprocess.run([mvn, "-B", "-q", "-f", POM, "dependency:copy-dependencies",
-                          "-DincludeScope=runtime", f"-DoutputDirectory={partial}"],
-                         capture_output=True, text=True)
+    got = subprocess.run(
+        [
+            mvn,
+            "-B",
+            "-q",
+            "-f",
+            POM,
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={partial}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if got.returncode != 0:
         said = (got.stdout + got.stderr).splitlines()
         errors = [line for line in said if "[ERROR]" in line] or said
-        sys.exit(f"{PREFIX}: Maven could not fetch Hadoop {HADOOP_VERSION} ({POM}):\n"
-                 + "\n".join(errors[-20:]))
+        sys.exit(
+            f"{PREFIX}: Maven could not fetch Hadoop {HADOOP_VERSION} ({POM}):\n"
+            + "\n".join(errors[-20:])
+        )
     shutil.rmtree(lib, ignore_errors=True)
     os.rename(partial, lib)
     os.makedirs(native, exist_ok=True)
@@ -137,12 +198,30 @@ def build_libhdfs(sdist: str, native: str) -> None:
         jdk = java_home()
         inc = os.path.join(jdk, "include")
         server = os.path.join(jdk, "lib", "server")
-        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o",
-                        os.path.join(native, "libhdfs.so"),
-                        "-I.", "-Iinclude", "-Iinclude/hdfs", "-Ios", "-Ios/posix",
-                        f"-I{inc}", f"-I{os.path.join(inc, 'linux')}", *LIBHDFS_SOURCES,
-                        f"-L{server}", "-ljvm", f"-Wl,-rpath,{server}", "-lpthread"],
-                       cwd=root, check=True)
+        subprocess.run(
+            [
+                "gcc",
+                "-shared",
+                "-fPIC",
+                "-O2",
+                "-o",
+                os.path.join(native, "libhdfs.so"),
+                "-I.",
+                "-Iinclude",
+                "-Iinclude/hdfs",
+                "-Ios",
+                "-Ios/posix",
+                f"-I{inc}",
+                f"-I{os.path.join(inc, 'linux')}",
+                *LIBHDFS_SOURCES,
+                f"-L{server}",
+                "-ljvm",
+                f"-Wl,-rpath,{server}",
+                "-lpthread",
+            ],
+            cwd=root,
+            check=True,
+        )
     finally:
         shutil.rmtree(src, ignore_errors=True)
 
@@ -155,8 +234,9 @@ def free_port() -> int:
 
 
 def write_site(conf: str, name: str, props: dict) -> None:
-    body = "".join(f"  <property><name>{k}</name><value>{v}</value></property>\n"
-                   for k, v in props.items())
+    body = "".join(
+        f"  <property><name>{k}</name><value>{v}</value></property>\n" for k, v in props.items()
+    )
     with open(os.path.join(conf, name), "w") as f:
         f.write(f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n')
 
@@ -168,37 +248,44 @@ def write_hdfs_conf(state: str) -> dict:
     for app in ("hdfs", "datanode", "secondary", "journal"):  # hadoop-hdfs.jar has no webapps/
         os.makedirs(os.path.join(conf, "webapps", app), exist_ok=True)
     url = f"hdfs://127.0.0.1:{ports['rpc']}"
-    write_site(conf, "core-site.xml", {"fs.defaultFS": url,
-                                       "hadoop.tmp.dir": os.path.join(state, "tmp")})
-    write_site(conf, "hdfs-site.xml", {
-        "dfs.replication": 1,
-        "dfs.namenode.name.dir": "file://" + os.path.join(state, "name"),
-        "dfs.datanode.data.dir": "file://" + os.path.join(state, "data"),
-        "dfs.namenode.rpc-address": f"127.0.0.1:{ports['rpc']}",
-        "dfs.namenode.http-address": f"127.0.0.1:{ports['http']}",
-        "dfs.namenode.secondary.http-address": f"127.0.0.1:{ports['snn']}",
-        "dfs.datanode.address": f"127.0.0.1:{ports['dn']}",
-        "dfs.datanode.http.address": f"127.0.0.1:{ports['dn_http']}",
-        "dfs.datanode.ipc.address": f"127.0.0.1:{ports['dn_ipc']}",
-        "dfs.datanode.hostname": "127.0.0.1",
-        "dfs.namenode.datanode.registration.ip-hostname-check": "false",
-        # a fresh, tiny cluster: no 30 s safe-mode wait, no refusal when the disk is fuller
-        # than a production NameNode would like
-        "dfs.namenode.safemode.extension": 0,
-        "dfs.namenode.resource.du.reserved": 0,
-        "dfs.permissions.enabled": "true",
-        "dfs.webhdfs.enabled": "true",
-    })
+    write_site(
+        conf, "core-site.xml", {"fs.defaultFS": url, "hadoop.tmp.dir": os.path.join(state, "tmp")}
+    )
+    write_site(
+        conf,
+        "hdfs-site.xml",
+        {
+            "dfs.replication": 1,
+            "dfs.namenode.name.dir": "file://" + os.path.join(state, "name"),
+            "dfs.datanode.data.dir": "file://" + os.path.join(state, "data"),
+            "dfs.namenode.rpc-address": f"127.0.0.1:{ports['rpc']}",
+            "dfs.namenode.http-address": f"127.0.0.1:{ports['http']}",
+            "dfs.namenode.secondary.http-address": f"127.0.0.1:{ports['snn']}",
+            "dfs.datanode.address": f"127.0.0.1:{ports['dn']}",
+            "dfs.datanode.http.address": f"127.0.0.1:{ports['dn_http']}",
+            "dfs.datanode.ipc.address": f"127.0.0.1:{ports['dn_ipc']}",
+            "dfs.datanode.hostname": "127.0.0.1",
+            "dfs.namenode.datanode.registration.ip-hostname-check": "false",
+            # a fresh, tiny cluster: no 30 s safe-mode wait, no refusal when the disk is fuller
+            # than a production NameNode would like
+            "dfs.namenode.safemode.extension": 0,
+            "dfs.namenode.resource.du.reserved": 0,
+            "dfs.permissions.enabled": "true",
+            "dfs.webhdfs.enabled": "true",
+        },
+    )
     with open(os.path.join(conf, "log4j.properties"), "w") as f:
-        f.write("hadoop.root.logger=INFO,console\nlog4j.rootLogger=${hadoop.root.logger}\n"
-                "log4j.appender.console=org.apache.log4j.ConsoleAppender\n"
-                "log4j.appender.console.target=System.err\nlog4j.appender.console.layout="
-                "org.apache.log4j.PatternLayout\nlog4j.appender.console.layout."
-                "ConversionPattern=%d %p %c{1}: %m%n\n"
-                "log4j.logger.org.apache.hadoop.util.NativeCodeLoader=ERROR\n"
-                # what YARN's memory check measures (one line per container per check)
-                "log4j.logger.org.apache.hadoop.yarn.server.nodemanager.containermanager."
-                "monitor.ContainersMonitorImpl=DEBUG\n")
+        f.write(
+            "hadoop.root.logger=INFO,console\nlog4j.rootLogger=${hadoop.root.logger}\n"
+            "log4j.appender.console=org.apache.log4j.ConsoleAppender\n"
+            "log4j.appender.console.target=System.err\nlog4j.appender.console.layout="
+            "org.apache.log4j.PatternLayout\nlog4j.appender.console.layout."
+            "ConversionPattern=%d %p %c{1}: %m%n\n"
+            "log4j.logger.org.apache.hadoop.util.NativeCodeLoader=ERROR\n"
+            # what YARN's memory check measures (one line per container per check)
+            "log4j.logger.org.apache.hadoop.yarn.server.nodemanager.containermanager."
+            "monitor.ContainersMonitorImpl=DEBUG\n"
+        )
     return {"url": url, "webhdfs": f"http://127.0.0.1:{ports['http']}", "conf": conf}
 
 
@@ -208,13 +295,26 @@ def classpath(conf: str) -> str:
 
 
 def java_cmd(conf: str, cls: str, *args: str, heap: str = "256m") -> list:
-    return [os.path.join(java_home(), "bin", "java"), f"-Xmx{heap}", *JVM_OPTS, *ADD_OPENS,
-            "-Dhadoop.log.dir=" + os.path.dirname(conf), "-cp", classpath(conf), cls, *args]
+    return [
+        os.path.join(java_home(), "bin", "java"),
+        f"-Xmx{heap}",
+        *JVM_OPTS,
+        *ADD_OPENS,
+        "-Dhadoop.log.dir=" + os.path.dirname(conf),
+        "-cp",
+        classpath(conf),
+        cls,
+        *args,
+    ]
 
 
 def daemon_env(conf: str) -> dict:
-    return dict(os.environ, JAVA_HOME=java_home(), HADOOP_CONF_DIR=conf,
-                HADOOP_LOG_DIR=os.path.dirname(conf))
+    return dict(
+        os.environ,
+        JAVA_HOME=java_home(),
+        HADOOP_CONF_DIR=conf,
+        HADOOP_LOG_DIR=os.path.dirname(conf),
+    )
 
 
 # ----------------------------------------------------------------------------- running
@@ -244,21 +344,31 @@ def running(state: str) -> list[int]:
 
 def format_namenode(state: str, conf: str) -> bool:
     with open(os.path.join(state, "format.log"), "w") as out:
-        formatted = subprocess.run(java_cmd(conf, NAMENODE, "-format", "-nonInteractive"),
-                                   stdout=out, stderr=subprocess.STDOUT, timeout=120,
-                                   env=daemon_env(conf))
+        formatted = subprocess.run(
+            java_cmd(conf, NAMENODE, "-format", "-nonInteractive"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+            env=daemon_env(conf),
+        )
     if formatted.returncode != 0:
         log("formatting the NameNode failed:\n" + tail(state, "format"))
     return formatted.returncode == 0
 
 
-def launch(state: str, conf: str, name: str, cls: str, heap: str = "256m",
-           env: dict | None = None) -> subprocess.Popen:
+def launch(
+    state: str, conf: str, name: str, cls: str, heap: str = "256m", env: dict | None = None
+) -> subprocess.Popen:
     """One daemon in its own session, output to STATE/NAME.log, PID in STATE/NAME.pid."""
     with open(os.path.join(state, name + ".log"), "w") as out:
-        proc = subprocess.Popen(java_cmd(conf, cls, heap=heap), stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env or daemon_env(conf))
+        proc = subprocess.Popen(
+            java_cmd(conf, cls, heap=heap),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env or daemon_env(conf),
+        )
     with open(os.path.join(state, name + ".pid"), "w") as f:
         f.write(str(proc.pid))
     return proc
@@ -280,14 +390,19 @@ def http_json(url: str, timeout: float = 5.0):
 def hdfs_ready(info: dict) -> bool:
     """The NameNode is out of safe mode with one live DataNode that has reported its blocks."""
     try:
-        beans = http_json(info["webhdfs"] + "/jmx?qry=Hadoop:service=NameNode,"
-                          "name=FSNamesystemState")["beans"]
-        system = http_json(info["webhdfs"] + "/jmx?qry=Hadoop:service=NameNode,"
-                           "name=NameNodeInfo")["beans"]
+        beans = http_json(
+            info["webhdfs"] + "/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState"
+        )["beans"]
+        system = http_json(info["webhdfs"] + "/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo")[
+            "beans"
+        ]
     except (OSError, ValueError, KeyError):
         return False
-    return bool(beans and system) and beans[0].get("NumLiveDataNodes") == 1 \
+    return (
+        bool(beans and system)
+        and beans[0].get("NumLiveDataNodes") == 1
         and system[0].get("Safemode") == ""
+    )
 
 
 def wait_ready(state: str, procs: dict, ready, timeout: float = READY_TIMEOUT) -> bool:
@@ -299,13 +414,17 @@ def wait_ready(state: str, procs: dict, ready, timeout: float = READY_TIMEOUT) -
             return True
         dead = [n for n, p in procs.items() if p.poll() is not None]  # our children: no reuse
         if dead:
-            log(f"{', '.join(dead)} exited during start-up; its last output:\n"
-                + "\n".join(tail(state, n) for n in dead))
+            log(
+                f"{', '.join(dead)} exited during start-up; its last output:\n"
+                + "\n".join(tail(state, n) for n in dead)
+            )
             stop_children(procs, state)
             return False
         time.sleep(0.3)
-    log(f"not ready after {timeout:.0f}s; the logs' ends:\n"
-        + "\n".join(f"--- {n}\n{tail(state, n, 1500)}" for n in procs))
+    log(
+        f"not ready after {timeout:.0f}s; the logs' ends:\n"
+        + "\n".join(f"--- {n}\n{tail(state, n, 1500)}" for n in procs)
+    )
     stop_children(procs, state)
     return False
 
@@ -393,10 +512,14 @@ def env_lines(state: str) -> list[str]:
     with open(os.path.join(state, "urls")) as f:
         url, webhdfs = f.read().split()[:2]
     conf = os.path.join(state, "conf")
-    return [f"export SPARKTF_TEST_HDFS={url}", f"export SPARKTF_WEBHDFS_URL={webhdfs}",
-            f"export HADOOP_CONF_DIR={conf}", f"export CLASSPATH={classpath(conf)}",
-            f"export ARROW_LIBHDFS_DIR={os.path.join(cache_dir(), 'native')}",
-            f"export JAVA_HOME={java_home()}"]
+    return [
+        f"export SPARKTF_TEST_HDFS={url}",
+        f"export SPARKTF_WEBHDFS_URL={webhdfs}",
+        f"export HADOOP_CONF_DIR={conf}",
+        f"export CLASSPATH={classpath(conf)}",
+        f"export ARROW_LIBHDFS_DIR={os.path.join(cache_dir(), 'native')}",
+        f"export JAVA_HOME={java_home()}",
+    ]
 
 
 def start_hdfs(state: str) -> tuple[dict, dict] | None:
@@ -412,8 +535,10 @@ def start_hdfs(state: str) -> tuple[dict, dict] | None:
         return None
     with open(os.path.join(state, "urls"), "w") as f:
         f.write(f"{info['url']} {info['webhdfs']}\n")
-    procs = {"namenode": launch(state, conf, "namenode", NAMENODE),
-             "datanode": launch(state, conf, "datanode", DATANODE)}
+    procs = {
+        "namenode": launch(state, conf, "namenode", NAMENODE),
+        "datanode": launch(state, conf, "datanode", DATANODE),
+    }
     if not wait_ready(state, procs, lambda: hdfs_ready(info)):
         return None
     return info, procs

@@ -32,22 +32,25 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import hdfs_test_cluster as hadoop  # noqa: E402  (the shared jars, configuration and daemons)
+import hdfs_test_cluster as hadoop
 
 hadoop.PREFIX = "yarn-test-cluster"
 
 RESOURCEMANAGER = "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager"
 NODEMANAGER = "org.apache.hadoop.yarn.server.nodemanager.NodeManager"
-CLI = {"logs": "org.apache.hadoop.yarn.client.cli.LogsCLI",
-       "application": "org.apache.hadoop.yarn.client.cli.ApplicationCLI",
-       "node": "org.apache.hadoop.yarn.client.cli.NodeCLI",
-       "dfs": "org.apache.hadoop.fs.FsShell"}
+CLI = {
+    "logs": "org.apache.hadoop.yarn.client.cli.LogsCLI",
+    "application": "org.apache.hadoop.yarn.client.cli.ApplicationCLI",
+    "node": "org.apache.hadoop.yarn.client.cli.NodeCLI",
+    "dfs": "org.apache.hadoop.fs.FsShell",
+}
 STOP_ORDER = ["nodemanager", "resourcemanager", "datanode", "namenode"]
 
 
 def state_dir() -> str:
     return os.environ.get("SPARKTF_YARN_DIR") or os.path.join(
-        tempfile.gettempdir(), f"sparktf-yarn-{os.getuid()}")
+        tempfile.gettempdir(), f"sparktf-yarn-{os.getuid()}"
+    )
 
 
 def log(msg: str) -> None:
@@ -56,63 +59,71 @@ def log(msg: str) -> None:
 
 def write_yarn_conf(state: str, conf: str) -> dict:
     """yarn-site.xml and capacity-scheduler.xml beside the HDFS files; the addresses."""
-    ports = {n: hadoop.free_port() for n in ("rm", "sched", "tracker", "admin", "web",
-                                             "nm", "nm_web", "localizer")}
+    ports = {
+        n: hadoop.free_port()
+        for n in ("rm", "sched", "tracker", "admin", "web", "nm", "nm_web", "localizer")
+    }
     memory = int(os.environ.get("SPARKTF_YARN_MEMORY_MB", "12288"))
     vcores = int(os.environ.get("SPARKTF_YARN_VCORES", "8"))
     nm = os.path.join(state, "nm")
-    hadoop.write_site(conf, "yarn-site.xml", {
-        "yarn.resourcemanager.hostname": "127.0.0.1",
-        "yarn.resourcemanager.address": f"127.0.0.1:{ports['rm']}",
-        "yarn.resourcemanager.scheduler.address": f"127.0.0.1:{ports['sched']}",
-        "yarn.resourcemanager.resource-tracker.address": f"127.0.0.1:{ports['tracker']}",
-        "yarn.resourcemanager.admin.address": f"127.0.0.1:{ports['admin']}",
-        "yarn.resourcemanager.webapp.address": f"127.0.0.1:{ports['web']}",
-        "yarn.nodemanager.hostname": "127.0.0.1",
-        "yarn.nodemanager.address": f"127.0.0.1:{ports['nm']}",
-        "yarn.nodemanager.webapp.address": f"127.0.0.1:{ports['nm_web']}",
-        "yarn.nodemanager.localizer.address": f"127.0.0.1:{ports['localizer']}",
-        "yarn.nodemanager.resource.memory-mb": memory,
-        "yarn.nodemanager.resource.cpu-vcores": vcores,
-        "yarn.scheduler.minimum-allocation-mb": 256,
-        "yarn.scheduler.maximum-allocation-mb": memory,
-        "yarn.scheduler.maximum-allocation-vcores": vcores,
-        # a container's processes (JVM + Python workers + TF process) over its size: killed
-        "yarn.nodemanager.pmem-check-enabled": "true",
-        "yarn.nodemanager.vmem-check-enabled": "false",
-        # Hadoop 3.5's monitor skips its own check when "strict" (cgroups) enforcement is on,
-        # which it is by default even without cgroups: nothing was ever killed for memory
-        "yarn.nodemanager.resource.memory.enforced": "false",
-        "yarn.nodemanager.container-monitor.interval-ms": 1000,
-        "yarn.nodemanager.local-dirs": os.path.join(nm, "local"),
-        "yarn.nodemanager.log-dirs": os.path.join(nm, "logs"),
-        # a shared developer disk may be fuller than YARN's default 90 %: not "unhealthy"
-        "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": 99.9,
-        "yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb": 512,
-        "yarn.log-aggregation-enable": "true",
-        "yarn.nodemanager.remote-app-log-dir": "/tmp/logs",
-        "yarn.log-aggregation.retain-seconds": 86400,
-        "yarn.nodemanager.env-whitelist":
-            "JAVA_HOME,HADOOP_COMMON_HOME,HADOOP_HDFS_HOME,HADOOP_CONF_DIR,"
+    hadoop.write_site(
+        conf,
+        "yarn-site.xml",
+        {
+            "yarn.resourcemanager.hostname": "127.0.0.1",
+            "yarn.resourcemanager.address": f"127.0.0.1:{ports['rm']}",
+            "yarn.resourcemanager.scheduler.address": f"127.0.0.1:{ports['sched']}",
+            "yarn.resourcemanager.resource-tracker.address": f"127.0.0.1:{ports['tracker']}",
+            "yarn.resourcemanager.admin.address": f"127.0.0.1:{ports['admin']}",
+            "yarn.resourcemanager.webapp.address": f"127.0.0.1:{ports['web']}",
+            "yarn.nodemanager.hostname": "127.0.0.1",
+            "yarn.nodemanager.address": f"127.0.0.1:{ports['nm']}",
+            "yarn.nodemanager.webapp.address": f"127.0.0.1:{ports['nm_web']}",
+            "yarn.nodemanager.localizer.address": f"127.0.0.1:{ports['localizer']}",
+            "yarn.nodemanager.resource.memory-mb": memory,
+            "yarn.nodemanager.resource.cpu-vcores": vcores,
+            "yarn.scheduler.minimum-allocation-mb": 256,
+            "yarn.scheduler.maximum-allocation-mb": memory,
+            "yarn.scheduler.maximum-allocation-vcores": vcores,
+            # a container's processes (JVM + Python workers + TF process) over its size: killed
+            "yarn.nodemanager.pmem-check-enabled": "true",
+            "yarn.nodemanager.vmem-check-enabled": "false",
+            # Hadoop 3.5's monitor skips its own check when "strict" (cgroups) enforcement is on,
+            # which it is by default even without cgroups: nothing was ever killed for memory
+            "yarn.nodemanager.resource.memory.enforced": "false",
+            "yarn.nodemanager.container-monitor.interval-ms": 1000,
+            "yarn.nodemanager.local-dirs": os.path.join(nm, "local"),
+            "yarn.nodemanager.log-dirs": os.path.join(nm, "logs"),
+            # a shared developer disk may be fuller than YARN's default 90 %: not "unhealthy"
+            "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": 99.9,
+            "yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb": 512,
+            "yarn.log-aggregation-enable": "true",
+            "yarn.nodemanager.remote-app-log-dir": "/tmp/logs",
+            "yarn.log-aggregation.retain-seconds": 86400,
+            "yarn.nodemanager.env-whitelist": "JAVA_HOME,HADOOP_COMMON_HOME,HADOOP_HDFS_HOME,HADOOP_CONF_DIR,"
             "HADOOP_YARN_HOME,PATH,LANG,TZ",
-        # a killed container's processes get SIGTERM, then SIGKILL this much later
-        "yarn.nodemanager.sleep-delay-before-sigkill.ms": 250,
-        "yarn.resourcemanager.nodemanager-connect-retries": 10,
-        "yarn.nodemanager.resourcemanager.minimum.version": "NONE",
-    })
-    hadoop.write_site(conf, "capacity-scheduler.xml", {
-        "yarn.scheduler.capacity.root.queues": "default",
-        "yarn.scheduler.capacity.root.default.capacity": 100,
-        "yarn.scheduler.capacity.root.default.maximum-capacity": 100,
-        # the default 0.1 leaves ApplicationMasters 1.2 GB of 12: a cluster-mode driver
-        # (1 GB + overhead) would wait forever as ACCEPTED
-        "yarn.scheduler.capacity.maximum-am-resource-percent": 0.5,
-        "yarn.scheduler.capacity.root.default.acl_submit_applications": "*",
-        "yarn.scheduler.capacity.root.default.acl_administer_queue": "*",
-    })
+            # a killed container's processes get SIGTERM, then SIGKILL this much later
+            "yarn.nodemanager.sleep-delay-before-sigkill.ms": 250,
+            "yarn.resourcemanager.nodemanager-connect-retries": 10,
+            "yarn.nodemanager.resourcemanager.minimum.version": "NONE",
+        },
+    )
+    hadoop.write_site(
+        conf,
+        "capacity-scheduler.xml",
+        {
+            "yarn.scheduler.capacity.root.queues": "default",
+            "yarn.scheduler.capacity.root.default.capacity": 100,
+            "yarn.scheduler.capacity.root.default.maximum-capacity": 100,
+            # the default 0.1 leaves ApplicationMasters 1.2 GB of 12: a cluster-mode driver
+            # (1 GB + overhead) would wait forever as ACCEPTED
+            "yarn.scheduler.capacity.maximum-am-resource-percent": 0.5,
+            "yarn.scheduler.capacity.root.default.acl_submit_applications": "*",
+            "yarn.scheduler.capacity.root.default.acl_administer_queue": "*",
+        },
+    )
     os.makedirs(os.path.join(conf, "webapps", "nodemanager"), exist_ok=True)
-    return {"rm_web": f"http://127.0.0.1:{ports['web']}",
-            "rm": f"127.0.0.1:{ports['rm']}"}
+    return {"rm_web": f"http://127.0.0.1:{ports['web']}", "rm": f"127.0.0.1:{ports['rm']}"}
 
 
 def yarn_ready(rm_web: str) -> bool:
@@ -138,19 +149,27 @@ def start(state: str) -> int:
         f.write(f"{addresses['rm_web']}\n")
     # log aggregation's root, world-writable as on a real cluster (the NodeManager writes there
     # as the application's user)
-    shell = subprocess.run(hadoop.java_cmd(conf, CLI["dfs"], "-mkdir", "-p", "/tmp/logs",
-                                           "/user"), capture_output=True, text=True,
-                           env=hadoop.daemon_env(conf), timeout=120)
-    chmod = subprocess.run(hadoop.java_cmd(conf, CLI["dfs"], "-chmod", "1777", "/tmp",
-                                           "/tmp/logs", "/user"),
-                           capture_output=True, text=True, env=hadoop.daemon_env(conf),
-                           timeout=120)
+    shell = subprocess.run(
+        hadoop.java_cmd(conf, CLI["dfs"], "-mkdir", "-p", "/tmp/logs", "/user"),
+        capture_output=True,
+        text=True,
+        env=hadoop.daemon_env(conf),
+        timeout=120,
+    )
+    chmod = subprocess.run(
+        hadoop.java_cmd(conf, CLI["dfs"], "-chmod", "1777", "/tmp", "/tmp/logs", "/user"),
+        capture_output=True,
+        text=True,
+        env=hadoop.daemon_env(conf),
+        timeout=120,
+    )
     if shell.returncode or chmod.returncode:
         log(f"could not create /tmp/logs on HDFS:\n{shell.stderr[-2000:]}{chmod.stderr[-2000:]}")
         hadoop.stop_children(procs, state)
         return 1
-    procs["resourcemanager"] = hadoop.launch(state, conf, "resourcemanager", RESOURCEMANAGER,
-                                             heap="512m")
+    procs["resourcemanager"] = hadoop.launch(
+        state, conf, "resourcemanager", RESOURCEMANAGER, heap="512m"
+    )
     procs["nodemanager"] = hadoop.launch(state, conf, "nodemanager", NODEMANAGER, heap="512m")
     if not hadoop.wait_ready(state, procs, lambda: yarn_ready(addresses["rm_web"])):
         return 1
@@ -185,8 +204,12 @@ def status(state: str) -> int:
 def cli(state: str, tool: str, args: list[str]) -> int:
     """Hadoop's `yarn logs|application|node ...` or `hdfs dfs ...`, on the running cluster."""
     sub = args[0] if args else ""
-    if (tool, sub) not in {("yarn", "logs"), ("yarn", "application"), ("yarn", "node"),
-                           ("hdfs", "dfs")}:
+    if (tool, sub) not in {
+        ("yarn", "logs"),
+        ("yarn", "application"),
+        ("yarn", "node"),
+        ("hdfs", "dfs"),
+    }:
         log(f"`{tool} {sub}` is not offered; use: yarn logs|application|node ..., hdfs dfs ...")
         return 2
     conf = os.path.join(state, "conf")

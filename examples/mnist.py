@@ -30,8 +30,11 @@ def main_fn(args, ctx):
     DataFrame, which sparktf feeds (equalized: every node takes the same steps per epoch)."""
     tf, keras = helpers.keras_modules()
     # A node alone has nothing to all-reduce with: TF's default strategy spares it the cost.
-    strategy = (tf.distribute.MultiWorkerMirroredStrategy() if ctx.num_workers > 1
-                else tf.distribute.get_strategy())
+    strategy = (
+        tf.distribute.MultiWorkerMirroredStrategy()
+        if ctx.num_workers > 1
+        else tf.distribute.get_strategy()
+    )
     with strategy.scope():
         model = helpers.build_model(keras)
     # Batches of the global batch size: Keras splits each across the nodes' replicas.
@@ -40,12 +43,18 @@ def main_fn(args, ctx):
 
     print(f"{ctx.name}: training epochs {args.initial_epoch + 1}..{args.epochs}", flush=True)
     with helpers.Checkpoints(tf, keras, model, args, ctx) as callbacks:
-        model.fit(train, epochs=args.epochs, initial_epoch=args.initial_epoch,
-                  callbacks=callbacks + [ctx.keras_callback()],  # progress on the driver
-                  verbose=2 if ctx.is_chief else 0)
+        model.fit(
+            train,
+            epochs=args.epochs,
+            initial_epoch=args.initial_epoch,
+            callbacks=callbacks + [ctx.keras_callback()],  # progress on the driver
+            verbose=2 if ctx.is_chief else 0,
+        )
     helpers.export(model, ctx, args.export_dir)
-    return {"test_accuracy": helpers.evaluate_copy(keras, model, args.test),
-            "export_dir": args.export_dir}
+    return {
+        "test_accuracy": helpers.evaluate_copy(keras, model, args.test),
+        "export_dir": args.export_dir,
+    }
 
 
 # ---------------------------------------------------------------------- the Spark driver
@@ -59,16 +68,25 @@ def main(argv=None):
     sparktf.warm_up(spark)
     args.num_executors = args.num_executors or helpers.nodes_for(spark)
     train_df, args.test, train_size = helpers.load_on_driver(spark, args)
-    print(f"mnist: mirrored, input mode spark, {train_size} training and "
-          f"{len(args.test[1])} held-out images", flush=True)
+    print(
+        f"mnist: mirrored, input mode spark, {train_size} training and "
+        f"{len(args.test[1])} held-out images",
+        flush=True,
+    )
     done = helpers.already_trained(spark, args)
     if done is not False:
         return done
 
-    cluster = sparktf.run(spark.sparkContext, main_fn, args,
-                          num_executors=args.num_executors, tensorboard=args.tensorboard,
-                          log_dir=args.log_dir, env={"TF_CPP_MIN_LOG_LEVEL": "3"},
-                          input_mode=sparktf.InputMode.SPARK)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        main_fn,
+        args,
+        num_executors=args.num_executors,
+        tensorboard=args.tensorboard,
+        log_dir=args.log_dir,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+        input_mode=sparktf.InputMode.SPARK,
+    )
     cluster.train(train_df, num_epochs=args.epochs - args.initial_epoch, shuffle=True)
     result = cluster.shutdown()
     return helpers.report(spark, args, cluster, result, started)

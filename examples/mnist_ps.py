@@ -32,20 +32,27 @@ def main_fn(args, ctx):
 
     def dataset_fn(input_context):
         ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(
-            input_context.num_input_pipelines, input_context.input_pipeline_id)
+            input_context.num_input_pipelines, input_context.input_pipeline_id
+        )
         return ds.shuffle(len(y)).batch(batch).repeat()
 
     with helpers.Checkpoints(tf, keras, model, args, ctx) as callbacks:
-        model.fit(keras.utils.experimental.DatasetCreator(dataset_fn), epochs=args.epochs,
-                  initial_epoch=args.initial_epoch,
-                  steps_per_epoch=args.steps_per_epoch or max(1, len(y) // batch),
-                  callbacks=callbacks, verbose=2)
+        model.fit(
+            keras.utils.experimental.DatasetCreator(dataset_fn),
+            epochs=args.epochs,
+            initial_epoch=args.initial_epoch,
+            steps_per_epoch=args.steps_per_epoch or max(1, len(y) // batch),
+            callbacks=callbacks,
+            verbose=2,
+        )
     # Evaluate and export a plain copy on the chief, its weights read from the ps.
     plain = helpers.build_model(keras)
     plain.set_weights(model.get_weights())
     helpers.export(plain, ctx, args.export_dir)
-    return {"test_accuracy": helpers.evaluate_copy(keras, plain, args.test),
-            "export_dir": args.export_dir}
+    return {
+        "test_accuracy": helpers.evaluate_copy(keras, plain, args.test),
+        "export_dir": args.export_dir,
+    }
 
 
 def main(argv=None):
@@ -53,8 +60,12 @@ def main(argv=None):
 
     p = helpers.parser(__doc__)
     p.add_argument("--num-ps", type=int, default=1, help="parameter servers (default 1)")
-    p.add_argument("--steps-per-epoch", type=helpers.count, default=None,
-                   help="steps per epoch (default: one pass over the data)")
+    p.add_argument(
+        "--steps-per-epoch",
+        type=helpers.count,
+        default=None,
+        help="steps per epoch (default: one pass over the data)",
+    )
     args = helpers.finish(p.parse_args(argv))
     if args.num_ps < 1:
         p.error("ParameterServerStrategy needs --num-ps >= 1")
@@ -64,15 +75,25 @@ def main(argv=None):
     # while the driver loads the held-out digits.
     sparktf.warm_up(spark, dataframes=False, rdds=True)
     _, args.test, train_size = helpers.load_on_driver(spark, args, spark_input=False)
-    print(f"mnist: ps, input mode tensorflow, {train_size} training and "
-          f"{len(args.test[1])} held-out images", flush=True)
+    print(
+        f"mnist: ps, input mode tensorflow, {train_size} training and "
+        f"{len(args.test[1])} held-out images",
+        flush=True,
+    )
     done = helpers.already_trained(spark, args)
     if done is not False:
         return done
 
-    cluster = sparktf.run(spark.sparkContext, main_fn, args, num_ps=args.num_ps,
-                          num_executors=args.num_executors, tensorboard=args.tensorboard,
-                          log_dir=args.log_dir, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+    cluster = sparktf.run(
+        spark.sparkContext,
+        main_fn,
+        args,
+        num_ps=args.num_ps,
+        num_executors=args.num_executors,
+        tensorboard=args.tensorboard,
+        log_dir=args.log_dir,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     if args.tensorboard:
         print(f"mnist: TensorBoard at {cluster.tensorboard_url(timeout=60)}", flush=True)
     result = cluster.shutdown()

@@ -26,30 +26,48 @@ def main_fn(args, ctx):
     per_node_batch = max(1, args.batch_size // ctx.num_workers)
     steps = len(y) // per_node_batch
     if steps == 0:
-        raise RuntimeError(f"{ctx.name} has {len(y)} images, fewer than one batch of "
-                           f"{per_node_batch}: lower --batch-size or give it more data")
+        raise RuntimeError(
+            f"{ctx.name} has {len(y)} images, fewer than one batch of "
+            f"{per_node_batch}: lower --batch-size or give it more data"
+        )
     # The same steps on every node: the smallest shard decides (shards differ by <= 1 file).
     off = tf.data.Options()
     off.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    train = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(y), seed=ctx.rank)
-             .batch(args.batch_size, drop_remainder=True).repeat().with_options(off))
+    train = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .shuffle(len(y), seed=ctx.rank)
+        .batch(args.batch_size, drop_remainder=True)
+        .repeat()
+        .with_options(off)
+    )
 
     print(f"{ctx.name}: training epochs {args.initial_epoch + 1}..{args.epochs}", flush=True)
     with helpers.Checkpoints(tf, keras, model, args, ctx) as callbacks:
-        model.fit(train, epochs=args.epochs, initial_epoch=args.initial_epoch,
-                  steps_per_epoch=args.steps_per_epoch or steps, callbacks=callbacks,
-                  verbose=2 if ctx.is_chief else 0)
+        model.fit(
+            train,
+            epochs=args.epochs,
+            initial_epoch=args.initial_epoch,
+            steps_per_epoch=args.steps_per_epoch or steps,
+            callbacks=callbacks,
+            verbose=2 if ctx.is_chief else 0,
+        )
     helpers.export(model, ctx, args.export_dir)
-    return {"test_accuracy": helpers.evaluate_copy(keras, model, args.test),
-            "export_dir": args.export_dir}
+    return {
+        "test_accuracy": helpers.evaluate_copy(keras, model, args.test),
+        "export_dir": args.export_dir,
+    }
 
 
 def main(argv=None):
     import sparktf
 
     p = helpers.parser(__doc__)
-    p.add_argument("--steps-per-epoch", type=helpers.count, default=None,
-                   help="steps per epoch (default: one pass over the smallest shard)")
+    p.add_argument(
+        "--steps-per-epoch",
+        type=helpers.count,
+        default=None,
+        help="steps per epoch (default: one pass over the smallest shard)",
+    )
     args = helpers.finish(p.parse_args(argv))
     spark = helpers.start_spark("sparktf-mnist-tf-input")
     started = time.time()
@@ -57,16 +75,25 @@ def main(argv=None):
     # while the driver loads the held-out digits.
     sparktf.warm_up(spark, dataframes=False, rdds=True)
     _, args.test, train_size = helpers.load_on_driver(spark, args, spark_input=False)
-    print(f"mnist: mirrored, input mode tensorflow, {train_size} training and "
-          f"{len(args.test[1])} held-out images", flush=True)
+    print(
+        f"mnist: mirrored, input mode tensorflow, {train_size} training and "
+        f"{len(args.test[1])} held-out images",
+        flush=True,
+    )
     done = helpers.already_trained(spark, args)
     if done is not False:
         return done
 
-    cluster = sparktf.run(spark.sparkContext, main_fn, args,
-                          num_executors=args.num_executors, tensorboard=args.tensorboard,
-                          log_dir=args.log_dir, env={"TF_CPP_MIN_LOG_LEVEL": "3"},
-                          input_mode=sparktf.InputMode.TENSORFLOW)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        main_fn,
+        args,
+        num_executors=args.num_executors,
+        tensorboard=args.tensorboard,
+        log_dir=args.log_dir,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+        input_mode=sparktf.InputMode.TENSORFLOW,
+    )
     if args.tensorboard:
         print(f"mnist: TensorBoard at {cluster.tensorboard_url(timeout=60)}", flush=True)
     result = cluster.shutdown()

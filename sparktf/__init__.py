@@ -16,29 +16,44 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "run": "sparktf.driver.cluster", "Cluster": "sparktf.driver.cluster",
-    "InputMode": "sparktf.driver.settings", "Status": "sparktf.driver.state",
+    "run": "sparktf.driver.cluster",
+    "Cluster": "sparktf.driver.cluster",
+    "InputMode": "sparktf.driver.settings",
+    "Status": "sparktf.driver.state",
     "NodeContext": "sparktf.node.context",
-    "SparkTFError": "sparktf.errors", "ConfigError": "sparktf.errors",
-    "NodeError": "sparktf.errors", "SparkJobError": "sparktf.errors",
-    "ClusterTimeoutError": "sparktf.errors", "ClusterStateError": "sparktf.errors",
-    "predict": "sparktf.predictor", "ModelChangedError": "sparktf.predictor",
+    "SparkTFError": "sparktf.errors",
+    "ConfigError": "sparktf.errors",
+    "NodeError": "sparktf.errors",
+    "SparkJobError": "sparktf.errors",
+    "ClusterTimeoutError": "sparktf.errors",
+    "ClusterStateError": "sparktf.errors",
+    "predict": "sparktf.predictor",
+    "ModelChangedError": "sparktf.predictor",
     "warm_up": "sparktf.driver.warmup",
-    "WarmUp": "sparktf.driver.warmup", "DataFeed": "sparktf.node.feed", "FeedError": "sparktf.errors",
+    "WarmUp": "sparktf.driver.warmup",
+    "DataFeed": "sparktf.node.feed",
+    "FeedError": "sparktf.errors",
 }
 
 __all__ = [*_EXPORTS, "fs", "TFCluster", "TFNode", "__version__"]
 
 if TYPE_CHECKING:
-    from sparktf.node.context import NodeContext
     from sparktf.driver.cluster import Cluster, run
     from sparktf.driver.settings import InputMode
     from sparktf.driver.state import Status
-    from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, FeedError,
-                                NodeError, SparkJobError, SparkTFError)
+    from sparktf.driver.warmup import WarmUp, warm_up
+    from sparktf.errors import (
+        ClusterStateError,
+        ClusterTimeoutError,
+        ConfigError,
+        FeedError,
+        NodeError,
+        SparkJobError,
+        SparkTFError,
+    )
+    from sparktf.node.context import NodeContext
     from sparktf.node.feed import DataFeed
     from sparktf.predictor import ModelChangedError, predict
-    from sparktf.driver.warmup import WarmUp, warm_up
 
 
 def __getattr__(name: str):

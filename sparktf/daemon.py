@@ -81,18 +81,25 @@ def preload(names, err=None) -> dict[str, str]:
                     else:
                         importlib.import_module(name)
                     outcome[name] = ""
-                except BaseException as exc:  # noqa: BLE001 - any failure: report, go on
+                except BaseException as exc:
                     if isinstance(exc, KeyboardInterrupt):
                         raise
                     outcome[name] = f"{type(exc).__name__}: {exc}"
-                    print(f"sparktf.daemon: could not preload {name} ({outcome[name]}); the "
-                          f"Python workers import it themselves (set {PRELOAD_ENV} to change "
-                          f"what is preloaded)", file=err, flush=True)
+                    print(
+                        f"sparktf.daemon: could not preload {name} ({outcome[name]}); the "
+                        f"Python workers import it themselves (set {PRELOAD_ENV} to change "
+                        f"what is preloaded)",
+                        file=err,
+                        flush=True,
+                    )
                 else:
                     took = time.monotonic() - started
                     if os.environ.get("SPARKTF_DAEMON_VERBOSE"):
-                        print(f"sparktf.daemon: preloaded {name} in {took:.2f} s", file=err,
-                              flush=True)
+                        print(
+                            f"sparktf.daemon: preloaded {name} in {took:.2f} s",
+                            file=err,
+                            flush=True,
+                        )
     finally:
         sys.stdout.flush()
         sys.stdout = saved_stdout
@@ -113,10 +120,13 @@ def names_to_preload(environ=os.environ, err=None) -> tuple[str, ...]:
     names = preload_names(environ)
     limit = environ.get("PYSPARK_EXECUTOR_MEMORY_MB")
     if names and limit and limit.isdigit() and int(limit) < MIN_WORKER_MEMORY_MB:
-        print(f"sparktf.daemon: not preloading {', '.join(names)}: spark.executor.pyspark.memory "
-              f"gives each Python worker {limit} MB of address space, and TensorFlow takes "
-              f"about 1.7 GB of it; raise it to {MIN_WORKER_MEMORY_MB} MB or more to preload",
-              file=err or sys.stderr, flush=True)
+        print(
+            f"sparktf.daemon: not preloading {', '.join(names)}: spark.executor.pyspark.memory "
+            f"gives each Python worker {limit} MB of address space, and TensorFlow takes "
+            f"about 1.7 GB of it; raise it to {MIN_WORKER_MEMORY_MB} MB or more to preload",
+            file=err or sys.stderr,
+            flush=True,
+        )
         return ()
     return names
 

@@ -7,7 +7,7 @@ to change.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 class SparkTFError(Exception):
@@ -25,7 +25,7 @@ class ConfigError(SparkTFError, ValueError):
         self.problems = list(problems) or [message]
 
     @classmethod
-    def from_problems(cls, problems: Sequence[str]) -> "ConfigError":
+    def from_problems(cls, problems: Sequence[str]) -> ConfigError:
         if len(problems) == 1:
             return cls(problems[0], problems)
         lines = "\n".join(f"  - {p}" for p in problems)
@@ -90,14 +90,30 @@ class NodeError(SparkTFError, RuntimeError):
     def __reduce__(self):  # keep the error picklable with all its fields
         return (
             _rebuild_node_error,
-            (self.node, self.host, self.reason, self.exc_type, self.exc_message,
-             self.traceback_text, self.output_tail, self.others),
+            (
+                self.node,
+                self.host,
+                self.reason,
+                self.exc_type,
+                self.exc_message,
+                self.traceback_text,
+                self.output_tail,
+                self.others,
+            ),
         )
 
 
 def _rebuild_node_error(node, host, reason, exc_type, exc_message, tb, tail, others):
-    return NodeError(node, host, reason, exc_type=exc_type, exc_message=exc_message,
-                     traceback_text=tb, output_tail=tail, others=others)
+    return NodeError(
+        node,
+        host,
+        reason,
+        exc_type=exc_type,
+        exc_message=exc_message,
+        traceback_text=tb,
+        output_tail=tail,
+        others=others,
+    )
 
 
 class SparkJobError(SparkTFError, RuntimeError):

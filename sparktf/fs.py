@@ -29,6 +29,7 @@ Imports pyarrow or hdfs only when a Hadoop path is used; never tensorflow or pys
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import getpass
 import io
@@ -39,7 +40,7 @@ import threading
 import urllib.parse
 import uuid
 import xml.etree.ElementTree as ET
-from typing import Iterator
+from collections.abc import Iterator
 
 from sparktf.errors import SparkTFError
 
@@ -64,14 +65,15 @@ def _fspath(path, name: str = "path") -> str:
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
     if not isinstance(path, str) or not path:
-        raise TypeError(f"sparktf.fs: {name} must be a non-empty str or os.PathLike, got "
-                        f"{path!r}")
+        raise TypeError(f"sparktf.fs: {name} must be a non-empty str or os.PathLike, got {path!r}")
     scheme = urllib.parse.urlsplit(path).scheme if "://" in path else ""
     if scheme and scheme not in HADOOP_SCHEMES + ("file",):
         # Not a local path either: it would be written to ./s3:/bucket/... on the local disk.
-        raise HadoopFSError(f"sparktf.fs: {path}: {scheme}:// is not a filesystem sparktf.fs "
-                            "reaches; it takes hdfs://, viewfs://, webhdfs:// or local paths "
-                            "(plain or file://)")
+        raise HadoopFSError(
+            f"sparktf.fs: {path}: {scheme}:// is not a filesystem sparktf.fs "
+            "reaches; it takes hdfs://, viewfs://, webhdfs:// or local paths "
+            "(plain or file://)"
+        )
     return path
 
 
@@ -113,9 +115,10 @@ def absolute_path(path: str, default: str | None = None, user: str | None = None
 
 
 def _hadoop_conf(filename: str, key: str) -> str | None:
-    for d in (os.environ.get("HADOOP_CONF_DIR"),
-              os.environ.get("HADOOP_HOME") and os.path.join(os.environ["HADOOP_HOME"],
-                                                              "etc", "hadoop")):
+    for d in (
+        os.environ.get("HADOOP_CONF_DIR"),
+        os.environ.get("HADOOP_HOME") and os.path.join(os.environ["HADOOP_HOME"], "etc", "hadoop"),
+    ):
         if not d or not os.path.exists(os.path.join(d, filename)):
             continue
         try:
@@ -137,7 +140,8 @@ def _split(path: str) -> tuple[str, str, int | None, str]:
         if not d or d.scheme not in HADOOP_SCHEMES or not d.hostname:
             raise HadoopFSError(
                 f"{path}: no NameNode in the path and no Hadoop fs.defaultFS to take it from; "
-                "write hdfs://HOST:PORT/..., or set HADOOP_CONF_DIR (or SPARKTF_DEFAULT_FS)")
+                "write hdfs://HOST:PORT/..., or set HADOOP_CONF_DIR (or SPARKTF_DEFAULT_FS)"
+            )
         host, port = d.hostname, d.port
     return u.scheme, host, port, u.path or "/"
 
@@ -183,10 +187,15 @@ class _Libhdfs(_Backend):
 
         self._pafs = pafs
         self._fs = pafs.HadoopFileSystem(
-            host, port or 8020, user=hadoop_user(),
-            extra_conf={"ipc.client.connect.max.retries": "1",
-                        "ipc.client.connect.max.retries.on.timeouts": "1",
-                        "ipc.client.connect.timeout": str(int(CONNECT_TIMEOUT * 1000))})
+            host,
+            port or 8020,
+            user=hadoop_user(),
+            extra_conf={
+                "ipc.client.connect.max.retries": "1",
+                "ipc.client.connect.max.retries.on.timeouts": "1",
+                "ipc.client.connect.timeout": str(int(CONNECT_TIMEOUT * 1000)),
+            },
+        )
         # Fail here, not at the first real call (a file's status reads as "not found" when
         # the NameNode is down; a listing raises).
         self._fs.get_file_info(pafs.FileSelector("/"))
@@ -206,8 +215,10 @@ class _Libhdfs(_Backend):
 
     def scan(self, path):
         kinds = {self._pafs.FileType.Directory: "dir", self._pafs.FileType.File: "file"}
-        return sorted((os.path.basename(i.path.rstrip("/")), kinds.get(i.type), i.size or 0)
-                      for i in self._fs.get_file_info(self._pafs.FileSelector(path)))
+        return sorted(
+            (os.path.basename(i.path.rstrip("/")), kinds.get(i.type), i.size or 0)
+            for i in self._fs.get_file_info(self._pafs.FileSelector(path))
+        )
 
     def makedirs(self, path):
         self._fs.create_dir(path, recursive=True)
@@ -240,8 +251,7 @@ class _WebHDFS(_Backend):
 
         self._hdfs = hdfs
         self.url = url
-        self._client = hdfs.InsecureClient(url, user=hadoop_user(),
-                                           timeout=(CONNECT_TIMEOUT, 120))
+        self._client = hdfs.InsecureClient(url, user=hadoop_user(), timeout=(CONNECT_TIMEOUT, 120))
         self._client.status("/")  # fail here, not at the first real call
 
     def info(self, path):
@@ -254,12 +264,17 @@ class _WebHDFS(_Backend):
         st = self._client.status(path, strict=False)
         if st is None:
             return None
-        return (("dir" if st["type"] == "DIRECTORY" else "file"), st.get("length", 0),
-                int(st.get("modificationTime", 0)) * 1_000_000)  # (milliseconds)
+        return (
+            ("dir" if st["type"] == "DIRECTORY" else "file"),
+            st.get("length", 0),
+            int(st.get("modificationTime", 0)) * 1_000_000,
+        )  # (milliseconds)
 
     def scan(self, path):
-        return sorted((name, "dir" if st["type"] == "DIRECTORY" else "file",
-                       st.get("length", 0)) for name, st in self._client.list(path, status=True))
+        return sorted(
+            (name, "dir" if st["type"] == "DIRECTORY" else "file", st.get("length", 0))
+            for name, st in self._client.list(path, status=True)
+        )
 
     def makedirs(self, path):
         self._client.makedirs(path)
@@ -289,7 +304,7 @@ class _WebHDFSReader(io.RawIOBase):
 
     def readinto(self, b):
         data = self._resp.read(len(b))
-        b[:len(data)] = data
+        b[: len(data)] = data
         return len(data)
 
     def close(self):
@@ -309,8 +324,9 @@ def _webhdfs_urls(host: str, port: int | None) -> list[str]:
         d = urllib.parse.urlsplit(fs) if fs else None
         if not d or d.scheme not in HADOOP_SCHEMES or (d.hostname, d.port) == (host, port):
             return [given]
-    conf = (os.environ.get("SPARKTF_NAMENODE_HTTP")
-            or _hadoop_conf("hdfs-site.xml", "dfs.namenode.http-address"))
+    conf = os.environ.get("SPARKTF_NAMENODE_HTTP") or _hadoop_conf(
+        "hdfs-site.xml", "dfs.namenode.http-address"
+    )
     if conf:
         h, _, p = conf.rpartition(":")
         return [f"http://{host if h in ('', '0.0.0.0') else h}:{p}"]
@@ -320,11 +336,12 @@ def _webhdfs_urls(host: str, port: int | None) -> list[str]:
 def _libhdfs_missing() -> str | None:
     """What libhdfs needs and is not there (None when all seems present)."""
     d = os.environ.get("ARROW_LIBHDFS_DIR") or (
-        os.environ.get("HADOOP_HOME") and os.path.join(os.environ["HADOOP_HOME"], "lib",
-                                                       "native"))
+        os.environ.get("HADOOP_HOME") and os.path.join(os.environ["HADOOP_HOME"], "lib", "native")
+    )
     if not d or not os.path.exists(os.path.join(d, "libhdfs.so")):
-        return ("no libhdfs.so (set ARROW_LIBHDFS_DIR to the directory that holds it, or "
-                "HADOOP_HOME)")
+        return (
+            "no libhdfs.so (set ARROW_LIBHDFS_DIR to the directory that holds it, or HADOOP_HOME)"
+        )
     if "hadoop-common" not in os.environ.get("CLASSPATH", ""):
         return "no Hadoop jars on CLASSPATH (set CLASSPATH=$(hadoop classpath --glob))"
     if not os.environ.get("JAVA_HOME"):  # pyarrow finds libjvm through it: take java's
@@ -354,11 +371,14 @@ def backend(path: str) -> _Backend:
                 try:
                     _BACKENDS[key] = _Libhdfs(host, port)
                     return _BACKENDS[key]
-                except Exception as exc:  # noqa: BLE001 - reported with the other tries
+                except Exception as exc:
                     tried.append(f"libhdfs: {_cause(exc)}")
         if forced in (None, "", "webhdfs"):
-            urls = ([f"http://{host}:{port}"] if scheme == "webhdfs" and port
-                    else _webhdfs_urls(host, port))
+            urls = (
+                [f"http://{host}:{port}"]
+                if scheme == "webhdfs" and port
+                else _webhdfs_urls(host, port)
+            )
             for url in urls:
                 try:
                     _BACKENDS[key] = _WebHDFS(url)
@@ -366,14 +386,16 @@ def backend(path: str) -> _Backend:
                 except ImportError:
                     tried.append("webhdfs: the hdfs package is not installed (pip install hdfs)")
                     break
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     tried.append(f"webhdfs at {url}: {_cause(exc)}")
         raise HadoopFSError(
             f"{path}: cannot reach HDFS at {host}:{port or ''}{_probe(host, port or 8020)}; "
-            "tried " + "; ".join(tried)
+            "tried "
+            + "; ".join(tried)
             + ". Check that the NameNode runs and the address is right; for libhdfs set "
             "ARROW_LIBHDFS_DIR and CLASSPATH=$(hadoop classpath --glob), for WebHDFS "
-            "SPARKTF_WEBHDFS_URL=http://namenode:port")
+            "SPARKTF_WEBHDFS_URL=http://namenode:port"
+        )
 
 
 def _probe(host: str, port: int) -> str:
@@ -386,7 +408,7 @@ def _probe(host: str, port: int) -> str:
             return ""
     except ConnectionRefusedError:
         return " (connection refused: is the NameNode running, and is the port right?)"
-    except socket.timeout:
+    except TimeoutError:
         return " (no answer within 3 s)"
     except OSError as exc:
         return f" ({exc})"
@@ -408,13 +430,17 @@ def _call(path: str, what: str, fn, *args):
         return fn(*args)
     except HadoopFSError:
         raise
-    except Exception as exc:  # noqa: BLE001 - every backend error becomes one kind
+    except Exception as exc:
         text = f"{type(exc).__name__}: {exc}"
         low = text.lower()
         if "permission" in low or "accesscontrol" in low:
             cause = "permission denied"
-        elif ("filenotfound" in low or "not found" in low or "does not exist" in low
-              or "no such file" in low):
+        elif (
+            "filenotfound" in low
+            or "not found" in low
+            or "does not exist" in low
+            or "no such file" in low
+        ):
             cause = "no such file or directory"
         elif "refused" in low or "timed out" in low or "timeout" in low:
             cause = "the NameNode or a DataNode did not answer"
@@ -494,8 +520,9 @@ def list_files(path: str) -> list[str]:
         out = []
         for d, dirs, files in os.walk(root):
             dirs[:] = [x for x in dirs if not x.startswith(skip)]
-            out += [os.path.join(d, f) for f in files
-                    if not f.startswith(skip) and _TMP_MARK not in f]
+            out += [
+                os.path.join(d, f) for f in files if not f.startswith(skip) and _TMP_MARK not in f
+            ]
         return sorted(out)
     out = []
     for name, kind, _ in _scan(path):
@@ -540,7 +567,7 @@ def rename(src: str, dst: str) -> None:
 
 
 @contextlib.contextmanager
-def open(path: str, mode: str = "rb") -> Iterator:  # noqa: A001 - as io.open
+def open(path: str, mode: str = "rb") -> Iterator:
     """A binary file: ``rb`` streams it; ``wb`` writes a local temporary file and puts it in
     place atomically when the block ends without an error."""
     path = _fspath(path)
@@ -548,7 +575,7 @@ def open(path: str, mode: str = "rb") -> Iterator:  # noqa: A001 - as io.open
         raise ValueError(f"sparktf.fs.open supports 'rb' and 'wb', not {mode!r}")
     if not is_hadoop(path):
         if mode == "rb":
-            with io.open(_local(path), "rb") as f:
+            with builtins.open(_local(path), "rb") as f:
                 yield f
         else:
             with _atomic_local_file(_local(path)) as f:
@@ -611,12 +638,13 @@ def _swap_in(path: str, tmp: str, target: str, exists, rename, remove) -> None:
     except BaseException as exc:
         try:
             rename(aside, target)
-        except BaseException:  # noqa: BLE001 - reported with the rename's own error
+        except BaseException:
             kept = _sibling_tmp(path, suffix)
             raise HadoopFSError(
                 f"{path}: the new version could not be renamed into place ({_cause(exc)}), "
                 f"nor could what was there be put back: what was there is kept at {kept}; "
-                f"rename it to {path} to restore it") from exc
+                f"rename it to {path} to restore it"
+            ) from exc
         raise
     with contextlib.suppress(Exception):  # (a leftover is skipped by listings)
         remove(aside)
@@ -638,9 +666,14 @@ def _put_atomically(path: str, write) -> None:
     _call(path, "mkdir", b.makedirs, os.path.dirname(p.rstrip("/")) or "/")
     try:
         write(b, tmp)
-        _swap_in(path, tmp, p, exists=lambda x: _call(path, "status", b.info, x)[0] is not None,
-                 rename=lambda src, dst: _call(path, "rename", b.rename, src, dst),
-                 remove=lambda x: b.delete(x, True))
+        _swap_in(
+            path,
+            tmp,
+            p,
+            exists=lambda x: _call(path, "status", b.info, x)[0] is not None,
+            rename=lambda src, dst: _call(path, "rename", b.rename, src, dst),
+            remove=lambda x: b.delete(x, True),
+        )
     except BaseException:
         with contextlib.suppress(Exception):
             b.delete(tmp, True)
@@ -672,7 +705,7 @@ def upload(local: str, remote: str) -> None:
         _upload_local(local, remote)
         return
     if not os.path.isdir(local):
-        with io.open(local, "rb") as f:
+        with builtins.open(local, "rb") as f:
             _put_file(remote, f)
         return
     _put_atomically(remote, lambda b, tmp: _upload_tree(b, remote, local, tmp))
@@ -685,8 +718,9 @@ def _upload_local(local: str, remote: str) -> None:
     try:
         (shutil.copytree if os.path.isdir(local) else shutil.copy2)(local, tmp)
         if os.path.isdir(tmp) or (os.path.isdir(target) and not os.path.islink(target)):
-            _swap_in(remote, tmp, target, exists=os.path.lexists, rename=os.rename,
-                     remove=_remove_local)
+            _swap_in(
+                remote, tmp, target, exists=os.path.lexists, rename=os.rename, remove=_remove_local
+            )
         else:
             os.replace(tmp, target)  # a file over a file (or nothing): one atomic rename
     except BaseException:
@@ -702,7 +736,7 @@ def _upload_tree(b: _Backend, remote: str, local: str, target: str) -> None:
         if os.path.isdir(src):
             _upload_tree(b, remote, src, dst)
         else:
-            with io.open(src, "rb") as f:
+            with builtins.open(src, "rb") as f:
                 _call(remote, "write", b.write_from, dst, f)
 
 
@@ -757,8 +791,13 @@ class SyncedDir:
 
     INDEX_FILES = ("checkpoint",)
 
-    def __init__(self, remote: str, direction: str = "up", interval: float | None = None,
-                 download_first: bool = True) -> None:
+    def __init__(
+        self,
+        remote: str,
+        direction: str = "up",
+        interval: float | None = None,
+        download_first: bool = True,
+    ) -> None:
         remote = _fspath(remote, "remote")
         if direction not in ("up", "down"):
             raise ValueError(f"direction must be 'up' or 'down', got {direction!r}")
@@ -785,8 +824,7 @@ class SyncedDir:
         if self.direction == "down" or self.download_first:
             self.pull()
         if self.interval:
-            self._thread = threading.Thread(target=self._loop, name="sparktf-fs-sync",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._loop, name="sparktf-fs-sync", daemon=True)
             self._thread.start()
         return self.local
 
@@ -813,7 +851,7 @@ class SyncedDir:
             try:
                 self.sync()
                 self.error = None
-            except Exception as exc:  # noqa: BLE001 - kept; the final sync raises
+            except Exception as exc:
                 self.error = exc
 
     def _ordered(self, names):
@@ -829,7 +867,7 @@ class SyncedDir:
                     local_files[os.path.relpath(full, self.local)] = (st.st_size, st.st_mtime_ns)
             for rel in self._ordered(local_files):
                 if self._seen.get(rel) != local_files[rel]:
-                    with io.open(os.path.join(self.local, rel), "rb") as f:
+                    with builtins.open(os.path.join(self.local, rel), "rb") as f:
                         _put_file(self._remote(rel), f)
                     self._seen[rel] = local_files[rel]
             for rel in sorted(set(self._seen) - set(local_files)):
@@ -847,8 +885,7 @@ class SyncedDir:
                     target = os.path.join(self.local, rel)
                     os.makedirs(os.path.dirname(target), exist_ok=True)
                     try:
-                        _download_file(b, self._remote(rel), _split(self._remote(rel))[3],
-                                       target)
+                        _download_file(b, self._remote(rel), _split(self._remote(rel))[3], target)
                     except HadoopFSError:
                         if exists(self._remote(rel)):
                             raise
@@ -904,7 +941,26 @@ def keras_sync_callback(synced: SyncedDir):
     return SyncAfterEpoch()
 
 
-__all__ = ["HadoopFSError", "SyncedDir", "absolute_path", "backend", "default_fs", "delete",
-           "download", "exists", "export_dir", "is_hadoop", "isdir", "keras_sync_callback",
-           "list_files", "listdir", "makedirs", "open", "read_bytes", "rename", "stat",
-           "upload", "write_bytes"]
+__all__ = [
+    "HadoopFSError",
+    "SyncedDir",
+    "absolute_path",
+    "backend",
+    "default_fs",
+    "delete",
+    "download",
+    "exists",
+    "export_dir",
+    "is_hadoop",
+    "isdir",
+    "keras_sync_callback",
+    "list_files",
+    "listdir",
+    "makedirs",
+    "open",
+    "read_bytes",
+    "rename",
+    "stat",
+    "upload",
+    "write_bytes",
+]

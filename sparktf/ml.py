@@ -34,13 +34,22 @@ import argparse
 import base64
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pyspark.ml import Estimator, Model
 from pyspark.ml.param import Param, Params, TypeConverters
 from pyspark.ml.param.shared import HasInputCols, HasLabelCol, HasPredictionCol
-from pyspark.ml.util import (DefaultParamsReadable, DefaultParamsReader, DefaultParamsWritable,
-                             DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter)
+from pyspark.ml.util import (
+    DefaultParamsReadable,
+    DefaultParamsReader,
+    DefaultParamsWritable,
+    DefaultParamsWriter,
+    MLReadable,
+    MLReader,
+    MLWritable,
+    MLWriter,
+)
 
 from sparktf import fs, predictor
 from sparktf.driver import partition
@@ -50,27 +59,47 @@ from sparktf.errors import ConfigError, SparkTFError
 class _TFParams(HasInputCols, HasPredictionCol):
     """Params shared by the estimator and the model."""
 
-    exportDir = Param(Params._dummy(), "exportDir",
-                      "the estimator's: the directory under which each fit exports its "
-                      "SavedModel, in a directory of its own; the model's: that SavedModel's "
-                      "directory (local on every host, or a Hadoop path)",
-                      typeConverter=TypeConverters.toString)
-    batchSize = Param(Params._dummy(), "batchSize",
-                      "rows per batch: the global batch in training, per call in transform",
-                      typeConverter=TypeConverters.toInt)
-    outputType = Param(Params._dummy(), "outputType",
-                       "transform's column type: 'double' or 'array<double>'",
-                       typeConverter=TypeConverters.toString)
-    signature = Param(Params._dummy(), "signature", "the SavedModel signature transform calls",
-                      typeConverter=TypeConverters.toString)
-    outputKey = Param(Params._dummy(), "outputKey",
-                      "which output of the signature (default: the first by name)",
-                      typeConverter=TypeConverters.toString)
+    exportDir = Param(
+        Params._dummy(),
+        "exportDir",
+        "the estimator's: the directory under which each fit exports its "
+        "SavedModel, in a directory of its own; the model's: that SavedModel's "
+        "directory (local on every host, or a Hadoop path)",
+        typeConverter=TypeConverters.toString,
+    )
+    batchSize = Param(
+        Params._dummy(),
+        "batchSize",
+        "rows per batch: the global batch in training, per call in transform",
+        typeConverter=TypeConverters.toInt,
+    )
+    outputType = Param(
+        Params._dummy(),
+        "outputType",
+        "transform's column type: 'double' or 'array<double>'",
+        typeConverter=TypeConverters.toString,
+    )
+    signature = Param(
+        Params._dummy(),
+        "signature",
+        "the SavedModel signature transform calls",
+        typeConverter=TypeConverters.toString,
+    )
+    outputKey = Param(
+        Params._dummy(),
+        "outputKey",
+        "which output of the signature (default: the first by name)",
+        typeConverter=TypeConverters.toString,
+    )
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self._setDefault(batchSize=64, outputType="double", signature="serving_default",
-                         predictionCol="prediction")
+        self._setDefault(
+            batchSize=64,
+            outputType="double",
+            signature="serving_default",
+            predictionCol="prediction",
+        )
 
     def _output_key(self) -> str | None:
         return self.getOrDefault(self.outputKey) if self.isDefined(self.outputKey) else None
@@ -79,10 +108,17 @@ class _TFParams(HasInputCols, HasPredictionCol):
 class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
     """A SavedModel applied to a DataFrame on the executors (``sparktf.predict``)."""
 
-    def __init__(self, *, exportDir: str | None = None, inputCols: list[str] | None = None,
-                 predictionCol: str = "prediction", batchSize: int = 1024,
-                 outputType: str = "double", signature: str = "serving_default",
-                 outputKey: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        exportDir: str | None = None,
+        inputCols: list[str] | None = None,
+        predictionCol: str = "prediction",
+        batchSize: int = 1024,
+        outputType: str = "double",
+        signature: str = "serving_default",
+        outputKey: str | None = None,
+    ) -> None:
         super().__init__()
         self._set(**_given(locals()))
 
@@ -93,38 +129,70 @@ class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
             raise ConfigError("TFModel needs exportDir: the SavedModel to apply")
         if not self.isDefined(self.inputCols):
             raise ConfigError("TFModel needs inputCols: the columns fed to the signature")
-        return predict(dataset, self.getOrDefault(self.exportDir), self.getInputCols(),
-                       self.getPredictionCol(), output_type=self.getOrDefault(self.outputType),
-                       signature=self.getOrDefault(self.signature),
-                       output_key=self._output_key(), batch_size=self.getOrDefault(self.batchSize))
+        return predict(
+            dataset,
+            self.getOrDefault(self.exportDir),
+            self.getInputCols(),
+            self.getPredictionCol(),
+            output_type=self.getOrDefault(self.outputType),
+            signature=self.getOrDefault(self.signature),
+            output_key=self._output_key(),
+            batch_size=self.getOrDefault(self.batchSize),
+        )
 
 
 class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
     """Trains ``main_fn`` on a sparktf cluster over the DataFrame given to ``fit``."""
 
-    clusterSize = Param(Params._dummy(), "clusterSize",
-                        "nodes in the cluster (default: every Spark task slot)",
-                        typeConverter=TypeConverters.toInt)
-    numPS = Param(Params._dummy(), "numPS", "parameter servers among them",
-                  typeConverter=TypeConverters.toInt)
-    epochs = Param(Params._dummy(), "epochs", "epochs over the DataFrame",
-                   typeConverter=TypeConverters.toInt)
-    modelDir = Param(Params._dummy(), "modelDir", "checkpoints (args.model_dir)",
-                     typeConverter=TypeConverters.toString)
-    shuffle = Param(Params._dummy(), "shuffle", "shuffle the rows before they are fed",
-                    typeConverter=TypeConverters.toBoolean)
+    clusterSize = Param(
+        Params._dummy(),
+        "clusterSize",
+        "nodes in the cluster (default: every Spark task slot)",
+        typeConverter=TypeConverters.toInt,
+    )
+    numPS = Param(
+        Params._dummy(), "numPS", "parameter servers among them", typeConverter=TypeConverters.toInt
+    )
+    epochs = Param(
+        Params._dummy(), "epochs", "epochs over the DataFrame", typeConverter=TypeConverters.toInt
+    )
+    modelDir = Param(
+        Params._dummy(),
+        "modelDir",
+        "checkpoints (args.model_dir)",
+        typeConverter=TypeConverters.toString,
+    )
+    shuffle = Param(
+        Params._dummy(),
+        "shuffle",
+        "shuffle the rows before they are fed",
+        typeConverter=TypeConverters.toBoolean,
+    )
 
-    def __init__(self, main_fn: Callable | None = None, args: Any = None, *,
-                 inputCols: list[str] | None = None, labelCol: str | None = None,
-                 clusterSize: int | None = None, numPS: int = 0, epochs: int = 1,
-                 batchSize: int = 64, modelDir: str | None = None,
-                 exportDir: str | None = None, shuffle: bool = False,
-                 predictionCol: str = "prediction", outputType: str = "double",
-                 signature: str = "serving_default", outputKey: str | None = None) -> None:
+    def __init__(
+        self,
+        main_fn: Callable | None = None,
+        args: Any = None,
+        *,
+        inputCols: list[str] | None = None,
+        labelCol: str | None = None,
+        clusterSize: int | None = None,
+        numPS: int = 0,
+        epochs: int = 1,
+        batchSize: int = 64,
+        modelDir: str | None = None,
+        exportDir: str | None = None,
+        shuffle: bool = False,
+        predictionCol: str = "prediction",
+        outputType: str = "double",
+        signature: str = "serving_default",
+        outputKey: str | None = None,
+    ) -> None:
         super().__init__()
         if main_fn is not None and not callable(main_fn):
-            raise ConfigError(f"main_fn must be callable as main_fn(args, ctx), got "
-                              f"{type(main_fn).__name__}")
+            raise ConfigError(
+                f"main_fn must be callable as main_fn(args, ctx), got {type(main_fn).__name__}"
+            )
         self.main_fn = main_fn
         self.args = args
         self._setDefault(numPS=0, epochs=1, shuffle=False)
@@ -137,11 +205,15 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
         if export_dir is None and self.isDefined(self.exportDir):
             export_dir = get(self.exportDir)
         return argparse.Namespace(
-            args=self.args, input_cols=self.getInputCols(),
+            args=self.args,
+            input_cols=self.getInputCols(),
             label_col=get(self.labelCol) if self.isDefined(self.labelCol) else None,
-            epochs=get(self.epochs), batch_size=get(self.batchSize), export_dir=export_dir,
+            epochs=get(self.epochs),
+            batch_size=get(self.batchSize),
+            export_dir=export_dir,
             model_dir=get(self.modelDir) if self.isDefined(self.modelDir) else None,
-            num_ps=get(self.numPS))
+            num_ps=get(self.numPS),
+        )
 
     def _fit_dir(self, session) -> str:
         """A directory of this fit's own under ``exportDir``, where nothing is yet (so what is
@@ -162,8 +234,10 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
         if not self.isDefined(self.inputCols):
             problems.append("TFEstimator needs inputCols: the feature columns to feed")
         if not self.isDefined(self.exportDir):
-            problems.append("TFEstimator needs exportDir: where the chief exports the "
-                            "SavedModel that the fitted TFModel applies")
+            problems.append(
+                "TFEstimator needs exportDir: where the chief exports the "
+                "SavedModel that the fitted TFModel applies"
+            )
         if problems:
             raise ConfigError.from_problems(problems)
         cols = list(self.getInputCols())
@@ -171,16 +245,24 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
             cols.append(self.getLabelCol())
         missing = [c for c in cols if c not in dataset.columns]
         if missing:
-            raise ConfigError(f"columns {missing} are not in the DataFrame ({dataset.columns}); "
-                              "check inputCols and labelCol")
+            raise ConfigError(
+                f"columns {missing} are not in the DataFrame ({dataset.columns}); "
+                "check inputCols and labelCol"
+            )
         df = partition.vectors_as_arrays(dataset.select(*cols), cols, dtype="float32")[0]
         size = self.getOrDefault(self.clusterSize) if self.isDefined(self.clusterSize) else None
         export_dir = self._fit_dir(dataset.sparkSession)
-        cluster = sparktf.run(dataset.sparkSession, self.main_fn, self.node_args(export_dir),
-                              num_executors=size, num_ps=self.getOrDefault(self.numPS),
-                              input_mode=sparktf.InputMode.SPARK)
-        cluster.train(df, num_epochs=self.getOrDefault(self.epochs),
-                      shuffle=self.getOrDefault(self.shuffle))
+        cluster = sparktf.run(
+            dataset.sparkSession,
+            self.main_fn,
+            self.node_args(export_dir),
+            num_executors=size,
+            num_ps=self.getOrDefault(self.numPS),
+            input_mode=sparktf.InputMode.SPARK,
+        )
+        cluster.train(
+            df, num_epochs=self.getOrDefault(self.epochs), shuffle=self.getOrDefault(self.shuffle)
+        )
         cluster.shutdown()
         export, missing = predictor.saved_model_missing(dataset.sparkSession, export_dir)
         if missing:
@@ -189,12 +271,16 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
                 "training: the chief's main_fn must export the model to args.export_dir (a "
                 "new directory under exportDir for every fit, not exportDir itself), e.g. "
                 "with sparktf.fs.export_dir(args.export_dir) around model.save() or "
-                "tf.saved_model.save(); the TFModel that fit() returns scores with it")
-        model = TFModel(exportDir=export_dir,
-                        inputCols=self.getInputCols(), predictionCol=self.getPredictionCol(),
-                        outputType=self.getOrDefault(self.outputType),
-                        signature=self.getOrDefault(self.signature),
-                        outputKey=self._output_key())
+                "tf.saved_model.save(); the TFModel that fit() returns scores with it"
+            )
+        model = TFModel(
+            exportDir=export_dir,
+            inputCols=self.getInputCols(),
+            predictionCol=self.getPredictionCol(),
+            outputType=self.getOrDefault(self.outputType),
+            signature=self.getOrDefault(self.signature),
+            outputKey=self._output_key(),
+        )
         return model._resetUid(self.uid.replace("TFEstimator", "TFModel"))
 
     def copy(self, extra=None):
@@ -221,10 +307,12 @@ class _EstimatorWriter(MLWriter):
     def saveImpl(self, path: str) -> None:
         import cloudpickle
 
-        payload = base64.b64encode(cloudpickle.dumps((self.instance.main_fn,
-                                                      self.instance.args))).decode("ascii")
-        DefaultParamsWriter.saveMetadata(self.instance, path, self.sparkSession,
-                                         extraMetadata={"sparktf_payload": payload})
+        payload = base64.b64encode(
+            cloudpickle.dumps((self.instance.main_fn, self.instance.args))
+        ).decode("ascii")
+        DefaultParamsWriter.saveMetadata(
+            self.instance, path, self.sparkSession, extraMetadata={"sparktf_payload": payload}
+        )
 
 
 class _EstimatorReader(MLReader):
@@ -245,7 +333,6 @@ class _EstimatorReader(MLReader):
 
 def _given(values: dict, skip: tuple = ()) -> dict:
     """An ``__init__``'s keyword arguments that were given (not None), as params."""
-    return {k: v for k, v in values.items()
-            if k not in ("self", "__class__") + skip and v is not None}
-
-
+    return {
+        k: v for k, v in values.items() if k not in ("self", "__class__") + skip and v is not None
+    }

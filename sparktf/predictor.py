@@ -52,12 +52,14 @@ def export_identity(model_path: str) -> tuple | None:
     fingerprint = None  # (none before TensorFlow 2.12)
     if fs.stat(f"{root}/fingerprint.pb") is not None:
         fingerprint = hashlib.sha256(fs.read_bytes(f"{root}/fingerprint.pb")).hexdigest()
-    return (fingerprint,) + tuple((rel, st[1], st[2]) if st else (rel, None, None)
-                                  for rel, st in files)
+    return (fingerprint,) + tuple(
+        (rel, st[1], st[2]) if st else (rel, None, None) for rel, st in files
+    )
 
 
-def _serving_fn(model_path: str, signature: str, startup_logs: bool = False,
-                identity: tuple | None = None):
+def _serving_fn(
+    model_path: str, signature: str, startup_logs: bool = False, identity: tuple | None = None
+):
     """The SavedModel's signature function, loaded once per Python worker and export
     (TensorFlow's native start-up lines left off the executor's stderr unless
     ``startup_logs``). ``identity``: the export the driver saw when the call was made (None:
@@ -67,13 +69,16 @@ def _serving_fn(model_path: str, signature: str, startup_logs: bool = False,
 
     now = export_identity(model_path)
     if now is None:
-        raise ConfigError(f"model_path {model_path} holds no saved_model.pb on this executor: "
-                          f"{_not_a_saved_model(model_path, fs.is_hadoop(model_path))}")
+        raise ConfigError(
+            f"model_path {model_path} holds no saved_model.pb on this executor: "
+            f"{_not_a_saved_model(model_path, fs.is_hadoop(model_path))}"
+        )
     if identity is not None and now != identity:
         raise ModelChangedError(
             f"model_path {model_path} holds another export than when predict() was called "
             "(a model was exported there since predict() was called): call predict() (or "
-            "TFModel.transform) again to score with the model there now")
+            "TFModel.transform) again to score with the model there now"
+        )
     key = (model_path, signature)
     cached = _MODELS.get(key)
     if cached is not None and cached[0] == now:
@@ -84,7 +89,8 @@ def _serving_fn(model_path: str, signature: str, startup_logs: bool = False,
     if export_identity(model_path) != now:  # (read half of one export, half of the next)
         raise ModelChangedError(
             f"model_path {model_path} was exported to again while a Python worker loaded it: "
-            "call predict() (or TFModel.transform) again once the export is done")
+            "call predict() (or TFModel.transform) again once the export is done"
+        )
     _MODELS[key] = (now, loaded, fn)
     return fn
 
@@ -110,8 +116,9 @@ def _load(model_path: str, signature: str):
     else:
         loaded = tf.saved_model.load(model_path)
     if signature not in loaded.signatures:
-        raise ConfigError(f"{model_path} has no signature {signature!r}; it has "
-                          f"{sorted(loaded.signatures)}")
+        raise ConfigError(
+            f"{model_path} has no signature {signature!r}; it has {sorted(loaded.signatures)}"
+        )
     return loaded, loaded.signatures[signature]  # the function needs its object
 
 
@@ -136,15 +143,21 @@ def _names(value, what: str, problems: list) -> tuple | None:
     """A str or a non-empty list of distinct str, as a tuple; None (and a problem) otherwise."""
     if isinstance(value, str) and value:
         return (value,)
-    if not isinstance(value, str) and isinstance(value, Sequence) and value and \
-            all(isinstance(v, str) and v for v in value) and len(set(value)) == len(value):
+    if (
+        not isinstance(value, str)
+        and isinstance(value, Sequence)
+        and value
+        and all(isinstance(v, str) and v for v in value)
+        and len(set(value)) == len(value)
+    ):
         return tuple(value)
     problems.append(f"{what} must be a name or a list of distinct names, got {value!r}")
     return None
 
 
-def _output_plan(output_col, output_type, output_key, columns: Sequence[str],
-                 problems: list) -> _Outputs | None:
+def _output_plan(
+    output_col, output_type, output_key, columns: Sequence[str], problems: list
+) -> _Outputs | None:
     """The outputs' plan from ``predict``'s arguments, or None with what is wrong added to
     ``problems``. Pure: the driver's check, table-tested without Spark."""
     n = len(problems)
@@ -152,26 +165,35 @@ def _output_plan(output_col, output_type, output_key, columns: Sequence[str],
     keys = (None,) if output_key is None else _names(output_key, "output_key", problems)
     types = _names(output_type, "output_type", problems)
     if types and any(t not in OUTPUT_TYPES for t in types):
-        problems.append(f"output_type must be one of {list(OUTPUT_TYPES)} (or a list of them, "
-                        f"one per output_key), got {output_type!r}")
+        problems.append(
+            f"output_type must be one of {list(OUTPUT_TYPES)} (or a list of them, "
+            f"one per output_key), got {output_type!r}"
+        )
     taken = [c for c in cols or () if c in columns]
     if taken:
-        problems.append(f"output_col {taken if len(taken) > 1 else repr(taken[0])} "
-                        f"{'are' if len(taken) > 1 else 'is'} already a column; pick another name")
+        problems.append(
+            f"output_col {taken if len(taken) > 1 else repr(taken[0])} "
+            f"{'are' if len(taken) > 1 else 'is'} already a column; pick another name"
+        )
     if not (cols and keys and types):
         return None
     several = not isinstance(output_key, (str, type(None)))
     struct = several and isinstance(output_col, str)
     outputs = f"{len(keys)} output{'s' if len(keys) != 1 else ''}"
     if len(types) not in (1, len(keys)):
-        problems.append(f"output_type lists {len(types)} types for {outputs} ({list(keys)}): "
-                        "give one type per output_key, or one type for all")
+        problems.append(
+            f"output_type lists {len(types)} types for {outputs} ({list(keys)}): "
+            "give one type per output_key, or one type for all"
+        )
     if not struct and len(cols) != len(keys):
         problems.append(
             f"output_col names {len(cols)} columns for {outputs}: "
-            + ("give one column per output_key, or one name for a struct column holding them "
-               "all" if several else "name the signature's outputs to write in output_key (a "
-               "list, one per column)"))
+            + (
+                "give one column per output_key, or one name for a struct column holding them all"
+                if several
+                else "name the signature's outputs to write in output_key (a list, one per column)"
+            )
+        )
     if len(problems) > n:
         return None
     return _Outputs(keys, types * len(keys) if len(types) == 1 else types, cols, struct)
@@ -181,8 +203,9 @@ def _spark_type(output_type: str):
     from pyspark.sql.types import ArrayType, DoubleType, FloatType, IntegerType, LongType
 
     element = _element(output_type)
-    spark = {"float": FloatType, "double": DoubleType, "int": IntegerType,
-             "long": LongType}[element]()
+    spark = {"float": FloatType, "double": DoubleType, "int": IntegerType, "long": LongType}[
+        element
+    ]()
     return ArrayType(spark) if element != output_type else spark
 
 
@@ -192,8 +215,12 @@ def _spark_schema(outputs: _Outputs):
 
     types = [_spark_type(t) for t in outputs.types]
     if outputs.struct:
-        return [StructField(outputs.names[0], StructType(
-            [StructField(k, t) for k, t in zip(outputs.keys, types)]))]
+        return [
+            StructField(
+                outputs.names[0],
+                StructType([StructField(k, t) for k, t in zip(outputs.keys, types)]),
+            )
+        ]
     return [StructField(name, t) for name, t in zip(outputs.names, types)]
 
 
@@ -211,9 +238,16 @@ class _Scorer:
     called every ``batch_size`` rows, each output written into one array of the type asked
     for and handed to Arrow as it is (a list column from its values and offsets)."""
 
-    def __init__(self, model_path: str, signature: str, input_cols: Sequence[str],
-                 outputs: _Outputs, batch_size: int, startup_logs: bool = False,
-                 identity: tuple | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        signature: str,
+        input_cols: Sequence[str],
+        outputs: _Outputs,
+        batch_size: int,
+        startup_logs: bool = False,
+        identity: tuple | None = None,
+    ) -> None:
         self.fn = _serving_fn(model_path, signature, startup_logs, identity)
         self.input_cols, self.batch_size = list(input_cols), batch_size
         self.specs = self.fn.structured_input_signature[1]
@@ -223,17 +257,22 @@ class _Scorer:
                 f"{len(input_cols)} input_cols {list(input_cols)} for a signature with "
                 f"{len(self.inputs)} input{'s' if len(self.inputs) != 1 else ''} "
                 f"({', '.join(self.inputs)}) in {model_path} ({signature!r}): give one column "
-                "per input, in the order of the inputs' sorted names")
+                "per input, in the order of the inputs' sorted names"
+            )
         self.dtypes = [self.specs[name].dtype.as_numpy_dtype for name in self.inputs]
         found = self.fn.structured_outputs
         self.keys = [k if k is not None else sorted(found)[0] for k in outputs.keys]
         missing = [k for k in self.keys if k not in found]
         if missing:
-            listed = ", ".join(f"{k} ({spec.dtype.name}, {_per_row(spec.shape)} per row)"
-                               for k, spec in sorted(found.items()))
-            raise ConfigError(f"output_key {missing if len(missing) > 1 else repr(missing[0])} "
-                              f"{'are not outputs' if len(missing) > 1 else 'is no output'} of "
-                              f"{signature!r} in {model_path}; its outputs: {listed}")
+            listed = ", ".join(
+                f"{k} ({spec.dtype.name}, {_per_row(spec.shape)} per row)"
+                for k, spec in sorted(found.items())
+            )
+            raise ConfigError(
+                f"output_key {missing if len(missing) > 1 else repr(missing[0])} "
+                f"{'are not outputs' if len(missing) > 1 else 'is no output'} of "
+                f"{signature!r} in {model_path}; its outputs: {listed}"
+            )
         self.types, self.checked = outputs.types, False
 
     def score(self, columns: Sequence) -> list:
@@ -243,26 +282,32 @@ class _Scorer:
         from sparktf.node.feed.batches import column_to_numpy
 
         rows = len(columns[0])
-        feeds = [np.asarray(column_to_numpy(c, a), dtype=d)
-                 for c, a, d in zip(self.input_cols, columns, self.dtypes)]
+        feeds = [
+            np.asarray(column_to_numpy(c, a), dtype=d)
+            for c, a, d in zip(self.input_cols, columns, self.dtypes)
+        ]
         if not self.checked and rows:  # rows of one column have one shape: a batch tells
             _check_shapes(dict(zip(self.inputs, feeds)), self.specs, self.input_cols)
         outs: list = [None] * len(self.keys)
         for start in range(0, rows, self.batch_size):
-            got = self.fn(**{name: f[start:start + self.batch_size]
-                             for name, f in zip(self.inputs, feeds)})
+            got = self.fn(
+                **{name: f[start : start + self.batch_size] for name, f in zip(self.inputs, feeds)}
+            )
             for i, key in enumerate(self.keys):
                 values = got[key].numpy()
                 if outs[i] is None:
                     if not self.checked:
-                        _check_output(key, values, self.types[i],
-                                      min(rows - start, self.batch_size))
-                    outs[i] = np.empty((rows,) + values.shape[1:], _NUMPY[_element(
-                        self.types[i])])
-                if values.dtype.kind in "iu" and outs[i].dtype.kind == "i" and \
-                        outs[i].dtype != values.dtype:
+                        _check_output(
+                            key, values, self.types[i], min(rows - start, self.batch_size)
+                        )
+                    outs[i] = np.empty((rows,) + values.shape[1:], _NUMPY[_element(self.types[i])])
+                if (
+                    values.dtype.kind in "iu"
+                    and outs[i].dtype.kind == "i"
+                    and outs[i].dtype != values.dtype
+                ):
                     _check_range(key, values, outs[i].dtype, self.types[i])
-                outs[i][start:start + len(values)] = values
+                outs[i][start : start + len(values)] = values
             self.checked = True
         return [_to_arrow(o, t, rows) for o, t in zip(outs, self.types)]
 
@@ -282,22 +327,28 @@ def _check_output(key: str, values, output_type: str, rows: int) -> None:
     row for a scalar type."""
     element, row = _element(output_type), values.shape[1:]
     if values.ndim == 0 or len(values) != rows:
-        raise ConfigError(f"output {key!r} has shape {values.shape} for {rows} rows in: "
-                          "predict takes outputs with a row per input row (write another "
-                          "output with output_key)")
+        raise ConfigError(
+            f"output {key!r} has shape {values.shape} for {rows} rows in: "
+            "predict takes outputs with a row per input row (write another "
+            "output with output_key)"
+        )
     if values.dtype.kind not in "fiub":
-        raise ConfigError(f"output {key!r} holds {values.dtype} values; output_type "
-                          f"{output_type!r} takes numbers: write another output (output_key)")
+        raise ConfigError(
+            f"output {key!r} holds {values.dtype} values; output_type "
+            f"{output_type!r} takes numbers: write another output (output_key)"
+        )
     if element in ("int", "long") and values.dtype.kind == "f":
         kind = "array<double>" if element != output_type else "double"
         raise ConfigError(
             f"output {key!r} holds {values.dtype} values; output_type {output_type!r} takes "
             f"integer outputs (a class index: tf.argmax in the signature): use "
-            f"{kind!r} for these, or export a signature that returns the integers")
+            f"{kind!r} for these, or export a signature that returns the integers"
+        )
     if element == output_type and math.prod(row) != 1:
         raise ConfigError(
             f"output {key!r} has {math.prod(row)} values per row (shape {row}); output_type "
-            f"{output_type!r} takes one: use 'array<{element}>' for a vector per row")
+            f"{output_type!r} takes one: use 'array<{element}>' for a vector per row"
+        )
 
 
 def _check_range(key: str, values, dtype, output_type: str) -> None:
@@ -305,9 +356,11 @@ def _check_range(key: str, values, dtype, output_type: str) -> None:
 
     info = np.iinfo(dtype)
     if values.size and (values.min() < info.min or values.max() > info.max):
-        raise ConfigError(f"output {key!r} holds {values.dtype} values beyond {dtype}'s range "
-                          f"({values.min()} to {values.max()}); output_type {output_type!r}: "
-                          f"use '{output_type.replace('int', 'long')}'")
+        raise ConfigError(
+            f"output {key!r} holds {values.dtype} values beyond {dtype}'s range "
+            f"({values.min()} to {values.max()}); output_type {output_type!r}: "
+            f"use '{output_type.replace('int', 'long')}'"
+        )
 
 
 def _to_arrow(values, output_type: str, rows: int):
@@ -333,12 +386,14 @@ def _check_shapes(feeds: dict, specs: dict, input_cols: Sequence[str]) -> None:
         if want.rank is None:
             continue
         row, want_row = arr.shape[1:], tuple(want.as_list()[1:])
-        if len(row) != len(want_row) or any(w is not None and w != r
-                                            for w, r in zip(want_row, row)):
+        if len(row) != len(want_row) or any(
+            w is not None and w != r for w, r in zip(want_row, row)
+        ):
             shown = tuple("?" if w is None else w for w in want_row)
             raise ConfigError(
                 f"input_cols {col!r} has rows of shape {row}, but the model's input {name!r} "
-                f"takes {shown} per row: feed a column whose rows have that shape")
+                f"takes {shown} per row: feed a column whose rows have that shape"
+            )
 
 
 def as_executors_read(session, model_path: str, connect: bool = False) -> tuple[str, bool]:
@@ -369,9 +424,11 @@ def saved_model_missing(session, model_path: str, connect: bool = False) -> tupl
 
 def _not_a_saved_model(path: str, hadoop: bool) -> str:
     """Why a path without ``saved_model.pb`` is not what ``predict`` reads, and what to give."""
-    export = ("give the directory a SavedModel was exported to (Keras 3: model.export(dir); "
-              "tf-keras: model.save(dir), a path without .keras or .h5; or "
-              "tf.saved_model.save(model, dir))")
+    export = (
+        "give the directory a SavedModel was exported to (Keras 3: model.export(dir); "
+        "tf-keras: model.save(dir), a path without .keras or .h5; or "
+        "tf.saved_model.save(model, dir))"
+    )
     if path.rstrip("/").lower().endswith((".keras", ".h5", ".hdf5")):
         return f"it is a Keras model file, not a SavedModel directory: {export}"
     if not hadoop and not os.path.exists(path):
@@ -379,10 +436,17 @@ def _not_a_saved_model(path: str, hadoop: bool) -> str:
     return export
 
 
-def predict(df, model_path: str, input_cols: Sequence[str],
-            output_col: str | Sequence[str] = "prediction", *,
-            output_type: str | Sequence[str] = "double", signature: str = "serving_default",
-            output_key: str | Sequence[str] | None = None, batch_size: int = 1024):
+def predict(
+    df,
+    model_path: str,
+    input_cols: Sequence[str],
+    output_col: str | Sequence[str] = "prediction",
+    *,
+    output_type: str | Sequence[str] = "double",
+    signature: str = "serving_default",
+    output_key: str | Sequence[str] | None = None,
+    batch_size: int = 1024,
+):
     """``df`` with the SavedModel's outputs for each row as new columns.
 
     Parameters
@@ -439,31 +503,42 @@ def predict(df, model_path: str, input_cols: Sequence[str],
 
     connect = preflight.is_connect(df)  # a Spark Connect client: only the DataFrame API
     if not (isinstance(df, DataFrame) or connect):
-        raise ConfigError(f"df must be a pyspark DataFrame, got {type(df).__name__} (an RDD: "
-                          "spark.createDataFrame(rdd, schema) first)")
+        raise ConfigError(
+            f"df must be a pyspark DataFrame, got {type(df).__name__} (an RDD: "
+            "spark.createDataFrame(rdd, schema) first)"
+        )
     problems: list = []
     if isinstance(model_path, os.PathLike):
         model_path = os.fspath(model_path)
     if not isinstance(model_path, str) or not model_path:
-        problems.append(f"model_path must be the path of a SavedModel directory (a str), got "
-                        f"{model_path!r}")
-    if isinstance(input_cols, str) or not isinstance(input_cols, Sequence) or not input_cols \
-            or not all(isinstance(c, str) for c in input_cols):
+        problems.append(
+            f"model_path must be the path of a SavedModel directory (a str), got {model_path!r}"
+        )
+    if (
+        isinstance(input_cols, str)
+        or not isinstance(input_cols, Sequence)
+        or not input_cols
+        or not all(isinstance(c, str) for c in input_cols)
+    ):
         problems.append(f"input_cols must be a non-empty list of column names, got {input_cols!r}")
     else:
         missing = [c for c in input_cols if c not in df.columns]
         if missing:
-            problems.append(f"input_cols {missing} are not columns of the DataFrame "
-                            f"({df.columns})")
+            problems.append(f"input_cols {missing} are not columns of the DataFrame ({df.columns})")
     outputs = _output_plan(output_col, output_type, output_key, df.columns, problems)
     if not isinstance(signature, str) or not signature:
-        problems.append(f"signature must be the name of one of the SavedModel's signatures "
-                        f"(a str, 'serving_default' by default), got {signature!r}")
+        problems.append(
+            f"signature must be the name of one of the SavedModel's signatures "
+            f"(a str, 'serving_default' by default), got {signature!r}"
+        )
     if (values.integer(batch_size) or 0) < 1:
         problems.append(f"batch_size must be an int >= 1, got {batch_size!r}")
     if not connect:  # the Spark Python workers load TensorFlow themselves: the same cap
-        problems += [p for p in preflight.conf_problems(df.sparkSession.sparkContext.getConf())
-                     if p.startswith("spark.executor.pyspark.memory")]
+        problems += [
+            p
+            for p in preflight.conf_problems(df.sparkSession.sparkContext.getConf())
+            if p.startswith("spark.executor.pyspark.memory")
+        ]
     if problems:
         raise ConfigError.from_problems(problems)
     batch_size = int(batch_size)
@@ -475,23 +550,32 @@ def predict(df, model_path: str, input_cols: Sequence[str],
     # The export this call scores with, taken once here and shipped to every task
     identity = export_identity(model_path) if seen else None
     if seen and identity is None:
-        raise ConfigError(f"model_path {model_path} holds no saved_model.pb: "
-                          f"{_not_a_saved_model(model_path, hadoop)}")
+        raise ConfigError(
+            f"model_path {model_path} holds no saved_model.pb: "
+            f"{_not_a_saved_model(model_path, hadoop)}"
+        )
     # Spark ML vector inputs (VectorAssembler's output) read from array columns added for
     # the call and dropped after it (not on Spark Connect, which has no vector_to_array here)
-    source, cols, added = (df, list(input_cols), []) if connect else \
-        partition.vectors_as_arrays(df, input_cols, suffix=_VECTOR_SUFFIX)
+    source, cols, added = (
+        (df, list(input_cols), [])
+        if connect
+        else partition.vectors_as_arrays(df, input_cols, suffix=_VECTOR_SUFFIX)
+    )
     from sparktf.driver.cluster import hadoop_env
 
     # The session's conf: the Spark conf, and what spark.conf.set changed since
-    startup_logs = (session.conf.get("spark.sparktf.tfStartupLogs", "false") or
-                    "false").lower() == "true"
+    startup_logs = (
+        session.conf.get("spark.sparktf.tfStartupLogs", "false") or "false"
+    ).lower() == "true"
     # (Spark Connect: the executors' own Hadoop environment applies)
     defaults = hadoop_env(session.sparkContext) if hadoop and not connect else ()
     scorer = (model_path, signature, cols, outputs, batch_size, startup_logs, identity)
     make_udf = None if connect else _arrow_udf()
-    out = (_with_udf(source, make_udf, scorer, defaults) if make_udf is not None
-           else _with_map(source, scorer, defaults))
+    out = (
+        _with_udf(source, make_udf, scorer, defaults)
+        if make_udf is not None
+        else _with_map(source, scorer, defaults)
+    )
     return out.drop(*added) if added else out
 
 
@@ -515,7 +599,7 @@ def _worker_env(defaults) -> None:
 def _with_udf(df, make_udf, scorer: tuple, defaults):
     """The outputs as a scalar Arrow UDF's result: one struct column, split into columns where
     asked. Only the input columns go to Python and only the outputs come back."""
-    from typing import Iterator, Tuple
+    from collections.abc import Iterator
 
     import pyarrow as pa
     from pyspark.sql import functions as F
@@ -523,8 +607,11 @@ def _with_udf(df, make_udf, scorer: tuple, defaults):
     outputs: _Outputs = scorer[3]
     one = len(outputs.keys) == 1 and not outputs.struct
     # one output: its own type; several: a struct of them, split into columns where asked
-    returns = (_spark_type(outputs.types[0]) if one else
-               _spark_schema(_Outputs(outputs.keys, outputs.types, ("_",), True))[0].dataType)
+    returns = (
+        _spark_type(outputs.types[0])
+        if one
+        else _spark_schema(_Outputs(outputs.keys, outputs.types, ("_",), True))[0].dataType
+    )
     names = list(outputs.keys)
 
     def run(batches):
@@ -536,7 +623,7 @@ def _with_udf(df, make_udf, scorer: tuple, defaults):
             yield got[0] if one else pa.StructArray.from_arrays(got, names=names)
 
     # type hints tell arrow_udf the kind of UDF: arrays in batches, an array out per batch
-    run.__annotations__ = {"batches": Iterator[Tuple[pa.Array, ...]], "return": Iterator[pa.Array]}
+    run.__annotations__ = {"batches": Iterator[tuple[pa.Array, ...]], "return": Iterator[pa.Array]}
     udf = make_udf(run, returns)
     call = udf(*[F.col(_quoted(c)) for c in scorer[2]])
     if one or outputs.struct:
@@ -545,8 +632,10 @@ def _with_udf(df, make_udf, scorer: tuple, defaults):
     while scratch in df.columns:
         scratch += "_"
     out = df.withColumn(scratch, call)
-    return out.select(*[F.col(_quoted(c)) for c in df.columns], *[
-        F.col(scratch)[k].alias(n) for k, n in zip(outputs.keys, outputs.names)])
+    return out.select(
+        *[F.col(_quoted(c)) for c in df.columns],
+        *[F.col(scratch)[k].alias(n) for k, n in zip(outputs.keys, outputs.names)],
+    )
 
 
 def _quoted(name: str) -> str:

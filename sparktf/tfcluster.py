@@ -16,7 +16,8 @@ and logs that it does.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sparktf.driver.settings import InputMode as _Mode
 from sparktf.errors import ConfigError
@@ -36,20 +37,32 @@ class InputMode:
     SPARK = _Mode.SPARK
 
 
-def run(sc, map_fun: Callable, tf_args: Any, num_executors: int, num_ps: int,
-        tensorboard: bool = False, input_mode: Any = InputMode.TENSORFLOW,
-        log_dir: str | None = None, driver_ps_nodes: bool = False,
-        master_node: str | None = None, reservation_timeout: float = 600,
-        queues: Any = _QUEUES, eval_node: bool = False, release_port: bool = True
-        ) -> "TFCluster":
+def run(
+    sc,
+    map_fun: Callable,
+    tf_args: Any,
+    num_executors: int,
+    num_ps: int,
+    tensorboard: bool = False,
+    input_mode: Any = InputMode.TENSORFLOW,
+    log_dir: str | None = None,
+    driver_ps_nodes: bool = False,
+    master_node: str | None = None,
+    reservation_timeout: float = 600,
+    queues: Any = _QUEUES,
+    eval_node: bool = False,
+    release_port: bool = True,
+) -> TFCluster:
     """``TFCluster.run`` as TensorFlowOnSpark takes it; see :func:`sparktf.run`."""
     import sparktf
 
     problems = []
     if driver_ps_nodes is not False:
-        problems.append("driver_ps_nodes: sparktf runs every node, parameter servers included, "
-                        "in a Spark barrier task; give Spark num_executors task slots and pass "
-                        "driver_ps_nodes=False")
+        problems.append(
+            "driver_ps_nodes: sparktf runs every node, parameter servers included, "
+            "in a Spark barrier task; give Spark num_executors task slots and pass "
+            "driver_ps_nodes=False"
+        )
     if isinstance(queues, str) or not all(isinstance(q, str) for q in queues or ()):
         problems.append(f"queues must be a list of queue names, got {queues!r}")
     if not isinstance(release_port, bool):
@@ -58,10 +71,21 @@ def run(sc, map_fun: Callable, tf_args: Any, num_executors: int, num_ps: int,
         raise ConfigError.from_problems(problems)
     if not isinstance(input_mode, bool) and input_mode in (0, 1):
         input_mode = (InputMode.TENSORFLOW, InputMode.SPARK)[input_mode]
-    return TFCluster(sparktf.run(
-        sc, map_fun, tf_args, num_executors, num_ps, master_node=master_node,
-        eval_node=eval_node, input_mode=input_mode, reservation_timeout=reservation_timeout,
-        tensorboard=tensorboard, log_dir=log_dir))
+    return TFCluster(
+        sparktf.run(
+            sc,
+            map_fun,
+            tf_args,
+            num_executors,
+            num_ps,
+            master_node=master_node,
+            eval_node=eval_node,
+            input_mode=input_mode,
+            reservation_timeout=reservation_timeout,
+            tensorboard=tensorboard,
+            log_dir=log_dir,
+        )
+    )
 
 
 def _check_qname(qname: Any) -> None:
@@ -76,21 +100,23 @@ class TFCluster:
     def __init__(self, cluster) -> None:
         self.cluster = cluster
 
-    def train(self, dataRDD, num_epochs: int = 0, feed_timeout: float = 600,  # noqa: N803
-              qname: str = "input") -> None:
+    def train(
+        self, dataRDD, num_epochs: int = 0, feed_timeout: float = 600, qname: str = "input"
+    ) -> None:
         """Feed ``dataRDD`` (an RDD or a DataFrame) for ``num_epochs`` passes; ``0`` (the
         default) is ten passes, as in TFoS (a ``main_fun`` that has trained enough calls
         ``terminate()``)."""
         _check_qname(qname)
         if not isinstance(num_epochs, bool) and num_epochs == 0:
-            log.warning("sparktf: num_epochs=0 (TensorFlowOnSpark's default): feeding %d passes "
-                        "of the data, as TensorFlowOnSpark did; pass num_epochs to choose",
-                        TFOS_DEFAULT_EPOCHS)
+            log.warning(
+                "sparktf: num_epochs=0 (TensorFlowOnSpark's default): feeding %d passes "
+                "of the data, as TensorFlowOnSpark did; pass num_epochs to choose",
+                TFOS_DEFAULT_EPOCHS,
+            )
             num_epochs = TFOS_DEFAULT_EPOCHS
         self.cluster.train(dataRDD, num_epochs, feed_timeout)
 
-    def inference(self, dataRDD, feed_timeout: float = 600,  # noqa: N803
-                  qname: str = "input"):
+    def inference(self, dataRDD, feed_timeout: float = 600, qname: str = "input"):
         """One output per row of ``dataRDD``, in its order (an RDD for an RDD)."""
         _check_qname(qname)
         return self.cluster.inference(dataRDD, feed_timeout=feed_timeout)
@@ -98,8 +124,10 @@ class TFCluster:
     def shutdown(self, ssc=None, grace_secs: float = 0, timeout: float | None = 259200):
         """Wait for the end and stop every node; returns the chief's (worker 0's) value."""
         if ssc is not None:
-            raise ConfigError("shutdown(ssc): sparktf does not feed Spark Streaming; call "
-                              "shutdown() without a StreamingContext")
+            raise ConfigError(
+                "shutdown(ssc): sparktf does not feed Spark Streaming; call "
+                "shutdown() without a StreamingContext"
+            )
         return self.cluster.shutdown(grace_secs, timeout)
 
     def tensorboard_url(self) -> str | None:

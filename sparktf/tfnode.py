@@ -9,21 +9,34 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DataFeed", "batch_results", "hdfs_path", "next_batch", "release_port",
-           "start_cluster_server", "terminate"]
+__all__ = [
+    "DataFeed",
+    "batch_results",
+    "hdfs_path",
+    "next_batch",
+    "release_port",
+    "start_cluster_server",
+    "terminate",
+]
 
 
 def _ctx(mgr: Any):
     from sparktf.node.context import NodeContext
 
     if not isinstance(mgr, NodeContext):
-        raise TypeError(f"TFNode: pass ctx.mgr (or ctx), the main_fn's context; got "
-                        f"{type(mgr).__name__}")
+        raise TypeError(
+            f"TFNode: pass ctx.mgr (or ctx), the main_fn's context; got {type(mgr).__name__}"
+        )
     return mgr
 
 
-def DataFeed(mgr, train_mode: bool = True, qname_in: str = "input",  # noqa: N802 - TFoS's
-             qname_out: str = "output", input_mapping: dict | None = None):
+def DataFeed(
+    mgr,
+    train_mode: bool = True,
+    qname_in: str = "input",
+    qname_out: str = "output",
+    input_mapping: dict | None = None,
+):
     """The node's feed (:meth:`sparktf.NodeContext.get_data_feed`). Its mode is the one the data
     came with (``cluster.train`` or ``cluster.inference``): TFoS's examples pass
     ``train_mode=False`` while training too, which there only kept batches within a partition."""

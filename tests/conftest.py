@@ -20,11 +20,11 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import jobs  # noqa: E402
-import tf_jobs  # noqa: E402
-import feed_jobs  # noqa: E402
-import hdfs_jobs  # noqa: E402
-import ml_jobs  # noqa: E402
+import feed_jobs
+import hdfs_jobs
+import jobs
+import ml_jobs
+import tf_jobs
 
 # The executors cannot import the tests' modules: ship their functions by value.
 cloudpickle.register_pickle_by_value(jobs)
@@ -51,12 +51,16 @@ class _SparkPool:
         self.stop()
         from pyspark import SparkConf, SparkContext
 
-        spark_conf = (SparkConf().setMaster(master).setAppName("sparktf-tests")
-                      .set("spark.driver.host", "127.0.0.1")
-                      .set("spark.ui.enabled", "false")
-                      .set("spark.ui.showConsoleProgress", "false")
-                      .set("spark.executorEnv.SPARK_LOCAL_IP", "127.0.0.1")
-                      .set("spark.pyspark.python", sys.executable))
+        spark_conf = (
+            SparkConf()
+            .setMaster(master)
+            .setAppName("sparktf-tests")
+            .set("spark.driver.host", "127.0.0.1")
+            .set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false")
+            .set("spark.executorEnv.SPARK_LOCAL_IP", "127.0.0.1")
+            .set("spark.pyspark.python", sys.executable)
+        )
         for k, v in conf:
             spark_conf.set(k, v)
         self.sc = SparkContext(conf=spark_conf)
@@ -96,8 +100,11 @@ def sparktf_processes():
     found = []
     for proc in psutil.process_iter(["pid", "cmdline", "name"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if "sparktf.task.supervisor" in cmd or "sparktf.node" in cmd \
-                or proc.info["name"] in ("sparktf-sup", "sparktf-node"):
+        if (
+            "sparktf.task.supervisor" in cmd
+            or "sparktf.node" in cmd
+            or proc.info["name"] in ("sparktf-sup", "sparktf-node")
+        ):
             found.append(proc)
             continue
         try:
@@ -144,14 +151,17 @@ def no_leaks(spark_pool):
     supervisor, TensorBoard, a user's grandchild), a driver thread (monitor, control server),
     or a running Spark job."""
     yield
-    assert wait_until(lambda: not sparktf_processes(), timeout=10), \
+    assert wait_until(lambda: not sparktf_processes(), timeout=10), (
         f"leaked sparktf processes: {[p.info for p in sparktf_processes()]}"
-    assert wait_until(lambda: not sparktf_threads(), timeout=10), \
+    )
+    assert wait_until(lambda: not sparktf_threads(), timeout=10), (
         f"leaked driver threads: {sparktf_threads()}"
+    )
     sc = spark_pool.sc
     if sc is not None and sc._jsc is not None:  # (a test may have stopped it)
-        assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout=10), \
+        assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout=10), (
             "a Spark job of the test is still running"
+        )
 
 
 # ------------------------------------------------------------------------------- HDFS
@@ -189,21 +199,26 @@ def hdfs_cluster(tmp_path_factory):
     script = os.path.join(root, "bin", "hdfs-test-cluster.sh")
     env = dict(os.environ, SPARKTF_HDFS_DIR=str(tmp_path_factory.mktemp("hdfs") / "state"))
     for _ in range(2):  # (once more if the first start fails: it says why, and stops itself)
-        out = subprocess.run([script, "start"], env=env, capture_output=True, text=True,
-                             timeout=900)
+        out = subprocess.run(
+            [script, "start"], env=env, capture_output=True, text=True, timeout=900
+        )
         if out.returncode == 0:
             break
         print(f"the test HDFS did not start:\n{out.stderr[-3000:]}", file=sys.stderr)
     if out.returncode != 0:
         pytest.fail(f"the test HDFS did not start:\n{out.stdout}\n{out.stderr[-3000:]}")
-    exported = dict(line[len("export "):].split("=", 1) for line in out.stdout.splitlines()
-                    if line.startswith("export "))
+    exported = dict(
+        line[len("export ") :].split("=", 1)
+        for line in out.stdout.splitlines()
+        if line.startswith("export ")
+    )
     state = env["SPARKTF_HDFS_DIR"]
     pids = [int(open(os.path.join(state, f"{n}.pid")).read()) for n in ("namenode", "datanode")]
     yield TestHDFS(exported, pids)
     subprocess.run([script, "stop"], env=env, capture_output=True, timeout=120)
-    assert wait_until(lambda: not any(pid_alive(p) for p in pids), timeout=20), \
+    assert wait_until(lambda: not any(pid_alive(p) for p in pids), timeout=20), (
         "the test HDFS's daemons outlived bin/hdfs-test-cluster.sh stop"
+    )
 
 
 @pytest.fixture(scope="module")

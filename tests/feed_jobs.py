@@ -12,22 +12,32 @@ def sum_ids(args, ctx):
     per_epoch = []
     while not feed.should_stop():
         batch = feed.next_batch(args.get("batch", 32))
-        ids = batch[args["col"]] if isinstance(batch, dict) else [e if isinstance(e, int) else e[0]
-                                                                  for e in batch]
+        ids = (
+            batch[args["col"]]
+            if isinstance(batch, dict)
+            else [e if isinstance(e, int) else e[0] for e in batch]
+        )
         total += int(sum(ids))
         rows += len(ids)
         batches += 1
         per_epoch.append(len(ids))
-    return {"sum": total, "rows": rows, "batches": batches, "held_back": feed.rows_held_back,
-            "spool_dir": ctx.work_dir}
+    return {
+        "sum": total,
+        "rows": rows,
+        "batches": batches,
+        "held_back": feed.rows_held_back,
+        "spool_dir": ctx.work_dir,
+    }
 
 
 def describe_batch(args, ctx):
     """The first batch of a DataFrame, described: column -> (dtype, shape, first value)."""
     feed = ctx.get_data_feed(input_mapping=args.get("mapping"))
     batch = feed.next_batch(4)
-    out = {k: (str(v.dtype), v.shape, v[0].tolist() if hasattr(v[0], "tolist") else v[0])
-           for k, v in batch.items()}
+    out = {
+        k: (str(v.dtype), v.shape, v[0].tolist() if hasattr(v[0], "tolist") else v[0])
+        for k, v in batch.items()
+    }
     feed.terminate()
     return out
 
@@ -83,9 +93,13 @@ def mwms_on_feed(args, ctx):
             steps[-1] += 1
 
     hist = model.fit(ds, epochs=args["epochs"], verbose=0, callbacks=[CountSteps()])
-    return {"loss": [float(v) for v in hist.history["loss"]], "held_back": feed.rows_held_back,
-            "kernel": model.get_weights()[0].ravel().tolist(), "steps": steps,
-            "rows_per_epoch": feed.rows_fed // args["epochs"]}
+    return {
+        "loss": [float(v) for v in hist.history["loss"]],
+        "held_back": feed.rows_held_back,
+        "kernel": model.get_weights()[0].ravel().tolist(),
+        "steps": steps,
+        "rows_per_epoch": feed.rows_fed // args["epochs"],
+    }
 
 
 def infer_double(args, ctx):
@@ -185,8 +199,9 @@ def rss_over_epochs(args, ctx):
         epoch = feed.epoch
         batch = feed.next_batch(args["batch"])
         if epoch < 2:
-            rows[epoch] += len(next(iter(batch.values()))) if isinstance(batch, dict) \
-                else len(batch)
+            rows[epoch] += (
+                len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
+            )
         if epoch == 1:
             if after_first is None:
                 after_first = proc.memory_info().rss
@@ -294,8 +309,9 @@ def infer_timestamps(args, ctx):
     feed = ctx.get_data_feed(train_mode=False)
     while not feed.should_stop():
         batch = feed.next_batch(4)
-        feed.batch_results([(datetime.datetime(2020, 1, 1, 0, 0, int(v[0])), float(v[0]))
-                            for v in batch["v"]])
+        feed.batch_results(
+            [(datetime.datetime(2020, 1, 1, 0, 0, int(v[0])), float(v[0])) for v in batch["v"]]
+        )
 
 
 def infer_numpy(args, ctx):
@@ -307,14 +323,20 @@ def infer_numpy(args, ctx):
     feed = ctx.get_data_feed(train_mode=False)
     while not feed.should_stop():
         x = feed.next_batch(4)["id"].astype("float32")
-        out = {"(n,)": 2 * x, "(n, 1)": (2 * x).reshape(-1, 1),
-               "(n, 2)": np.stack([x, 2 * x], axis=1),
-               "dict": {"a": x, "b": 2 * x}}[args["shape"]]
+        out = {
+            "(n,)": 2 * x,
+            "(n, 1)": (2 * x).reshape(-1, 1),
+            "(n, 2)": np.stack([x, 2 * x], axis=1),
+            "dict": {"a": x, "b": 2 * x},
+        }[args["shape"]]
         if args.get("tensor"):  # what model(x) returns: eager tensors
             import tensorflow as tf
 
-            out = ({k: tf.constant(v) for k, v in out.items()} if isinstance(out, dict)
-                   else tf.constant(out))
+            out = (
+                {k: tf.constant(v) for k, v in out.items()}
+                if isinstance(out, dict)
+                else tf.constant(out)
+            )
         feed.batch_results(out)
 
 
@@ -349,5 +371,3 @@ def read_epochs(args, ctx):
     while not feed.should_stop() and feed.epoch < args["epochs"]:
         rows += len(feed.next_batch(args["batch"]))
     return rows
-
-

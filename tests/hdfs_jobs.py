@@ -23,11 +23,15 @@ def read_own_files(args, ctx):
     from sparktf import fs
 
     files = fs.list_files(args["path"])
-    mine = files[ctx.rank::ctx.num_workers]
+    mine = files[ctx.rank :: ctx.num_workers]
     rows = sum(pq.read_table(io.BytesIO(fs.read_bytes(f))).num_rows for f in mine)
-    return {"rows": rows, "files": len(mine), "backend": fs.backend(args["path"]).name,
-            "absolute": ctx.absolute_path("mnist/model"),
-            "absolute_root": ctx.absolute_path("/data")}
+    return {
+        "rows": rows,
+        "files": len(mine),
+        "backend": fs.backend(args["path"]).name,
+        "absolute": ctx.absolute_path("mnist/model"),
+        "absolute_root": ctx.absolute_path("/data"),
+    }
 
 
 def write_logs_and_checkpoint(args, ctx):

@@ -12,10 +12,18 @@ import time
 def describe(args, ctx):
     """Everything a node knows about itself, as plain data."""
     return {
-        "name": ctx.name, "job": ctx.job_name, "index": ctx.task_index, "rank": ctx.rank,
-        "is_chief": ctx.is_chief, "num_workers": ctx.num_workers,
-        "cluster_spec": ctx.cluster_spec, "tf_config": json.loads(os.environ["TF_CONFIG"]),
-        "host": ctx.host, "port": ctx.port, "pid": os.getpid(), "args": args,
+        "name": ctx.name,
+        "job": ctx.job_name,
+        "index": ctx.task_index,
+        "rank": ctx.rank,
+        "is_chief": ctx.is_chief,
+        "num_workers": ctx.num_workers,
+        "cluster_spec": ctx.cluster_spec,
+        "tf_config": json.loads(os.environ["TF_CONFIG"]),
+        "host": ctx.host,
+        "port": ctx.port,
+        "pid": os.getpid(),
+        "args": args,
         "intra": os.environ.get("TF_NUM_INTRAOP_THREADS"),
         "inter": os.environ.get("TF_NUM_INTEROP_THREADS"),
         "num_cpus": ctx.num_cpus,
@@ -82,10 +90,15 @@ def result_of_a_class_only_the_node_has(args, ctx):
 
 def spawn_tree_and_wait(args, ctx):
     """Start a grandchild in its own session, record the pids, then wait to be killed."""
-    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
-                                  start_new_session=True)
-    record = {"node": os.getpid(), "grandchild": grandchild.pid, "supervisor": os.getppid(),
-              "task_worker": _parent_of(os.getppid())}
+    grandchild = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True
+    )
+    record = {
+        "node": os.getpid(),
+        "grandchild": grandchild.pid,
+        "supervisor": os.getppid(),
+        "task_worker": _parent_of(os.getppid()),
+    }
     path = os.path.join(args["dir"], ctx.name.replace(":", "_") + ".json")
     with open(path + ".tmp", "w") as f:
         json.dump(record, f)
@@ -178,8 +191,15 @@ def steady_training(args, ctx):
 
     path = os.path.join(args["dir"], ctx.name.replace(":", "_") + ".json")
     with open(path + ".tmp", "w") as f:
-        json.dump({"node": os.getpid(), "supervisor": os.getppid(), "port": ctx.port,
-                   "cluster": ctx.cluster_spec}, f)
+        json.dump(
+            {
+                "node": os.getpid(),
+                "supervisor": os.getppid(),
+                "port": ctx.port,
+                "cluster": ctx.cluster_spec,
+            },
+            f,
+        )
     os.replace(path + ".tmp", path)
     feed = ctx.get_data_feed() if ctx.train_mode else None
     start, step = time.monotonic(), 0
@@ -302,8 +322,11 @@ def describe_gpus(args, ctx):
     """The GPUs this node was given, as ctx and the environment say."""
     import os
 
-    return {"gpus": list(ctx.gpus), "env": os.environ.get("CUDA_VISIBLE_DEVICES"),
-            "job": ctx.job_name}
+    return {
+        "gpus": list(ctx.gpus),
+        "env": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "job": ctx.job_name,
+    }
 
 
 def describe_processes(args, ctx):
@@ -318,9 +341,15 @@ def describe_processes(args, ctx):
     def peers(proc):
         return sorted({c.raddr.port for c in proc.net_connections("tcp") if c.raddr})
 
-    return {"name": me.name(), "supervisor": sup.name(), "supervisor_cmdline": sup.cmdline(),
-            "node_peers": peers(me), "supervisor_peers": peers(sup),
-            "worker_peers": peers(psutil.Process(sup.ppid())), "numpy_at_start": numpy_at_start}
+    return {
+        "name": me.name(),
+        "supervisor": sup.name(),
+        "supervisor_cmdline": sup.cmdline(),
+        "node_peers": peers(me),
+        "supervisor_peers": peers(sup),
+        "worker_peers": peers(psutil.Process(sup.ppid())),
+        "numpy_at_start": numpy_at_start,
+    }
 
 
 def exits(args, ctx):
@@ -333,9 +362,11 @@ def exits(args, ctx):
 def ctx_misuse(args, ctx):
     """ctx's methods called with arguments of the wrong type: what each raised."""
     said = {}
-    for name, call in (("wait_for_training_done", lambda: ctx.wait_for_training_done("1")),
-                       ("report", lambda: ctx.report(step="x")),
-                       ("keras_callback", lambda: ctx.keras_callback(every_n_steps=0))):
+    for name, call in (
+        ("wait_for_training_done", lambda: ctx.wait_for_training_done("1")),
+        ("report", lambda: ctx.report(step="x")),
+        ("keras_callback", lambda: ctx.keras_callback(every_n_steps=0)),
+    ):
         try:
             call()
             said[name] = None

@@ -88,10 +88,10 @@ class Mitm:
             for s in (client, server):
                 s.close()
             return
-        pumps = [threading.Thread(target=self._pump, args=(conn, "c2s", client, server),
-                                  daemon=True),
-                 threading.Thread(target=self._pump, args=(conn, "s2c", server, client),
-                                  daemon=True)]
+        pumps = [
+            threading.Thread(target=self._pump, args=(conn, "c2s", client, server), daemon=True),
+            threading.Thread(target=self._pump, args=(conn, "s2c", server, client), daemon=True),
+        ]
         for t in pumps:
             t.start()
 

@@ -15,16 +15,21 @@ def mnist_dense(args, ctx):
     import sparktf.fs
 
     (x_col,), y_col = args.input_cols, args.label_col
-    strategy = (tf.distribute.MultiWorkerMirroredStrategy() if ctx.num_workers > 1
-                else tf.distribute.get_strategy())
+    strategy = (
+        tf.distribute.MultiWorkerMirroredStrategy()
+        if ctx.num_workers > 1
+        else tf.distribute.get_strategy()
+    )
     with strategy.scope():
         keras.utils.set_random_seed(args.args["seed"])
         inputs = keras.Input(shape=(784,), name="features")
         hidden = keras.layers.Dense(64, activation="relu")(keras.layers.Rescaling(1 / 255)(inputs))
         model = keras.Model(inputs, keras.layers.Dense(10)(hidden))
-        model.compile(optimizer=keras.optimizers.Adam(2e-3),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      metrics=["accuracy"])
+        model.compile(
+            optimizer=keras.optimizers.Adam(2e-3),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
     feed = ctx.get_data_feed(train_mode=True)
     data = feed.to_dataset(args.batch_size).map(lambda b: (b[x_col], b[y_col]))
     model.fit(data, epochs=args.epochs, verbose=0, callbacks=[ctx.keras_callback()])

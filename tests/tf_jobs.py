@@ -43,9 +43,11 @@ def mwms_keras(args, ctx):
     if ctx.job_name == "worker" and "worker_epochs" in (args or {}):  # uneven steps: a bug
         epochs = args["worker_epochs"]
     hist = model.fit(ds.with_options(options), epochs=epochs, steps_per_epoch=20, verbose=0)
-    return {"loss": [float(v) for v in hist.history["loss"]],
-            "num_replicas": strategy.num_replicas_in_sync,
-            "kernel": model.get_weights()[0].ravel().tolist()}
+    return {
+        "loss": [float(v) for v in hist.history["loss"]],
+        "num_replicas": strategy.num_replicas_in_sync,
+        "kernel": model.get_weights()[0].ravel().tolist(),
+    }
 
 
 def mwms_keras_callback_values(args, ctx):
@@ -58,10 +60,10 @@ def mwms_keras_callback_values(args, ctx):
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
-        model = keras.Sequential([keras.layers.Dense(1, activation="sigmoid",
-                                                     input_shape=(4,))])
-        model.compile(optimizer=keras.optimizers.SGD(0.5), loss="binary_crossentropy",
-                      metrics=["accuracy"])
+        model = keras.Sequential([keras.layers.Dense(1, activation="sigmoid", input_shape=(4,))])
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.5), loss="binary_crossentropy", metrics=["accuracy"]
+        )
     rng = np.random.default_rng(ctx.task_index)
     x = rng.normal(size=(640, 4)).astype("float32")
     y = (x.sum(axis=1) > 0).astype("float32")
@@ -71,12 +73,19 @@ def mwms_keras_callback_values(args, ctx):
     sent = []
     report = ctx.report
     ctx.report = lambda **values: (sent.append(values), report(**values))
-    hist = model.fit(ds.with_options(options), epochs=2, steps_per_epoch=10, verbose=0,
-                     callbacks=[ctx.keras_callback()])
+    hist = model.fit(
+        ds.with_options(options),
+        epochs=2,
+        steps_per_epoch=10,
+        verbose=0,
+        callbacks=[ctx.keras_callback()],
+    )
     batches = [v for v in sent if "epoch_done" not in v]
-    return {"batch_accuracy": [v["accuracy"] for v in batches],
-            "epoch_accuracy": [float(a) for a in hist.history["accuracy"]],
-            "replicas": strategy.num_replicas_in_sync}
+    return {
+        "batch_accuracy": [v["accuracy"] for v in batches],
+        "epoch_accuracy": [float(a) for a in hist.history["accuracy"]],
+        "replicas": strategy.num_replicas_in_sync,
+    }
 
 
 def ps_strategy_keras(args, ctx):
@@ -89,8 +98,13 @@ def ps_strategy_keras(args, ctx):
         import tensorflow as tf
 
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-        server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
-                                      task_index=resolver.task_id, protocol="grpc", start=True)
+        server = tf.distribute.Server(
+            resolver.cluster_spec(),
+            job_name=resolver.task_type,
+            task_index=resolver.task_id,
+            protocol="grpc",
+            start=True,
+        )
         server.join()
         return "joined"
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
@@ -106,11 +120,18 @@ def ps_strategy_keras(args, ctx):
         x, y = _data(seed=input_context.input_pipeline_id)
         return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(512).batch(32).repeat()
 
-    hist = model.fit(keras.utils.experimental.DatasetCreator(dataset_fn),
-                     epochs=args["epochs"], steps_per_epoch=20, verbose=0)
+    hist = model.fit(
+        keras.utils.experimental.DatasetCreator(dataset_fn),
+        epochs=args["epochs"],
+        steps_per_epoch=20,
+        verbose=0,
+    )
     variables = {v.name: v.device for v in model.trainable_variables}
-    return {"loss": [float(v) for v in hist.history["loss"]], "variable_devices": variables,
-            "kernel": model.get_weights()[0].ravel().tolist()}
+    return {
+        "loss": [float(v) for v in hist.history["loss"]],
+        "variable_devices": variables,
+        "kernel": model.get_weights()[0].ravel().tolist(),
+    }
 
 
 def async_between_graph(args, ctx):
@@ -143,11 +164,14 @@ def async_between_graph(args, ctx):
     with v1.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
         while not sess.should_stop():
             i = (my_steps * 32) % 480
-            step, value = sess.run([step_after, loss],
-                                      {x: xs[i:i + 32], y: ys[i:i + 32]})
+            step, value = sess.run([step_after, loss], {x: xs[i : i + 32], y: ys[i : i + 32]})
             my_steps += 1
-    return {"global_step": int(step), "my_steps": my_steps, "loss": float(value),
-            "w_device": w.device}
+    return {
+        "global_step": int(step),
+        "my_steps": my_steps,
+        "loss": float(value),
+        "w_device": w.device,
+    }
 
 
 def _default(func, name):
@@ -155,8 +179,8 @@ def _default(func, name):
     a deprecation notice whose ``inspect.signature`` is fixed when TensorFlow loads)."""
     func = inspect.unwrap(func)
     code, defaults = func.__code__, func.__defaults__ or ()
-    names = code.co_varnames[:code.co_argcount]
-    return dict(zip(names[len(names) - len(defaults):], defaults))[name]
+    names = code.co_varnames[: code.co_argcount]
+    return dict(zip(names[len(names) - len(defaults) :], defaults))[name]
 
 
 def seed_style_tf1_late_worker(args, ctx):
@@ -169,8 +193,11 @@ def seed_style_tf1_late_worker(args, ctx):
     v1.disable_eager_execution()
     cluster = tf.train.ClusterSpec(ctx.cluster_spec)
     server = v1.train.Server(cluster, job_name=ctx.job_name, task_index=ctx.task_index)
-    with v1.device(v1.train.replica_device_setter(
-            worker_device=f"/job:{ctx.job_name}/task:{ctx.task_index}", cluster=cluster)):
+    with v1.device(
+        v1.train.replica_device_setter(
+            worker_device=f"/job:{ctx.job_name}/task:{ctx.task_index}", cluster=cluster
+        )
+    ):
         global_step = v1.train.get_or_create_global_step()
         w = v1.get_variable("w", [1], initializer=v1.zeros_initializer())
         train_op = v1.assign_add(global_step, 1)
@@ -180,13 +207,17 @@ def seed_style_tf1_late_worker(args, ctx):
         time.sleep(args["late"])
     steps = 0
     with v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=ctx.is_chief,
-            hooks=[v1.train.StopAtStepHook(last_step=args["steps"])]) as sess:
+        master=server.target,
+        is_chief=ctx.is_chief,
+        hooks=[v1.train.StopAtStepHook(last_step=args["steps"])],
+    ) as sess:
         while not sess.should_stop():
             sess.run(step_op)
             steps += 1
-    waits = [_default(cls.__init__, "recovery_wait_secs")
-             for cls in (v1.train.SessionManager, v1.train.Supervisor)]
+    waits = [
+        _default(cls.__init__, "recovery_wait_secs")
+        for cls in (v1.train.SessionManager, v1.train.Supervisor)
+    ]
     return {"my_steps": steps, "recovery_wait_secs": waits[0], "supervisor_wait_secs": waits[1]}
 
 
@@ -223,29 +254,36 @@ def sync_replicas_tf1(args, ctx):
     replicas = len(cluster.as_dict().get("chief", [])) + len(cluster.as_dict().get("worker", []))
     if job == "worker":
         time.sleep(args["late"])
-    with v1.device(v1.train.replica_device_setter(
-            worker_device=f"/job:{job}/task:{index}", cluster=cluster)):
+    with v1.device(
+        v1.train.replica_device_setter(worker_device=f"/job:{job}/task:{index}", cluster=cluster)
+    ):
         x, y, w, global_step, loss = _tf1_linear()
-        opt = v1.train.SyncReplicasOptimizer(v1.train.GradientDescentOptimizer(0.3),
-                                             replicas_to_aggregate=replicas,
-                                             total_num_replicas=replicas)
+        opt = v1.train.SyncReplicasOptimizer(
+            v1.train.GradientDescentOptimizer(0.3),
+            replicas_to_aggregate=replicas,
+            total_num_replicas=replicas,
+        )
         train_op = opt.minimize(loss, global_step=global_step)
     is_chief = job == "chief"
-    hooks = [opt.make_session_run_hook(is_chief),
-             v1.train.StopAtStepHook(last_step=args["steps"])]
+    hooks = [opt.make_session_run_hook(is_chief), v1.train.StopAtStepHook(last_step=args["steps"])]
     rng = np.random.RandomState(index)
     step, weights, local = 0, None, 0
-    with v1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief,
-                                           hooks=hooks) as sess:
+    with v1.train.MonitoredTrainingSession(
+        master=server.target, is_chief=is_chief, hooks=hooks
+    ) as sess:
         while not sess.should_stop():
             local += 1
             if job == "worker" and local > args.get("worker_steps", local):
                 break  # a user's bug: this worker stops early, the chief waits for it
             xs = rng.rand(32, 2).astype("float32")
-            _, step, weights = sess.run([train_op, global_step, w],
-                                        {x: xs, y: 2 * xs[:, 0] - xs[:, 1]})
-    return {"step": int(step), "w": [float(v) for v in weights],
-            "stop_grace": _default(v1.train.MonitoredTrainingSession, "stop_grace_period_secs")}
+            _, step, weights = sess.run(
+                [train_op, global_step, w], {x: xs, y: 2 * xs[:, 0] - xs[:, 1]}
+            )
+    return {
+        "step": int(step),
+        "w": [float(v) for v in weights],
+        "stop_grace": _default(v1.train.MonitoredTrainingSession, "stop_grace_period_secs"),
+    }
 
 
 def sidecar_evaluator(args, ctx):
@@ -274,14 +312,19 @@ def sidecar_evaluator(args, ctx):
 
         m = model()
         keras.utils.SidecarEvaluator(
-            m, tf.data.Dataset.from_tensor_slices((x, y)).batch(64), args["dir"],
-            max_evaluations=None, callbacks=[Seen()]).start()
+            m,
+            tf.data.Dataset.from_tensor_slices((x, y)).batch(64),
+            args["dir"],
+            max_evaluations=None,
+            callbacks=[Seen()],
+        ).start()
         return {"evaluations": len(evaluated), "last_loss": evaluated[-1] if evaluated else None}
     if not ctx.is_chief:
         return None
     m = model()
-    save = keras.callbacks.ModelCheckpoint(os.path.join(args["dir"], "ckpt-{epoch}"),
-                                           save_weights_only=True)
+    save = keras.callbacks.ModelCheckpoint(
+        os.path.join(args["dir"], "ckpt-{epoch}"), save_weights_only=True
+    )
     m.fit(x, y, batch_size=32, epochs=args["epochs"], callbacks=[save], verbose=0)
     return {"final_loss": float(m.evaluate(x, y, batch_size=64, verbose=0))}
 
@@ -317,15 +360,21 @@ def tfos_style_tf1(args, ctx):
     if job_name == "ps":
         server.join()  # TFoS's ps branch: sparktf runs no main_fn on a ps, so never reached
         return None
-    with v1.device(v1.train.replica_device_setter(
-            worker_device=f"/job:worker/task:{task_index}", cluster=cluster)):
+    with v1.device(
+        v1.train.replica_device_setter(
+            worker_device=f"/job:worker/task:{task_index}", cluster=cluster
+        )
+    ):
         x, y, w, global_step, loss = _tf1_linear()
         train_op = v1.train.GradientDescentOptimizer(0.2).minimize(loss, global_step=global_step)
     logdir = TFNode.hdfs_path(ctx, args["model"])
     step, weights = 0, None
     with v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=(task_index == 0), checkpoint_dir=logdir,
-            hooks=[v1.train.StopAtStepHook(last_step=args["steps"])]) as sess:
+        master=server.target,
+        is_chief=(task_index == 0),
+        checkpoint_dir=logdir,
+        hooks=[v1.train.StopAtStepHook(last_step=args["steps"])],
+    ) as sess:
         while not sess.should_stop() and not tf_feed.should_stop():
             batch = tf_feed.next_batch(args["batch_size"])
             if len(batch) > 0:  # empty at an epoch's end
@@ -334,16 +383,22 @@ def tfos_style_tf1(args, ctx):
                 _, step, weights = sess.run([train_op, global_step, w], {x: xs, y: ys})
                 if step >= args["steps"]:
                     tf_feed.terminate()
-    return {"worker_num": worker_num, "executor_id": ctx.executor_id, "job": job_name,
-            "defaultFS": ctx.defaultFS, "working_dir": ctx.working_dir, "logdir": logdir,
-            "step": int(step), "w": [float(v) for v in weights]}
+    return {
+        "worker_num": worker_num,
+        "executor_id": ctx.executor_id,
+        "job": job_name,
+        "defaultFS": ctx.defaultFS,
+        "working_dir": ctx.working_dir,
+        "logdir": logdir,
+        "step": int(step),
+        "w": [float(v) for v in weights],
+    }
 
 
 def keras3_under_mwms(args, ctx):
     """model.fit of a Keras 3 model (``import keras``) under MultiWorkerMirroredStrategy,
     which TensorFlow 2.21's Keras 3 cannot do (tf_keras can: see mwms_keras)."""
     import keras
-    import numpy as np
     import tensorflow as tf
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -367,5 +422,9 @@ def keras3_under_pss(args, ctx):
         model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
         model.compile("sgd", "mse")
     x, y = _data(128)
-    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32), epochs=1,
-              steps_per_epoch=2, verbose=0)
+    model.fit(
+        tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32),
+        epochs=1,
+        steps_per_epoch=2,
+        verbose=0,
+    )

@@ -39,7 +39,15 @@ from sparktf.common.protocol import TAG_LEN, ChannelClosed, recv_exact_into
 HEADER = struct.Struct("!cQ")
 PART = struct.Struct("!I")
 SCHEMA, ARROW, PICKLED, MULTI, END, RESULT, RESULTS_END, TERMINATE = (
-    b"S", b"A", b"P", b"M", b"E", b"R", b"F", b"T")
+    b"S",
+    b"A",
+    b"P",
+    b"M",
+    b"E",
+    b"R",
+    b"F",
+    b"T",
+)
 SPARK_SOCKET, IDLE = b"D", b"I"
 #: Spark's own pickled batches are ~64 KB; the task packs them into frames of about this size.
 MULTI_BYTES = 1 << 20
@@ -120,7 +128,7 @@ def unpack_parts(payload) -> list:
     view, out, pos = memoryview(payload), [], 0
     while pos < len(view):
         (size,) = PART.unpack_from(view, pos)
-        out.append(view[pos + PART.size:pos + PART.size + size])
+        out.append(view[pos + PART.size : pos + PART.size + size])
         pos += PART.size + size
     return out
 
@@ -153,8 +161,9 @@ def recv_first_frame(sock: socket.socket, buffer_for=None) -> tuple[bytes, Any, 
         raise
 
 
-def recv_frame(sock: socket.socket, buffer_for=None, mac=None,
-               max_size: int | None = None) -> tuple[bytes, Any]:
+def recv_frame(
+    sock: socket.socket, buffer_for=None, mac=None, max_size: int | None = None
+) -> tuple[bytes, Any]:
     """One frame: its kind and its payload, received into ``buffer_for(kind, size)`` (by
     default a new ``bytearray``). With ``mac``, the frame's MAC is read after it and checked
     (:class:`~sparktf.common.protocol.FrameRejected` if it fails) before the frame is returned;

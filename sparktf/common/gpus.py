@@ -13,14 +13,15 @@ Pure: no pyspark, no tensorflow.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 VAR = "CUDA_VISIBLE_DEVICES"
 NO_GPU_JOBS = ("ps", "evaluator")
 
 
-def node_environment(job: str, assigned: tuple[str, ...], environ: Mapping[str, str],
-                     user_env: Mapping[str, str]) -> dict[str, str]:
+def node_environment(
+    job: str, assigned: tuple[str, ...], environ: Mapping[str, str], user_env: Mapping[str, str]
+) -> dict[str, str]:
     """The ``CUDA_VISIBLE_DEVICES`` entry for a node of ``job`` (or nothing to change)."""
     if VAR in user_env:
         return {}  # run(env={...}) said so
@@ -33,8 +34,9 @@ def node_environment(job: str, assigned: tuple[str, ...], environ: Mapping[str, 
     return {}
 
 
-def visible(job: str, assigned: tuple[str, ...], environ: Mapping[str, str],
-            user_env: Mapping[str, str]) -> tuple[str, ...]:
+def visible(
+    job: str, assigned: tuple[str, ...], environ: Mapping[str, str], user_env: Mapping[str, str]
+) -> tuple[str, ...]:
     """The GPU ids the node's process will see (``ctx.gpus``)."""
     env = {**environ, **node_environment(job, assigned, environ, user_env), **user_env}
     value = env.get(VAR)

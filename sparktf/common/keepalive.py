@@ -30,8 +30,12 @@ def watch_peer(sock: socket.socket, seconds: int = DRIVER_SILENT_SECS) -> None:
     idle = max(1, seconds // 3)
     interval = max(1, seconds // 6)
     count = max(1, (seconds - idle) // interval)
-    for name, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", interval),
-                        ("TCP_KEEPCNT", count), ("TCP_USER_TIMEOUT", seconds * 1000)):
+    for name, value in (
+        ("TCP_KEEPIDLE", idle),
+        ("TCP_KEEPINTVL", interval),
+        ("TCP_KEEPCNT", count),
+        ("TCP_USER_TIMEOUT", seconds * 1000),
+    ):
         option = getattr(socket, name, None)
         if option is not None:
             sock.setsockopt(socket.IPPROTO_TCP, option, value)

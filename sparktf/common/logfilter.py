@@ -17,19 +17,22 @@ import os
 import re
 import sys
 import tempfile
-from typing import Iterator
+from collections.abc import Iterator
 
 #: ``I0000 00:00:1795384432.272370   24967 cudart_stub.cc:31] message`` and the older
 #: ``2026-11-22 21:53:46.123456: I tensorflow/core/...cc:123] message``
 _ABSL = re.compile(r"^(?P<level>[IWEF])\d{4} [\d:.]+\s+\d+ (?P<file>[\w./+-]+):\d+\] ")
-_TSL = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<level>[IWEF]) "
-                  r"(?P<file>[\w./+-]+):\d+\] ")
+_TSL = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<level>[IWEF]) "
+    r"(?P<file>[\w./+-]+):\d+\] "
+)
 _BANNERS = (
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
     "To enable the following instructions:",
 )
-_GPU_PROBE = re.compile(r"cuda|cudnn|cufft|cublas|cusolver|cusparse|nccl|rocm|tensorrt|TF-TRT",
-                        re.IGNORECASE)
+_GPU_PROBE = re.compile(
+    r"cuda|cudnn|cufft|cublas|cusolver|cusparse|nccl|rocm|tensorrt|TF-TRT", re.IGNORECASE
+)
 
 
 def is_startup_chatter(line: str) -> bool:
@@ -45,8 +48,7 @@ def is_startup_chatter(line: str) -> bool:
     if m.group("level") in "IW":
         return True
     # E/F lines stay, unless they are a GPU probe failing on a machine without one
-    return m.group("level") == "E" and bool(_GPU_PROBE.search(m.group("file")) or
-                                            "cuInit" in text)
+    return m.group("level") == "E" and bool(_GPU_PROBE.search(m.group("file")) or "cuInit" in text)
 
 
 @contextlib.contextmanager

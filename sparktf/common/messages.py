@@ -34,55 +34,132 @@ class Message:
 
 
 _ALL = [
-    Message("hello", "node|agent|task", "driver", ("role", "node", "host"),
-            "first message of every connection; agents and nodes add pid and port"),
-    Message("address", "task", "driver", ("port",),
-            "the rendezvous: the port the task reserved for its node's TF server (its host "
-            "is the hello's)"),
-    Message("addresses", "driver", "task", ("addresses",),
-            "the rendezvous: every node's host:port in rank order, once every task sent its"),
-    Message("log", "agent", "driver", ("stream", "line"),
-            "one line the TF process wrote to stdout or stderr"),
-    Message("exit", "agent", "driver", ("code", "aborted", "tail"),
-            "the TF process exited with code (negative: killed by that signal); last lines"),
-    Message("heartbeat", "node", "driver", ("step", "rows"),
-            "alive, every heartbeat_interval; the step and metrics of ctx.report, rows fed and "
-            "the feed's epoch"),
-    Message("state", "node", "driver", ("state",),
-            "the node now only serves (ps, or a worker in ctx.serve()): 'serving'"),
-    Message("done", "node", "driver", ("value", "value_type"),
-            "main_fn returned: its value pickled on the node (bytes, read by result_value), "
-            "and the value's type; the process stays up until 'stop'"),
-    Message("error", "node|task", "driver", ("where", "exc_type", "message", "traceback"),
-            "main_fn raised (where='main_fn') or called sys.exit with an error ('exit', and "
-            "the code's repr), its result, feed or Hadoop log_dir failed ('result', 'feed', "
-            "'log_dir'), or the barrier task failed ('task')"),
-    Message("feed_progress", "node", "driver", ("received", "ended"),
-            "InputMode.SPARK with equalize: rows this node's partition has delivered so far; "
-            "where it takes moved rows (exchange), whether its share stopped early (stopped)"),
-    Message("feed_done", "node", "driver", ("held_back", "results"),
-            "the node's feed closed: rows equalization held back, inference results sent"),
-    Message("tensorboard", "node", "driver", ("url", "log_dir", "error"),
-            "the chief's TensorBoard answers at url (None and an error if it failed)"),
-    Message("training_done", "driver", "node", (),
-            "every chief/worker main_fn has returned (ctx.training_done())"),
-    Message("stop", "driver", "node", (),
-            "end ctx.serve() and let a finished node exit: the job is over"),
-    Message("feed_bound", "driver", "node", ("bound", "final"),
-            "equalize: rows every training node may hand out this epoch; final once known; "
-            "whether a share has ended (ended); with the final bound, the rows this node "
-            "gives [[taker, address, rows], ...] (give) or takes [[giver, rows], ...] (take); "
-            "before that, the fewest rows another training node has reported (others)"),
-    Message("abort", "driver", "agent", (),
-            "stop the TF process and everything below it now"),
+    Message(
+        "hello",
+        "node|agent|task",
+        "driver",
+        ("role", "node", "host"),
+        "first message of every connection; agents and nodes add pid and port",
+    ),
+    Message(
+        "address",
+        "task",
+        "driver",
+        ("port",),
+        "the rendezvous: the port the task reserved for its node's TF server (its host "
+        "is the hello's)",
+    ),
+    Message(
+        "addresses",
+        "driver",
+        "task",
+        ("addresses",),
+        "the rendezvous: every node's host:port in rank order, once every task sent its",
+    ),
+    Message(
+        "log",
+        "agent",
+        "driver",
+        ("stream", "line"),
+        "one line the TF process wrote to stdout or stderr",
+    ),
+    Message(
+        "exit",
+        "agent",
+        "driver",
+        ("code", "aborted", "tail"),
+        "the TF process exited with code (negative: killed by that signal); last lines",
+    ),
+    Message(
+        "heartbeat",
+        "node",
+        "driver",
+        ("step", "rows"),
+        "alive, every heartbeat_interval; the step and metrics of ctx.report, rows fed and "
+        "the feed's epoch",
+    ),
+    Message(
+        "state",
+        "node",
+        "driver",
+        ("state",),
+        "the node now only serves (ps, or a worker in ctx.serve()): 'serving'",
+    ),
+    Message(
+        "done",
+        "node",
+        "driver",
+        ("value", "value_type"),
+        "main_fn returned: its value pickled on the node (bytes, read by result_value), "
+        "and the value's type; the process stays up until 'stop'",
+    ),
+    Message(
+        "error",
+        "node|task",
+        "driver",
+        ("where", "exc_type", "message", "traceback"),
+        "main_fn raised (where='main_fn') or called sys.exit with an error ('exit', and "
+        "the code's repr), its result, feed or Hadoop log_dir failed ('result', 'feed', "
+        "'log_dir'), or the barrier task failed ('task')",
+    ),
+    Message(
+        "feed_progress",
+        "node",
+        "driver",
+        ("received", "ended"),
+        "InputMode.SPARK with equalize: rows this node's partition has delivered so far; "
+        "where it takes moved rows (exchange), whether its share stopped early (stopped)",
+    ),
+    Message(
+        "feed_done",
+        "node",
+        "driver",
+        ("held_back", "results"),
+        "the node's feed closed: rows equalization held back, inference results sent",
+    ),
+    Message(
+        "tensorboard",
+        "node",
+        "driver",
+        ("url", "log_dir", "error"),
+        "the chief's TensorBoard answers at url (None and an error if it failed)",
+    ),
+    Message(
+        "training_done",
+        "driver",
+        "node",
+        (),
+        "every chief/worker main_fn has returned (ctx.training_done())",
+    ),
+    Message(
+        "stop",
+        "driver",
+        "node",
+        (),
+        "end ctx.serve() and let a finished node exit: the job is over",
+    ),
+    Message(
+        "feed_bound",
+        "driver",
+        "node",
+        ("bound", "final"),
+        "equalize: rows every training node may hand out this epoch; final once known; "
+        "whether a share has ended (ended); with the final bound, the rows this node "
+        "gives [[taker, address, rows], ...] (give) or takes [[giver, rows], ...] (take); "
+        "before that, the fewest rows another training node has reported (others)",
+    ),
+    Message("abort", "driver", "agent", (), "stop the TF process and everything below it now"),
 ]
 
 CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
 #: Fields a message may carry beyond the catalogue's (for the hello: its pid and port).
-_OPTIONAL = {"hello": ("pid", "port"),
-             "heartbeat": ("epoch", "epoch_rows", "metrics", "feed_secs", "cpu", "collective"),
-             "feed_progress": ("exchange", "stopped"),
-             "feed_bound": ("ended", "give", "take", "others"), "error": ("code",)}
+_OPTIONAL = {
+    "hello": ("pid", "port"),
+    "heartbeat": ("epoch", "epoch_rows", "metrics", "feed_secs", "cpu", "collective"),
+    "feed_progress": ("exchange", "stopped"),
+    "feed_bound": ("ended", "give", "take", "others"),
+    "error": ("code",),
+}
 
 
 def make(type_: str, **fields) -> dict:
@@ -93,8 +170,10 @@ def make(type_: str, **fields) -> dict:
     extra = set(fields) - set(spec.fields) - set(_OPTIONAL.get(type_, ()))
     missing = set(spec.fields) - set(fields)
     if extra or missing:
-        raise ValueError(f"control message {type_!r} takes fields {spec.fields}; "
-                         f"missing {sorted(missing)}, unexpected {sorted(extra)}")
+        raise ValueError(
+            f"control message {type_!r} takes fields {spec.fields}; "
+            f"missing {sorted(missing)}, unexpected {sorted(extra)}"
+        )
     return {"type": type_, **fields}
 
 
@@ -102,13 +181,20 @@ def hello(role: str, node: str, host: str | None, **extra) -> dict:
     return make("hello", role=role, node=node, host=host, **extra)
 
 
-def error(where: str, exc: BaseException, traceback_text: str = "", note: str | None = None,
-          **extra: Any) -> dict:
+def error(
+    where: str, exc: BaseException, traceback_text: str = "", note: str | None = None, **extra: Any
+) -> dict:
     """An ``error`` message for ``exc``, raised at ``where`` (``note``: a line sparktf adds to
     its message; ``extra``: more fields)."""
     message = str(exc) if note is None else f"{exc}\n{note}"
-    return make("error", where=where, exc_type=type(exc).__name__, message=message,
-                traceback=traceback_text, **extra)
+    return make(
+        "error",
+        where=where,
+        exc_type=type(exc).__name__,
+        message=message,
+        traceback=traceback_text,
+        **extra,
+    )
 
 
 #: While rows still flow to some training node, every other one hears of the feeds at least
@@ -137,7 +223,8 @@ def done(value: Any, max_mb: float | None = None) -> dict:
             f"main_fn's return value (a {type_name(value)}) pickles to "
             f"{len(data) / (1 << 20):.1f} MiB, more than the {limit:g} MiB a result may be "
             "(SPARKTF_MAX_RESULT_MB in the node's environment): write large results to a "
-            "shared path (HDFS, ctx.absolute_path) and return that path")
+            "shared path (HDFS, ctx.absolute_path) and return that path"
+        )
     return make("done", value=data, value_type=type_name(value))
 
 
@@ -148,12 +235,13 @@ def result_value(message: dict) -> Any:
 
     try:
         return pickle.loads(message["value"])
-    except Exception as exc:  # noqa: BLE001 - whatever unpickling raises, named below
+    except Exception as exc:
         raise ResultUnreadable(
             f"main_fn returned a {message.get('value_type')}, which cannot be unpickled on "
             f"the driver ({type(exc).__name__}: {exc}): its class is on the executors' path "
             "only. Return plain data (numbers, strings, lists, dicts, numpy arrays), or put "
-            "the class's module on the driver's path too (--py-files, sc.addPyFile)") from None
+            "the class's module on the driver's path too (--py-files, sc.addPyFile)"
+        ) from None
 
 
 class ResultUnreadable(Exception):

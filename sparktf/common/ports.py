@@ -37,7 +37,7 @@ class PortReservation:
     def release(self) -> None:
         self._sock.close()
 
-    def __enter__(self) -> "PortReservation":
+    def __enter__(self) -> PortReservation:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -56,15 +56,15 @@ def has_children() -> bool | None:
     if not hasattr(os, "waitid"):
         return None
     try:
-        os.waitid(os.P_ALL, 0, os.WEXITED | os.WSTOPPED | os.WCONTINUED | os.WNOHANG
-                  | os.WNOWAIT)
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WSTOPPED | os.WCONTINUED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
         return False
     return True
 
 
-def kill_tree(root: psutil.Process | None = None, grace: float = 2.0,
-              include_root: bool = False) -> list[int]:
+def kill_tree(
+    root: psutil.Process | None = None, grace: float = 2.0, include_root: bool = False
+) -> list[int]:
     """Terminate every descendant of ``root`` (default: this process), then kill survivors.
 
     Returns the pids that had to be killed with SIGKILL.

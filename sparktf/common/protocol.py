@@ -48,7 +48,8 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sparktf.errors import SparkTFError
 
@@ -132,7 +133,8 @@ class FrameMac:
             raise FrameRejected(
                 f"frame {seq} on the {self._label} failed its MAC: forged, altered, replayed "
                 "or reordered on the wire (someone between the two ends, or a peer without "
-                "this job's secret); the connection was closed and the frame not used")
+                "this job's secret); the connection was closed and the frame not used"
+            )
 
 
 class Session:
@@ -145,8 +147,14 @@ class Session:
         self.receiving = FrameMac(recv_key, what)
 
     @classmethod
-    def derive(cls, secret: bytes, server_nonce: bytes, client_nonce: bytes, server: bool,
-               what: str = "connection") -> "Session":
+    def derive(
+        cls,
+        secret: bytes,
+        server_nonce: bytes,
+        client_nonce: bytes,
+        server: bool,
+        what: str = "connection",
+    ) -> Session:
         c2s = _mac(secret, b"sparktf frames c2s", server_nonce, client_nonce)
         s2c = _mac(secret, b"sparktf frames s2c", server_nonce, client_nonce)
         return cls(s2c, c2s, what) if server else cls(c2s, s2c, what)
@@ -198,7 +206,7 @@ def recv_before(sock: socket.socket, n: int, deadline: float, buf=None):
     while got < n:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise socket.timeout(f"not complete in time ({got} of {n} bytes)")
+            raise TimeoutError(f"not complete in time ({got} of {n} bytes)")
         sock.settimeout(remaining)
         k = sock.recv_into(view[got:], n - got)
         if k == 0:
@@ -213,26 +221,29 @@ def _greeting() -> tuple[bytes, bytes]:
     return nonce, MAGIC + nonce
 
 
-def _verdict(secret: bytes, server_nonce: bytes, reply: bytes,
-             what: str) -> tuple[bytes, Session | None]:
+def _verdict(
+    secret: bytes, server_nonce: bytes, reply: bytes, what: str
+) -> tuple[bytes, Session | None]:
     """The server's answer to the client's ``reply``, and the session if it proved the
     secret."""
     client_nonce = reply[MAC_LEN:]
     if not hmac.compare_digest(reply[:MAC_LEN], _mac(secret, b"client", server_nonce)):
         return DENIED, None
-    return (GRANTED + _mac(secret, b"server", client_nonce, server_nonce),
-            Session.derive(secret, server_nonce, client_nonce, server=True, what=what))
+    return (
+        GRANTED + _mac(secret, b"server", client_nonce, server_nonce),
+        Session.derive(secret, server_nonce, client_nonce, server=True, what=what),
+    )
 
 
-def server_handshake(sock: socket.socket, secret: bytes, deadline: float,
-                     what: str = "connection") -> Session:
+def server_handshake(
+    sock: socket.socket, secret: bytes, deadline: float, what: str = "connection"
+) -> Session:
     """Authenticate the client on ``sock`` (the server side, blocking) before ``deadline``;
     raises on any failure. (Servers with many peers use :class:`Gatekeeper`.)"""
     sock.settimeout(max(0.001, deadline - time.monotonic()))
     nonce, greeting = _greeting()
     sock.sendall(greeting)
-    answer, session = _verdict(secret, nonce, bytes(recv_before(sock, REPLY_LEN, deadline)),
-                               what)
+    answer, session = _verdict(secret, nonce, bytes(recv_before(sock, REPLY_LEN, deadline)), what)
     sock.settimeout(max(0.001, deadline - time.monotonic()))
     sock.sendall(answer)
     if session is None:
@@ -240,8 +251,9 @@ def server_handshake(sock: socket.socket, secret: bytes, deadline: float,
     return session
 
 
-def client_handshake(sock: socket.socket, secret: bytes, timeout: float,
-                     what: str = "connection") -> Session:
+def client_handshake(
+    sock: socket.socket, secret: bytes, timeout: float, what: str = "connection"
+) -> Session:
     """Prove we hold ``secret`` and check that the server does too. :class:`TurnedAway` when
     the server closed the connection or was busy before its verdict (try again),
     :class:`AuthenticationError` when it refused the secret or failed its own proof."""
@@ -249,14 +261,14 @@ def client_handshake(sock: socket.socket, secret: bytes, timeout: float,
     try:
         hello = _recv_exact(sock, GREETING_LEN)
     except (ChannelClosed, ConnectionResetError) as exc:
-        raise TurnedAway(f"the server closed the connection before its greeting: {exc}") \
-            from None
+        raise TurnedAway(f"the server closed the connection before its greeting: {exc}") from None
     if hello[: len(MAGIC)] != MAGIC:
         raise AuthenticationError(
             f"the peer is not a sparktf endpoint of this version (it greeted with "
-            f"{hello[:len(MAGIC)]!r}, not {MAGIC!r}): are the driver and the executors "
-            "running the same sparktf?")
-    server_nonce = hello[len(MAGIC):]
+            f"{hello[: len(MAGIC)]!r}, not {MAGIC!r}): are the driver and the executors "
+            "running the same sparktf?"
+        )
+    server_nonce = hello[len(MAGIC) :]
     nonce = secrets.token_bytes(NONCE_LEN)
     sock.sendall(_mac(secret, b"client", server_nonce) + nonce)
     try:
@@ -266,8 +278,8 @@ def client_handshake(sock: socket.socket, secret: bytes, timeout: float,
     except (ChannelClosed, ConnectionResetError) as exc:
         raise TurnedAway(
             "the server closed the connection before its verdict (our handshake ran past its "
-            f"deadline, or it made room for others under a flood), not a wrong secret: {exc}") \
-            from None
+            f"deadline, or it made room for others under a flood), not a wrong secret: {exc}"
+        ) from None
     if verdict == BUSY:
         raise TurnedAway("the server takes no more peers now")
     if verdict != GRANTED:
@@ -290,8 +302,9 @@ class Channel:
     message (the nodes' side: the driver then fails the job with the reason).
     """
 
-    def __init__(self, sock: socket.socket, session: Session | None = None,
-                 report_rejections: bool = False) -> None:
+    def __init__(
+        self, sock: socket.socket, session: Session | None = None, report_rejections: bool = False
+    ) -> None:
         self.sock = sock
         self.session = session
         self._report = report_rejections
@@ -360,8 +373,9 @@ class Channel:
 TRY_TIMEOUT = 10.0
 
 
-def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0,
-            what: str = "control channel") -> Channel:
+def connect(
+    address: tuple[str, int], secret: bytes, timeout: float = 30.0, what: str = "control channel"
+) -> Channel:
     """Open an authenticated channel to the server at ``address``.
 
     A server that refuses the connection, is late, or turns it away before its verdict (it
@@ -372,8 +386,9 @@ def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0,
     delay = 0.05
     while True:
         try:
-            return connect_once(address, secret,
-                                max(0.1, min(TRY_TIMEOUT, deadline - time.monotonic())), what)
+            return connect_once(
+                address, secret, max(0.1, min(TRY_TIMEOUT, deadline - time.monotonic())), what
+            )
         except AuthenticationError:
             raise
         except (ConnectionRefusedError, ConnectionResetError, TurnedAway, TimeoutError):
@@ -383,8 +398,9 @@ def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0,
             delay = min(1.0, delay * 2)
 
 
-def connect_once(address: tuple[str, int], secret: bytes, timeout: float,
-                 what: str = "control channel") -> Channel:
+def connect_once(
+    address: tuple[str, int], secret: bytes, timeout: float, what: str = "control channel"
+) -> Channel:
     """One authenticated connection to ``address``, no retry."""
     sock = socket.create_connection(address, timeout=timeout)
     try:
@@ -401,9 +417,20 @@ def connect_once(address: tuple[str, int], secret: bytes, timeout: float,
 RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 #: ``accept()`` errors about one queued connection only (reset while it waited, or a network
 #: error Linux passes on from it: accept(2) says to treat these like EAGAIN).
-TRANSIENT_ERRORS = frozenset({
-    errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN, errno.ENOPROTOOPT,
-    errno.EHOSTDOWN, errno.ENONET, errno.EHOSTUNREACH, errno.EOPNOTSUPP, errno.ENETUNREACH})
+TRANSIENT_ERRORS = frozenset(
+    {
+        errno.ECONNABORTED,
+        errno.EPROTO,
+        errno.EPERM,
+        errno.ENETDOWN,
+        errno.ENOPROTOOPT,
+        errno.EHOSTDOWN,
+        errno.ENONET,
+        errno.EHOSTUNREACH,
+        errno.EOPNOTSUPP,
+        errno.ENETUNREACH,
+    }
+)
 #: Unauthenticated connections younger than this are not dropped to make room for others.
 EVICT_AFTER = 1.0
 #: Seconds between two log lines of one kind about refused connections (a flood logs little).
@@ -431,8 +458,7 @@ class _Throttle:
             return
         quiet = self._quiet.pop(kind, 0)
         self._last[kind] = now
-        log.warning(message + (f" ({quiet} more since the last such line)" if quiet else ""),
-                    *args)
+        log.warning(message + (f" ({quiet} more since the last such line)" if quiet else ""), *args)
 
 
 class Gatekeeper:
@@ -456,11 +482,18 @@ class Gatekeeper:
     (it tries again).
     """
 
-    def __init__(self, listener: socket.socket, secret: bytes,
-                 admit: Callable[[socket.socket, Session, float], None], *, what: str,
-                 handshake_timeout: float = 10.0, max_pending: int = 256,
-                 capacity: Callable[[], bool] | None = None,
-                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
+    def __init__(
+        self,
+        listener: socket.socket,
+        secret: bytes,
+        admit: Callable[[socket.socket, Session, float], None],
+        *,
+        what: str,
+        handshake_timeout: float = 10.0,
+        max_pending: int = 256,
+        capacity: Callable[[], bool] | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+    ) -> None:
         self._listener = listener
         self._secret = secret
         self._admit = admit
@@ -485,8 +518,9 @@ class Gatekeeper:
             self._sel = selectors.DefaultSelector()
             self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
             self._sel.register(listener, selectors.EVENT_READ, "listen")
-            self.thread = threading.Thread(target=self._run, daemon=True,
-                                           name=f"sparktf-{what}-accept".replace(" ", "-"))
+            self.thread = threading.Thread(
+                target=self._run, daemon=True, name=f"sparktf-{what}-accept".replace(" ", "-")
+            )
             self.thread.start()
         except BaseException:
             if hasattr(self, "_sel"):
@@ -510,11 +544,15 @@ class Gatekeeper:
         try:
             while not self._closed:
                 self._turn(sel)
-        except BaseException as exc:  # noqa: BLE001 - handed on, never lost
+        except BaseException as exc:
             if not self._closed:
                 self.failure = exc
-                log.error("sparktf: the %s stopped accepting connections: %s: %s",
-                          self._what, type(exc).__name__, exc)
+                log.error(
+                    "sparktf: the %s stopped accepting connections: %s: %s",
+                    self._what,
+                    type(exc).__name__,
+                    exc,
+                )
                 if self._on_fatal is not None:
                     self._on_fatal(exc)
         finally:
@@ -545,9 +583,12 @@ class Gatekeeper:
             self.timed_out += 1
             self._drop(sel, conn)
             self._throttle.warn(
-                "timeout", "sparktf: the %s dropped a connection whose handshake was not "
+                "timeout",
+                "sparktf: the %s dropped a connection whose handshake was not "
                 "complete within %gs (a silent or stalled peer; a real one tries again)",
-                self._what, self._timeout)
+                self._what,
+                self._timeout,
+            )
         if not self._listening and now >= self._resume_at and not self._closed:
             sel.register(self._listener, selectors.EVENT_READ, "listen")
             self._listening = True
@@ -565,9 +606,13 @@ class Gatekeeper:
                 if exc.errno in RESOURCE_ERRORS:
                     self._backoff = min(1.0, max(0.05, self._backoff * 2))
                     self._throttle.warn(
-                        "accept", "sparktf: the %s cannot accept (%s); dropping its oldest "
-                        "unauthenticated connection, retrying in %.2fs", self._what, exc,
-                        self._backoff)
+                        "accept",
+                        "sparktf: the %s cannot accept (%s); dropping its oldest "
+                        "unauthenticated connection, retrying in %.2fs",
+                        self._what,
+                        exc,
+                        self._backoff,
+                    )
                     if self._pending:
                         self.evicted += 1
                         self._drop(sel, next(iter(self._pending)))
@@ -576,8 +621,7 @@ class Gatekeeper:
                     self._resume_at = time.monotonic() + self._backoff
                     return
                 if exc.errno in TRANSIENT_ERRORS:
-                    log.debug("sparktf: the %s skipped a queued connection: %s", self._what,
-                              exc)
+                    log.debug("sparktf: the %s skipped a queued connection: %s", self._what, exc)
                     continue
                 raise
             self._backoff = 0.0
@@ -591,8 +635,12 @@ class Gatekeeper:
                 self.turned_away += 1
                 _close_quietly(conn)  # before the greeting: a real client tries again
                 self._throttle.warn(
-                    "full", "sparktf: the %s turned connections away: %d handshakes under way "
-                    "already (a flood?)", self._what, len(self._pending))
+                    "full",
+                    "sparktf: the %s turned connections away: %d handshakes under way "
+                    "already (a flood?)",
+                    self._what,
+                    len(self._pending),
+                )
                 return
             self.evicted += 1
             self._drop(sel, victim)
@@ -642,8 +690,9 @@ class Gatekeeper:
         answer, session = _verdict(self._secret, p.nonce, p.got, self._what)
         if session is None:
             self.wrong_secret += 1
-            self._throttle.warn("secret", "sparktf: the %s refused a peer without this job's "
-                                "secret", self._what)
+            self._throttle.warn(
+                "secret", "sparktf: the %s refused a peer without this job's secret", self._what
+            )
             _refuse(conn, DENIED)
             return
         if self._capacity is not None and not self._capacity():
@@ -656,10 +705,9 @@ class Gatekeeper:
             conn.setblocking(True)
             self.authenticated += 1
             self._admit(conn, session, p.deadline)
-        except Exception as exc:  # noqa: BLE001 - e.g. no thread could be started
+        except Exception as exc:
             self.closed_early += 1
-            log.warning("sparktf: the %s dropped an authenticated connection: %s",
-                        self._what, exc)
+            log.warning("sparktf: the %s dropped an authenticated connection: %s", self._what, exc)
             _close_quietly(conn)
 
     def _drop(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:

@@ -28,11 +28,13 @@ class _Refused(importlib.abc.Loader):
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def create_module(self, spec):  # noqa: D102 - the importlib protocol
-        raise ImportError(f"{self.name} is not imported along with TensorFlow here "
-                          "(sparktf.common.tfimport)", name=self.name)
+    def create_module(self, spec):
+        raise ImportError(
+            f"{self.name} is not imported along with TensorFlow here (sparktf.common.tfimport)",
+            name=self.name,
+        )
 
-    def exec_module(self, module) -> None:  # noqa: D102
+    def exec_module(self, module) -> None:
         raise ImportError(self.name, name=self.name)
 
 

@@ -12,8 +12,8 @@ so rank 0 is always the node whose return value :meth:`Cluster.shutdown` returns
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 MASTER_NODES = ("chief", "master", None)
 TRAINING_JOBS = ("chief", "master", "worker")
@@ -43,9 +43,13 @@ class NodeRole:
         return self.job in TRAINING_JOBS
 
 
-def topology_problems(num_nodes: object, num_ps: object, master_node: object,
-                      eval_node: object,
-                      every_slot: tuple[str, str] | None = None) -> list[str]:
+def topology_problems(
+    num_nodes: object,
+    num_ps: object,
+    master_node: object,
+    eval_node: object,
+    every_slot: tuple[str, str] | None = None,
+) -> list[str]:
     """Every reason these role arguments are invalid, each saying what to change.
 
     ``every_slot``: set when ``num_nodes`` is not the user's but every task slot of a Spark
@@ -56,7 +60,9 @@ def topology_problems(num_nodes: object, num_ps: object, master_node: object,
     if not isinstance(num_ps, int) or isinstance(num_ps, bool) or num_ps < 0:
         problems.append(f"num_ps must be an int >= 0, got {num_ps!r}")
     if master_node not in MASTER_NODES:
-        problems.append(f"master_node must be one of 'chief', 'master' or None, got {master_node!r}")
+        problems.append(
+            f"master_node must be one of 'chief', 'master' or None, got {master_node!r}"
+        )
     if not isinstance(eval_node, bool):
         problems.append(f"eval_node must be True or False, got {eval_node!r}")
     if problems:
@@ -67,17 +73,20 @@ def topology_problems(num_nodes: object, num_ps: object, master_node: object,
         if every_slot is None:
             problems.append(
                 f"{what} leaves no node to train among num_executors={num_nodes}: "
-                f"use num_executors >= {reserved + 1} or fewer parameter servers")
+                f"use num_executors >= {reserved + 1} or fewer parameter servers"
+            )
         else:  # num_executors left unset: more nodes need more slots, not the argument
             problems.append(
                 f"{what} leaves no node to train among num_executors={num_nodes} (left unset, "
                 f"every task slot of {every_slot[0]}): give Spark at least {reserved + 1} task "
-                f"slots ({every_slot[1]}) or ask for fewer parameter servers")
+                f"slots ({every_slot[1]}) or ask for fewer parameter servers"
+            )
     return problems
 
 
-def assign_roles(num_nodes: int, num_ps: int = 0, master_node: str | None = "chief",
-                 eval_node: bool = False) -> tuple[NodeRole, ...]:
+def assign_roles(
+    num_nodes: int, num_ps: int = 0, master_node: str | None = "chief", eval_node: bool = False
+) -> tuple[NodeRole, ...]:
     """Give each of ``num_nodes`` nodes its role, in rank order.
 
     Raises ``ValueError`` listing every problem when the arguments cannot make a cluster.
@@ -150,8 +159,9 @@ def tf_config_json(spec: Mapping[str, Sequence[str]], role: NodeRole) -> str:
 
 def chief_role(spec_or_roles: Mapping[str, Sequence[str]] | Sequence[NodeRole]) -> NodeRole:
     """The node whose return value is the job's result: chief, else master, else worker 0."""
-    jobs = set(spec_or_roles) if isinstance(spec_or_roles, Mapping) else {
-        r.job for r in spec_or_roles}
+    jobs = (
+        set(spec_or_roles) if isinstance(spec_or_roles, Mapping) else {r.job for r in spec_or_roles}
+    )
     for job in ("chief", "master", "worker"):
         if job in jobs:
             return NodeRole(job, 0)

@@ -63,13 +63,19 @@ def _scalar(value: Any, what: str, kind: str):
         if getattr(dtype, "is_integer", False) or getattr(dtype, "kind", "") in ("i", "u"):
             return int(value)  # exact, even above 2**53
         return float(value)
-    except Exception as exc:  # noqa: BLE001 - whatever the object's own conversion raised
+    except Exception as exc:
         try:
             dims = tuple(getattr(value, "shape", ()))
-        except Exception:  # noqa: BLE001 - a TensorShape of unknown rank
+        except Exception:
             dims = None
-        hint = (f" (shape {dims}: one value only)" if dims else
-                " (a graph tensor? pass the value that running it gave)"
-                if type(value).__name__ == "SymbolicTensor" or dims is None else "")
-        raise TypeError(f"{what} must be {kind} or a scalar tensor/array that holds one, got "
-                        f"{type(value).__name__}{hint}: {exc}") from None
+        hint = (
+            f" (shape {dims}: one value only)"
+            if dims
+            else " (a graph tensor? pass the value that running it gave)"
+            if type(value).__name__ == "SymbolicTensor" or dims is None
+            else ""
+        )
+        raise TypeError(
+            f"{what} must be {kind} or a scalar tensor/array that holds one, got "
+            f"{type(value).__name__}{hint}: {exc}"
+        ) from None

@@ -14,18 +14,17 @@ import logging
 import os
 import time
 import uuid
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from sparktf.common import shipped, topology, values
-
-from sparktf.driver import preflight
-from sparktf.driver import stages
+from sparktf.common.spec import FeedConfig, LaunchSpec
+from sparktf.common.topology import NodeRole
+from sparktf.driver import preflight, stages
 from sparktf.driver.runner import Runner
 from sparktf.driver.settings import InputMode, Settings, session_conf
 from sparktf.driver.state import PAUSED_SECS, Limits, NodeState, Status
-from sparktf.errors import (ClusterStateError, ClusterTimeoutError, ConfigError, SparkTFError)
-from sparktf.common.spec import FeedConfig, LaunchSpec
-from sparktf.common.topology import NodeRole
+from sparktf.errors import ClusterStateError, ClusterTimeoutError, ConfigError, SparkTFError
 
 log = logging.getLogger(__name__)
 
@@ -37,18 +36,27 @@ def hadoop_env(sc) -> tuple[tuple[str, str], ...]:
     ``SPARKTF_*`` HDFS settings, else its Hadoop configuration's fs.defaultFS (for
     ``ctx.absolute_path`` and ``hdfs:///...``) and the NameNode's WebHDFS address; and the
     Spark user as the HDFS user. A node's own environment wins over these."""
-    out = {k: os.environ[k] for k in ("SPARKTF_DEFAULT_FS", "SPARKTF_WEBHDFS_URL",
-                                      "SPARKTF_HDFS_BACKEND", "HADOOP_USER_NAME")
-           if os.environ.get(k)}
+    out = {
+        k: os.environ[k]
+        for k in (
+            "SPARKTF_DEFAULT_FS",
+            "SPARKTF_WEBHDFS_URL",
+            "SPARKTF_HDFS_BACKEND",
+            "HADOOP_USER_NAME",
+        )
+        if os.environ.get(k)
+    }
     try:
         conf = sc._jsc.hadoopConfiguration()
-        for key, var in (("fs.defaultFS", "SPARKTF_DEFAULT_FS"),
-                         ("dfs.namenode.http-address", "SPARKTF_NAMENODE_HTTP")):
+        for key, var in (
+            ("fs.defaultFS", "SPARKTF_DEFAULT_FS"),
+            ("dfs.namenode.http-address", "SPARKTF_NAMENODE_HTTP"),
+        ):
             value = conf.get(key)
             if value and var not in out:
                 out[var] = str(value)
         out.setdefault("HADOOP_USER_NAME", str(sc.sparkUser()))
-    except Exception:  # noqa: BLE001 - a Connect or stopped context: only the environment
+    except Exception:
         pass
     out.setdefault("SPARKTF_WORKING_DIR", os.getcwd())  # relative local paths: the driver's
     return tuple(sorted(out.items()))
@@ -71,33 +79,53 @@ class Cluster:
         InputMode.SPARK: rows moved between training nodes to equalize shares fed as they are.
     """
 
-    def __init__(self, sc, roles: tuple[NodeRole, ...], payload: bytes,
-                 settings: Settings, conf: dict[str, str]) -> None:
+    def __init__(
+        self,
+        sc,
+        roles: tuple[NodeRole, ...],
+        payload: bytes,
+        settings: Settings,
+        conf: dict[str, str],
+    ) -> None:
         self.sc = sc
         self.roles = roles
         self.input_mode = settings.input_mode
         self.settings = settings
         launch = LaunchSpec(
-            job_id=f"sparktf-{uuid.uuid4().hex[:12]}", roles=roles, driver_address=("", 0),
-            secret=b"", payload=shipped.for_tasks(sc, payload), tail_lines=settings.tail_lines,
-            stop_grace=settings.stop_grace, env=settings.env,
-            tensorboard=settings.tensorboard, log_dir=settings.log_dir,
+            job_id=f"sparktf-{uuid.uuid4().hex[:12]}",
+            roles=roles,
+            driver_address=("", 0),
+            secret=b"",
+            payload=shipped.for_tasks(sc, payload),
+            tail_lines=settings.tail_lines,
+            stop_grace=settings.stop_grace,
+            env=settings.env,
+            tensorboard=settings.tensorboard,
+            log_dir=settings.log_dir,
             heartbeat_interval=min(1.0, (settings.heartbeat_timeout or 3.0) / 3),
             hadoop_env=hadoop_env(sc),
-            executor_cores=preflight.executor_cores(sc.master, conf, os.cpu_count() or 1))
-        limits = Limits(reservation_timeout=settings.reservation_timeout,
-                        heartbeat_timeout=settings.heartbeat_timeout,
-                        progress_timeout=settings.progress_timeout,
-                        collective_idle_timeout=settings.collective_idle_timeout,
-                        paused_after=PAUSED_SECS)
+            executor_cores=preflight.executor_cores(sc.master, conf, os.cpu_count() or 1),
+        )
+        limits = Limits(
+            reservation_timeout=settings.reservation_timeout,
+            heartbeat_timeout=settings.heartbeat_timeout,
+            progress_timeout=settings.progress_timeout,
+            collective_idle_timeout=settings.collective_idle_timeout,
+            paused_after=PAUSED_SECS,
+        )
         self._launch = launch
-        self._runner = Runner(sc, roles, launch.job_id, limits,
-                              max_restarts=settings.max_restarts,
-                              log_to_driver=settings.log_to_driver,
-                              tf_startup_logs=settings.tf_startup_logs,
-                              progress_interval=(settings.progress_interval
-                                                 if settings.progress else None),
-                              tail_lines=settings.tail_lines, conf=conf)
+        self._runner = Runner(
+            sc,
+            roles,
+            launch.job_id,
+            limits,
+            max_restarts=settings.max_restarts,
+            log_to_driver=settings.log_to_driver,
+            tf_startup_logs=settings.tf_startup_logs,
+            progress_interval=(settings.progress_interval if settings.progress else None),
+            tail_lines=settings.tail_lines,
+            conf=conf,
+        )
         #: The barrier stages' ResourceProfile (gpus_per_node), None for the default profile.
         self._profile = preflight.gpu_profile(sc, settings.gpus_per_node)
 
@@ -161,15 +189,17 @@ class Cluster:
             yield
         except BaseException as exc:
             what = type(exc).__name__
-            self._runner.abort(ClusterStateError(
-                f"interrupted ({what}); every node was stopped" if isinstance(
-                    exc, KeyboardInterrupt) else f"the driver raised {what}: {exc}; every "
-                "node was stopped"))
+            self._runner.abort(
+                ClusterStateError(
+                    f"interrupted ({what}); every node was stopped"
+                    if isinstance(exc, KeyboardInterrupt)
+                    else f"the driver raised {what}: {exc}; every node was stopped"
+                )
+            )
             self._runner.teardown()
             raise
 
-    def _start(self, stage_factory, deadline: float | None = None,
-               expired: str = "") -> None:
+    def _start(self, stage_factory, deadline: float | None = None, expired: str = "") -> None:
         with self._stop_on_error():
             self._runner.start(self._launch, stage_factory)
         self._wait_until(lambda s: s.registered, deadline, expired)
@@ -182,9 +212,11 @@ class Cluster:
                 return
             state = self._runner.state
             running = [n.name for n in state.nodes.values() if n.exit is None] if state else []
-            self._runner.abort(ClusterTimeoutError(
-                f"{expired} expired with nodes {running} still running; every node was "
-                "stopped"))
+            self._runner.abort(
+                ClusterTimeoutError(
+                    f"{expired} expired with nodes {running} still running; every node was stopped"
+                )
+            )
         self._runner.teardown()
         raise self._runner.failure
 
@@ -196,8 +228,9 @@ class Cluster:
             return None
         seconds = values.real(timeout)
         if seconds is None or seconds <= 0:
-            problems.append(f"timeout must be a positive number of seconds or None, got "
-                            f"{timeout!r}")
+            problems.append(
+                f"timeout must be a positive number of seconds or None, got {timeout!r}"
+            )
             return None
         return time.monotonic() + seconds
 
@@ -232,8 +265,11 @@ class Cluster:
 
         self._runner.wait(known, deadline)
         state = self._runner.state
-        if state is None or state.tensorboard is None or \
-                state.nodes[chief].state is NodeState.EXITED:
+        if (
+            state is None
+            or state.tensorboard is None
+            or state.nodes[chief].state is NodeState.EXITED
+        ):
             return None
         return state.tensorboard.get("url")
 
@@ -260,8 +296,9 @@ class Cluster:
         if grace is None or grace < 0:
             raise ConfigError(f"grace_secs must be a number >= 0, got {grace_secs!r}")
         if timeout is not None and (values.real(timeout) or 0) <= 0:
-            raise ConfigError(f"timeout must be a positive number of seconds or None, got "
-                              f"{timeout!r}")
+            raise ConfigError(
+                f"timeout must be a positive number of seconds or None, got {timeout!r}"
+            )
         if self.status is Status.CREATED:  # InputMode.SPARK, never given data
             self._runner.teardown()
             return None
@@ -271,17 +308,28 @@ class Cluster:
             if not self._wait(lambda s: s.status is Status.FINISHED, deadline):
                 state = self._runner.state
                 running = [n.name for n in state.nodes.values() if n.exit is None]
-                self._runner.abort(ClusterTimeoutError(
-                    f"shutdown(timeout={timeout}) expired with nodes {running} still "
-                    "running; every node was stopped"))
+                self._runner.abort(
+                    ClusterTimeoutError(
+                        f"shutdown(timeout={timeout}) expired with nodes {running} still "
+                        "running; every node was stopped"
+                    )
+                )
         self._runner.teardown()
         if self._runner.failure is not None:
             raise self._runner.failure
         return self.results.get(topology.chief_role(self.roles).name)
 
-    def train(self, data, num_epochs: int = 1, feed_timeout: float = 600, *,
-              shuffle: bool = False, equalize: bool | None = None,
-              rebalance: bool | None = None, timeout: float | None = None) -> None:
+    def train(
+        self,
+        data,
+        num_epochs: int = 1,
+        feed_timeout: float = 600,
+        *,
+        shuffle: bool = False,
+        equalize: bool | None = None,
+        rebalance: bool | None = None,
+        timeout: float | None = None,
+    ) -> None:
         """Start the nodes over ``data`` and feed it to the chief and workers; InputMode.SPARK.
 
         Returns when every chief/worker ``main_fn`` has returned (the parameter servers are
@@ -322,26 +370,48 @@ class Cluster:
         trainers = sum(r.trains for r in self.roles)
         if equalize is None:
             equalize = trainers > 1 and not any(r.job == "ps" for r in self.roles)
-        problems = stages.feed_problems(self.sc, data, num_epochs, feed_timeout, shuffle,
-                                        equalize, rebalance)
+        problems = stages.feed_problems(
+            self.sc, data, num_epochs, feed_timeout, shuffle, equalize, rebalance
+        )
         deadline = self._deadline(timeout, problems)
         if problems:
             raise ConfigError.from_problems(problems)
-        factory, exchange = stages.training(self.sc, self.roles, data, rebalance, equalize,
-                                            self._profile)
-        self._set_launch(train_mode=True, feed=FeedConfig(
-            num_epochs=int(num_epochs), feed_timeout=float(feed_timeout), shuffle=shuffle,
-            equalize=equalize, exchange=exchange, spool_max_bytes=self.settings.spool_max_bytes))
+        factory, exchange = stages.training(
+            self.sc, self.roles, data, rebalance, equalize, self._profile
+        )
+        self._set_launch(
+            train_mode=True,
+            feed=FeedConfig(
+                num_epochs=int(num_epochs),
+                feed_timeout=float(feed_timeout),
+                shuffle=shuffle,
+                equalize=equalize,
+                exchange=exchange,
+                spool_max_bytes=self.settings.spool_max_bytes,
+            ),
+        )
         expired = f"train(timeout={timeout})"
         self._start(factory, deadline, expired)
-        self._wait_until(lambda s: s.training_done_at is not None
-                         or s.status is Status.FINISHED, deadline, expired)
+        self._wait_until(
+            lambda s: s.training_done_at is not None or s.status is Status.FINISHED,
+            deadline,
+            expired,
+        )
         if self.rows_held_back:
-            log.warning("sparktf: %d rows were held back so that every worker took the same "
-                        "number of steps (cluster.rows_held_back)", self.rows_held_back)
+            log.warning(
+                "sparktf: %d rows were held back so that every worker took the same "
+                "number of steps (cluster.rows_held_back)",
+                self.rows_held_back,
+            )
 
-    def inference(self, data, output_schema: Any = "prediction double",
-                  feed_timeout: float = 600, *, timeout: float | None = None):
+    def inference(
+        self,
+        data,
+        output_schema: Any = "prediction double",
+        feed_timeout: float = 600,
+        *,
+        timeout: float | None = None,
+    ):
         """Run ``main_fn`` over ``data`` with ``train_mode=False``; one output per input row.
 
         Each node reads its rows with ``ctx.get_data_feed(train_mode=False)`` and returns one
@@ -360,8 +430,10 @@ class Cluster:
         problems = stages.feed_problems(self.sc, data, 1, feed_timeout, False, False, None)
         deadline = self._deadline(timeout, problems)
         if any(r.job in ("ps", "evaluator") for r in self.roles):
-            problems.append("an inference cluster has no parameter servers or evaluator: "
-                            "start it with num_ps=0 and eval_node=False")
+            problems.append(
+                "an inference cluster has no parameter servers or evaluator: "
+                "start it with num_ps=0 and eval_node=False"
+            )
         schema = None
         try:
             schema = stages.parse_output_schema(output_schema)
@@ -370,8 +442,9 @@ class Cluster:
         if problems:
             raise ConfigError.from_problems(problems)
         stage = stages.Inference(self.sc, self.roles, data, schema, self._profile)
-        self._set_launch(train_mode=False, feed=FeedConfig(num_epochs=1,
-                                                           feed_timeout=float(feed_timeout)))
+        self._set_launch(
+            train_mode=False, feed=FeedConfig(num_epochs=1, feed_timeout=float(feed_timeout))
+        )
         expired = f"inference(timeout={timeout})"
         self._start(stage, deadline, expired)
         self._wait_until(lambda s: s.status is Status.FINISHED, deadline, expired)
@@ -380,39 +453,59 @@ class Cluster:
 
     def _require_data_mode(self, what: str) -> None:
         if self.input_mode is not InputMode.SPARK:
-            raise ClusterStateError(f"{what}() feeds data, which needs InputMode.SPARK: start "
-                                    "with sparktf.run(..., input_mode=sparktf.InputMode.SPARK)")
+            raise ClusterStateError(
+                f"{what}() feeds data, which needs InputMode.SPARK: start "
+                "with sparktf.run(..., input_mode=sparktf.InputMode.SPARK)"
+            )
         if self.status is Status.CREATED and self._runner.aborted:
-            raise ClusterStateError(f"{what}(): this cluster was shut down before it was given "
-                                    "data; call sparktf.run() again for a new one")
+            raise ClusterStateError(
+                f"{what}(): this cluster was shut down before it was given "
+                "data; call sparktf.run() again for a new one"
+            )
         if self.status is not Status.CREATED or self._runner.aborted:
             raise ClusterStateError(
                 f"{what}() starts the cluster's nodes over the data and can be called once per "
                 f"cluster (this one is {self.status.value}); call sparktf.run() again for "
-                "another pass")
+                "another pass"
+            )
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.shutdown()
             return
-        self._runner.abort(ClusterStateError(f"the with-block raised {exc_type.__name__}; "
-                                             "every node was stopped"))
+        self._runner.abort(
+            ClusterStateError(f"the with-block raised {exc_type.__name__}; every node was stopped")
+        )
         self._runner.teardown()
 
     def __repr__(self) -> str:
         return f"<sparktf.Cluster {self.job_id} {self.status.value} nodes={len(self.roles)}>"
 
 
-def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = None,
-        num_ps: int = 0, *, master_node: str | None = "chief", eval_node: bool = False,
-        input_mode: InputMode = InputMode.TENSORFLOW, reservation_timeout: float | None = None,
-        log_to_driver: bool | None = None, env: dict[str, str] | None = None,
-        progress: bool | None = None, gpus_per_node: int | None = None,
-        tensorboard: bool = False, log_dir: str | None = None, max_restarts: int | None = None,
-        heartbeat_timeout: float | None = None, progress_timeout: float | None = None) -> Cluster:
+def run(
+    sc,
+    main_fn: Callable,
+    args: Any = None,
+    num_executors: int | None = None,
+    num_ps: int = 0,
+    *,
+    master_node: str | None = "chief",
+    eval_node: bool = False,
+    input_mode: InputMode = InputMode.TENSORFLOW,
+    reservation_timeout: float | None = None,
+    log_to_driver: bool | None = None,
+    env: dict[str, str] | None = None,
+    progress: bool | None = None,
+    gpus_per_node: int | None = None,
+    tensorboard: bool = False,
+    log_dir: str | None = None,
+    max_restarts: int | None = None,
+    heartbeat_timeout: float | None = None,
+    progress_timeout: float | None = None,
+) -> Cluster:
     """Start a TensorFlow cluster on Spark executors and run ``main_fn`` on every node.
 
     Every setting (its default, its ``spark.sparktf.*`` key, what is valid) is in one table,
@@ -466,11 +559,14 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
     session = sc if hasattr(sc, "sparkContext") else None
     sc = getattr(sc, "sparkContext", sc)  # a SparkSession is welcome too
     if not callable(getattr(sc, "getConf", None)):
-        raise ConfigError(f"sc must be a pyspark SparkContext (or a SparkSession), got "
-                          f"{type(sc).__name__}")
+        raise ConfigError(
+            f"sc must be a pyspark SparkContext (or a SparkSession), got {type(sc).__name__}"
+        )
     if getattr(sc, "_jsc", None) is None:
-        raise ClusterStateError("the SparkContext is stopped: give sparktf.run() a running one "
-                                "(SparkSession.builder.getOrCreate() makes a new one)")
+        raise ClusterStateError(
+            "the SparkContext is stopped: give sparktf.run() a running one "
+            "(SparkSession.builder.getOrCreate() makes a new one)"
+        )
     problems = []
     conf = preflight.spark_conf(sc)
     session = session or preflight.active_session(sc)
@@ -478,12 +574,23 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         conf.update(session_conf(session.conf))
     try:
         settings = Settings.resolve(
-            conf, num_executors=num_executors, num_ps=num_ps,
-            master_node=master_node, eval_node=eval_node, input_mode=input_mode,
-            reservation_timeout=reservation_timeout, log_to_driver=log_to_driver, env=env,
-            progress=progress, gpus_per_node=gpus_per_node,
-            tensorboard=tensorboard, log_dir=log_dir, max_restarts=max_restarts,
-            heartbeat_timeout=heartbeat_timeout, progress_timeout=progress_timeout)
+            conf,
+            num_executors=num_executors,
+            num_ps=num_ps,
+            master_node=master_node,
+            eval_node=eval_node,
+            input_mode=input_mode,
+            reservation_timeout=reservation_timeout,
+            log_to_driver=log_to_driver,
+            env=env,
+            progress=progress,
+            gpus_per_node=gpus_per_node,
+            tensorboard=tensorboard,
+            log_dir=log_dir,
+            max_restarts=max_restarts,
+            heartbeat_timeout=heartbeat_timeout,
+            progress_timeout=progress_timeout,
+        )
     except ConfigError as exc:
         settings, problems = None, list(exc.problems)
     n_params, fn_problem = preflight.main_fn_params(main_fn)
@@ -494,8 +601,9 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         problems += [pickle_problem] if pickle_problem else []
     if settings is None:  # bad types: nothing about the Spark cluster is worth waiting for
         raise ConfigError.from_problems(problems)
-    spark_problems, slots = preflight.spark_problems(sc, settings.num_executors,
-                                                     settings.slot_wait_timeout, conf)
+    spark_problems, slots = preflight.spark_problems(
+        sc, settings.num_executors, settings.slot_wait_timeout, conf
+    )
     problems += spark_problems
     problems += preflight.gpu_problems(sc.master, conf, settings.gpus_per_node)
     num_nodes = settings.num_executors or slots
@@ -504,16 +612,18 @@ def run(sc, main_fn: Callable, args: Any = None, num_executors: int | None = Non
         if settings.num_executors is None and isinstance(settings.num_ps, int):
             wanted = settings.num_ps + (2 if settings.eval_node is True else 1)
             every_slot = (sc.master, preflight.more_slots(sc.master, wanted, conf))
-        problems += topology.topology_problems(num_nodes, settings.num_ps,
-                                               settings.master_node, settings.eval_node,
-                                               every_slot)
+        problems += topology.topology_problems(
+            num_nodes, settings.num_ps, settings.master_node, settings.eval_node, every_slot
+        )
     if problems:
         raise ConfigError.from_problems(problems)
-    roles = topology.assign_roles(num_nodes, settings.num_ps, settings.master_node,
-                                  settings.eval_node)
+    roles = topology.assign_roles(
+        num_nodes, settings.num_ps, settings.master_node, settings.eval_node
+    )
     cluster = Cluster(sc, roles, payload, settings, conf)
-    log.info("sparktf: %s has %d nodes: %s", cluster.job_id, len(roles),
-             ", ".join(r.name for r in roles))
+    log.info(
+        "sparktf: %s has %d nodes: %s", cluster.job_id, len(roles), ", ".join(r.name for r in roles)
+    )
     if settings.input_mode is InputMode.TENSORFLOW:
         cluster._start(stages.nodes_only(sc, roles, cluster._profile))
     return cluster

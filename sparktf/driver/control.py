@@ -39,14 +39,22 @@ class Handler(Protocol):
     def on_connect(self, node: str, role: str, chan: protocol.Channel, hello: dict) -> None: ...
     def on_message(self, node: str, role: str, message: dict) -> None: ...
     def on_disconnect(self, node: str, role: str) -> None: ...
+
     # optional: def on_security_error(self, node, role, exc: protocol.SecurityError) -> None
 
 
 class ControlServer:
     """Listens on ``bind_host``; ``address`` is what nodes connect to."""
 
-    def __init__(self, bind_host: str, advertise_host: str, secret: bytes, handler: Handler,
-                 handshake_timeout: float = 10.0, max_pending: int = MAX_PENDING) -> None:
+    def __init__(
+        self,
+        bind_host: str,
+        advertise_host: str,
+        secret: bytes,
+        handler: Handler,
+        handshake_timeout: float = 10.0,
+        max_pending: int = MAX_PENDING,
+    ) -> None:
         self._handler = handler
         family = socket.getaddrinfo(bind_host, 0, type=socket.SOCK_STREAM)[0][0]
         self._sock = socket.create_server((bind_host, 0), family=family, backlog=128)
@@ -59,8 +67,13 @@ class ControlServer:
         self._closed = False
         try:
             self._gate = protocol.Gatekeeper(
-                self._sock, secret, self._admit, what="control server",
-                handshake_timeout=handshake_timeout, max_pending=max_pending)
+                self._sock,
+                secret,
+                self._admit,
+                what="control server",
+                handshake_timeout=handshake_timeout,
+                max_pending=max_pending,
+            )
         except BaseException:
             _close_quietly(self._sock)
             raise
@@ -88,8 +101,12 @@ class ControlServer:
                 _close_quietly(conn)
                 return
             self._conns.add(conn)
-            t = threading.Thread(target=self._serve, args=(conn, session, deadline),
-                                 daemon=True, name="sparktf-control-conn")
+            t = threading.Thread(
+                target=self._serve,
+                args=(conn, session, deadline),
+                daemon=True,
+                name="sparktf-control-conn",
+            )
             self._threads.add(t)
         try:
             t.start()
@@ -103,21 +120,26 @@ class ControlServer:
             self._threads.discard(threading.current_thread())
 
     # ---------------------------------------------------------------------------- serving
-    def _hello(self, conn: socket.socket, session: protocol.Session,
-               deadline: float) -> tuple[protocol.Channel, dict] | None:
+    def _hello(
+        self, conn: socket.socket, session: protocol.Session, deadline: float
+    ) -> tuple[protocol.Channel, dict] | None:
         try:
             # Small messages leave at once: with Nagle's algorithm the second of two
             # back-to-back sends ('training_done', 'stop') waited for the peer's delayed ACK.
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             chan = protocol.Channel(conn, session)
             hello = chan.recv(deadline)
-            if not (isinstance(hello, dict) and hello.get("type") == "hello"
-                    and isinstance(hello.get("node"), str)
-                    and hello.get("role") in messages.ROLES):
+            if not (
+                isinstance(hello, dict)
+                and hello.get("type") == "hello"
+                and isinstance(hello.get("node"), str)
+                and hello.get("role") in messages.ROLES
+            ):
                 raise protocol.AuthenticationError(f"bad hello message: {hello!r:.200}")
             conn.settimeout(None)
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
-                            struct.pack("ll", int(SEND_TIMEOUT), 0))
+            conn.setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT), 0)
+            )
             return chan, hello
         except (OSError, EOFError, pickle.UnpicklingError, ValueError, struct.error) as exc:
             with self._lock:
@@ -142,7 +164,7 @@ class ControlServer:
             except (OSError, EOFError, pickle.UnpicklingError):
                 pass
             self._handler.on_disconnect(node, role)
-        except Exception:  # noqa: BLE001 - a handler bug must not pass unseen
+        except Exception:
             log.exception("sparktf: the control connection's handler failed")
         finally:
             self._forget(conn)
@@ -179,7 +201,7 @@ class ControlServer:
             for t in threads:
                 if t is not threading.current_thread():
                     t.join(timeout=5)
-        except Exception:  # noqa: BLE001 - closing must not fail the caller
+        except Exception:
             log.exception("sparktf: closing the control server failed")
 
 

@@ -86,17 +86,27 @@ def vectors_as_arrays(df, cols=None, *, dtype: str = "float64", suffix: str = ""
     # pandas included) for data that has no vectors.
     fields = {f.name: f.dataType for f in df.schema.fields}
     cols = list(fields) if cols is None else list(cols)
-    vectors = [c for c in cols if isinstance(fields.get(c), UserDefinedType)
-               and fields[c].scalaUDT() in _VECTOR_UDTS]
+    vectors = [
+        c
+        for c in cols
+        if isinstance(fields.get(c), UserDefinedType) and fields[c].scalaUDT() in _VECTOR_UDTS
+    ]
     if not vectors:
         return df, cols, []
     from pyspark.ml.functions import vector_to_array
     from pyspark.sql import functions as F
 
-    df = df.withColumns({c + suffix: vector_to_array(F.col("`" + c.replace("`", "``") + "`"),
-                                                     dtype=dtype) for c in vectors})
-    return (df, [c + suffix if c in vectors else c for c in cols],
-            [c + suffix for c in vectors] if suffix else [])
+    df = df.withColumns(
+        {
+            c + suffix: vector_to_array(F.col("`" + c.replace("`", "``") + "`"), dtype=dtype)
+            for c in vectors
+        }
+    )
+    return (
+        df,
+        [c + suffix if c in vectors else c for c in cols],
+        [c + suffix for c in vectors] if suffix else [],
+    )
 
 
 def barrier_ready(data) -> bool:
@@ -140,8 +150,11 @@ def partition_keys(spark, num_nodes: int, num_trainers: int) -> list[int]:
     """Long keys whose Spark hash partition (Murmur3, as ``repartition(n, col)`` uses) is 0, 1, ..."""
     from pyspark.sql import functions as F
 
-    rows = (spark.range(0, 64 * num_nodes)
-            .select("id", F.expr(f"pmod(hash(id), {num_nodes})").alias("p")).collect())
+    rows = (
+        spark.range(0, 64 * num_nodes)
+        .select("id", F.expr(f"pmod(hash(id), {num_nodes})").alias("p"))
+        .collect()
+    )
     first: dict[int, int] = {}
     for row in rows:
         first.setdefault(row["p"], row["id"])
@@ -164,8 +177,11 @@ def dataframe_for_nodes(df, num_nodes: int, num_trainers: int):
     pid = F.spark_partition_id().cast("long")
     position = F.monotonically_increasing_id() - F.shiftleft(pid, 33)
     slot = F.pmod(pid + position, F.lit(num_trainers))
-    return (df.withColumn(KEY, F.element_at(table, (slot + 1).cast("int")))
-            .repartition(num_nodes, KEY).drop(KEY))
+    return (
+        df.withColumn(KEY, F.element_at(table, (slot + 1).cast("int")))
+        .repartition(num_nodes, KEY)
+        .drop(KEY)
+    )
 
 
 def partition_sizes(rdd) -> list[int]:
@@ -200,8 +216,11 @@ def rdd_in_order(rdd, num_nodes: int, counts: list[int]):
     def slot(position: int) -> int:
         return min(position * num_nodes // max(total, 1), num_nodes - 1)
 
-    return rdd.mapPartitionsWithIndex(indexed) \
-        .repartitionAndSortWithinPartitions(num_nodes, slot).values()
+    return (
+        rdd.mapPartitionsWithIndex(indexed)
+        .repartitionAndSortWithinPartitions(num_nodes, slot)
+        .values()
+    )
 
 
 #: Outputs travel from a node's barrier task to their input partition in chunks of this many.
@@ -220,8 +239,11 @@ def outputs_by_input_partition(scored, num_nodes: int, counts: list[int] | None)
     if counts is None:
         parts, starts, offsets = num_nodes, None, None
     else:
-        parts, starts, offsets = max(len(counts), 1), node_starts(sum(counts), num_nodes), \
-            _offsets(counts)
+        parts, starts, offsets = (
+            max(len(counts), 1),
+            node_starts(sum(counts), num_nodes),
+            _offsets(counts),
+        )
 
     def keyed(node, outputs):
         if offsets is None:
@@ -246,8 +268,11 @@ def outputs_by_input_partition(scored, num_nodes: int, counts: list[int] | None)
     def place(key) -> int:
         return key[0]
 
-    return scored.mapPartitionsWithIndex(keyed) \
-        .repartitionAndSortWithinPartitions(parts, place).flatMap(_second)
+    return (
+        scored.mapPartitionsWithIndex(keyed)
+        .repartitionAndSortWithinPartitions(parts, place)
+        .flatMap(_second)
+    )
 
 
 def _second(pair):
@@ -275,9 +300,17 @@ def dataframe_outputs_in_order(scored, num_nodes: int):
     order = "__sparktf_order"
     keys = partition_keys(scored.sparkSession, num_nodes, num_nodes)
     table = F.array(*[F.lit(k).cast("long") for k in keys])
-    return (scored.withColumns({order: F.monotonically_increasing_id(),
-                                KEY: F.element_at(table, F.spark_partition_id() + 1)})
-            .repartition(num_nodes, KEY).sortWithinPartitions(order).drop(KEY, order))
+    return (
+        scored.withColumns(
+            {
+                order: F.monotonically_increasing_id(),
+                KEY: F.element_at(table, F.spark_partition_id() + 1),
+            }
+        )
+        .repartition(num_nodes, KEY)
+        .sortWithinPartitions(order)
+        .drop(KEY, order)
+    )
 
 
 def dataframe_partitions(df) -> int | None:
@@ -314,14 +347,20 @@ def dataframe_in_order(df, num_nodes: int):
         offsets.append(running)
         running += counts.get(p, 0)
     keys = partition_keys(df.sparkSession, num_nodes, num_nodes)
-    offset = F.element_at(F.array(*[F.lit(o).cast("long") for o in offsets or [0]]),
-                          (part + 1).cast("int"))
+    offset = F.element_at(
+        F.array(*[F.lit(o).cast("long") for o in offsets or [0]]), (part + 1).cast("int")
+    )
     position = offset + F.col(mid).bitwiseAND(F.lit((1 << 33) - 1))
-    slot = F.least(F.floor(position * num_nodes / F.lit(max(total, 1))),
-                   F.lit(num_nodes - 1)).cast("int")
+    slot = F.least(F.floor(position * num_nodes / F.lit(max(total, 1))), F.lit(num_nodes - 1)).cast(
+        "int"
+    )
     table = F.array(*[F.lit(k).cast("long") for k in keys])
-    return (with_id.withColumn(KEY, F.element_at(table, slot + 1))
-            .repartition(num_nodes, KEY).sortWithinPartitions(mid).drop(KEY, mid))
+    return (
+        with_id.withColumn(KEY, F.element_at(table, slot + 1))
+        .repartition(num_nodes, KEY)
+        .sortWithinPartitions(mid)
+        .drop(KEY, mid)
+    )
 
 
 def raw_pickled_batches(rdd):
@@ -333,11 +372,16 @@ def raw_pickled_batches(rdd):
     every element again. Returns None for other serializers (text files, ...).
     """
     from pyspark.rdd import RDD
-    from pyspark.serializers import (BatchedSerializer, CloudPickleSerializer,
-                                     CPickleSerializer, NoOpSerializer)
+    from pyspark.serializers import (
+        BatchedSerializer,
+        CloudPickleSerializer,
+        CPickleSerializer,
+        NoOpSerializer,
+    )
 
     ser = rdd._jrdd_deserializer
     if isinstance(ser, BatchedSerializer) and isinstance(
-            ser.serializer, (CPickleSerializer, CloudPickleSerializer)):
+        ser.serializer, (CPickleSerializer, CloudPickleSerializer)
+    ):
         return RDD(rdd._jrdd, rdd.ctx, NoOpSerializer())
     return None

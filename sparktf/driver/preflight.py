@@ -11,7 +11,8 @@ import inspect
 import os
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import cloudpickle
 
@@ -19,13 +20,18 @@ import cloudpickle
 def main_fn_params(main_fn: Any) -> tuple[int | None, str | None]:
     """How many arguments ``main_fn`` takes (1: ``ctx``; 2: ``args, ctx``), or a problem."""
     if not callable(main_fn):
-        return None, f"main_fn must be a function main_fn(args, ctx) or main_fn(ctx), got {main_fn!r}"
+        return (
+            None,
+            f"main_fn must be a function main_fn(args, ctx) or main_fn(ctx), got {main_fn!r}",
+        )
     lazy = _lazy_kind(main_fn)
     if lazy:
         kind, instead = lazy
-        return None, (f"main_fn {getattr(main_fn, '__name__', main_fn)!r} is {kind}: calling it "
-                      f"runs none of its body, and sparktf calls main_fn as a plain function. "
-                      f"Use a plain def{instead}")
+        return None, (
+            f"main_fn {getattr(main_fn, '__name__', main_fn)!r} is {kind}: calling it "
+            f"runs none of its body, and sparktf calls main_fn as a plain function. "
+            f"Use a plain def{instead}"
+        )
     try:
         sig = inspect.signature(main_fn)
     except (TypeError, ValueError):
@@ -35,15 +41,18 @@ def main_fn_params(main_fn: Any) -> tuple[int | None, str | None]:
     required = [p for p in positional if p.default is p.empty]
     if any(p.kind is p.VAR_POSITIONAL for p in params):
         return (2 if len(required) <= 2 else None), (
-            None if len(required) <= 2 else f"main_fn{sig} requires {len(required)} arguments")
+            None if len(required) <= 2 else f"main_fn{sig} requires {len(required)} arguments"
+        )
     if any(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params):
         return None, f"main_fn{sig} has required keyword-only arguments; sparktf passes (args, ctx)"
     if len(required) <= 1 and len(positional) == 1:
         return 1, None
     if len(required) <= 2 and len(positional) >= 2:
         return 2, None
-    return None, (f"main_fn{sig} must take (args, ctx) or (ctx); "
-                  f"it takes {len(positional)} positional argument(s), {len(required)} required")
+    return None, (
+        f"main_fn{sig} must take (args, ctx) or (ctx); "
+        f"it takes {len(positional)} positional argument(s), {len(required)} required"
+    )
 
 
 def _lazy_kind(fn: Any) -> tuple[str, str] | None:
@@ -63,14 +72,18 @@ def pickle_payload(main_fn: Callable, args: Any, n_params: int) -> tuple[bytes |
     try:
         cloudpickle.dumps(args)
     except Exception as exc:
-        return None, (f"args cannot be pickled ({type(exc).__name__}: {exc}); pass plain data "
-                      "(an argparse.Namespace, a dict, numbers, strings), not open files, locks, "
-                      "sockets or a SparkContext")
+        return None, (
+            f"args cannot be pickled ({type(exc).__name__}: {exc}); pass plain data "
+            "(an argparse.Namespace, a dict, numbers, strings), not open files, locks, "
+            "sockets or a SparkContext"
+        )
     try:
         return cloudpickle.dumps((main_fn, args, n_params)), None
     except Exception as exc:
-        return None, (f"main_fn cannot be pickled ({type(exc).__name__}: {exc}); it must not "
-                      "capture a SparkContext, a SparkSession, locks or open files")
+        return None, (
+            f"main_fn cannot be pickled ({type(exc).__name__}: {exc}); it must not "
+            "capture a SparkContext, a SparkSession, locks or open files"
+        )
 
 
 #: What Spark shows in place of a value whose key or text looks secret (spark.redaction.regex).
@@ -102,7 +115,8 @@ CONNECT_CANNOT = (
     "fails (addJobTag/cancelJobsWithTag), to count task slots and wait for running tasks "
     "(statusTracker), to read the Hadoop configuration, and to feed RDDs. Run the driver "
     "with a classic session instead (spark-submit, or SparkSession.builder without "
-    ".remote()); sparktf.predict and sparktf.ml.TFModel.transform do work over Spark Connect")
+    ".remote()); sparktf.predict and sparktf.ml.TFModel.transform do work over Spark Connect"
+)
 
 
 def active_session(sc):
@@ -134,7 +148,8 @@ def expected_slots(master: str, conf: dict[str, str], cpu_count: int) -> int | N
         return int(conf["spark.cores.max"]) // task_cpus
     if "spark.executor.instances" in conf and "spark.executor.cores" in conf:
         return int(conf["spark.executor.instances"]) * (
-            int(conf["spark.executor.cores"]) // task_cpus)
+            int(conf["spark.executor.cores"]) // task_cpus
+        )
     return None
 
 
@@ -158,19 +173,25 @@ def gpu_problems(master: str, conf: dict[str, str], gpus_per_node: int | None) -
     if not gpus_per_node:
         return []
     if master == "local" or _LOCAL.match(master):
-        return [f"gpus_per_node={gpus_per_node}: Spark's local mode ({master}) assigns no GPUs "
-                "to tasks; use a cluster manager that schedules them (standalone, YARN, "
-                "Kubernetes, or local-cluster[...] for a test), or leave gpus_per_node unset and "
-                "let TensorFlow use the machine's GPUs"]
+        return [
+            f"gpus_per_node={gpus_per_node}: Spark's local mode ({master}) assigns no GPUs "
+            "to tasks; use a cluster manager that schedules them (standalone, YARN, "
+            "Kubernetes, or local-cluster[...] for a test), or leave gpus_per_node unset and "
+            "let TensorFlow use the machine's GPUs"
+        ]
     have = conf.get("spark.executor.resource.gpu.amount")
     if have is None:
-        return [f"gpus_per_node={gpus_per_node}, but the executors have no GPUs configured: set "
-                "spark.executor.resource.gpu.amount (GPUs per executor) and "
-                "spark.executor.resource.gpu.discoveryScript (e.g. bin/gpu-discovery.sh)"]
+        return [
+            f"gpus_per_node={gpus_per_node}, but the executors have no GPUs configured: set "
+            "spark.executor.resource.gpu.amount (GPUs per executor) and "
+            "spark.executor.resource.gpu.discoveryScript (e.g. bin/gpu-discovery.sh)"
+        ]
     if int(float(have)) < gpus_per_node:
-        return [f"gpus_per_node={gpus_per_node}, but each executor has "
-                f"spark.executor.resource.gpu.amount={have}: ask for at most {have}, or give "
-                "the executors more"]
+        return [
+            f"gpus_per_node={gpus_per_node}, but each executor has "
+            f"spark.executor.resource.gpu.amount={have}: ask for at most {have}, or give "
+            "the executors more"
+        ]
     return []
 
 
@@ -184,8 +205,11 @@ def gpu_profile(sc, gpus_per_node: int | None):
         return None
     from pyspark.resource import ResourceProfileBuilder, TaskResourceRequests
 
-    tasks = TaskResourceRequests().cpus(int(conf.get("spark.task.cpus", "1"))) \
+    tasks = (
+        TaskResourceRequests()
+        .cpus(int(conf.get("spark.task.cpus", "1")))
         .resource("gpu", gpus_per_node)
+    )
     return ResourceProfileBuilder().require(tasks).build
 
 
@@ -230,9 +254,11 @@ def conf_problems(conf) -> list[str]:
     """Spark settings under which a barrier job cannot run (``conf``: a SparkConf or dict)."""
     problems = []
     if (conf.get("spark.dynamicAllocation.enabled") or "false").lower() == "true":
-        problems.append("spark.dynamicAllocation.enabled is true, and Spark refuses barrier "
-                        "jobs under dynamic allocation: submit with "
-                        "--conf spark.dynamicAllocation.enabled=false")
+        problems.append(
+            "spark.dynamicAllocation.enabled is true, and Spark refuses barrier "
+            "jobs under dynamic allocation: submit with "
+            "--conf spark.dynamicAllocation.enabled=false"
+        )
     capped = conf.get("spark.executor.pyspark.memory")
     if capped:
         problems.append(
@@ -243,7 +269,8 @@ def conf_problems(conf) -> list[str]:
             "under 2g), and the cap cannot be raised "
             "again. Remove spark.executor.pyspark.memory for this application (from "
             "spark-defaults.conf or the submit command) and give the TensorFlow processes "
-            "their memory with spark.executor.memoryOverhead (YARN, Kubernetes) instead")
+            "their memory with spark.executor.memoryOverhead (YARN, Kubernetes) instead"
+        )
     return problems
 
 
@@ -252,23 +279,30 @@ def more_slots(master: str, wanted: int, conf: dict[str, str]) -> str:
     task_cpus = int(conf.get("spark.task.cpus", "1"))
     if master == "local" or _LOCAL.match(master):
         return f"--master local[{wanted * task_cpus}]" + (
-            f" (spark.task.cpus={task_cpus})" if task_cpus > 1 else "")
+            f" (spark.task.cpus={task_cpus})" if task_cpus > 1 else ""
+        )
     if _LOCAL_CLUSTER.match(master):
         return "more local-cluster[workers,cores,memory] workers or cores"
     if master.startswith(("yarn", "k8s://")):
         manager = "YARN" if master.startswith("yarn") else "Kubernetes"
         asked = conf.get("spark.executor.instances")
-        asked = f"spark.executor.instances={asked} were asked for" if asked else \
-            "set spark.executor.instances (--num-executors)"
-        return (f"more executors ({asked}; where fewer registered, {manager} lacked memory or "
-                "vcores for them: make them smaller, spark.executor.memory and "
-                "spark.executor.memoryOverhead, or the queue larger) or more cores each "
-                "(spark.executor.cores)")
+        asked = (
+            f"spark.executor.instances={asked} were asked for"
+            if asked
+            else "set spark.executor.instances (--num-executors)"
+        )
+        return (
+            f"more executors ({asked}; where fewer registered, {manager} lacked memory or "
+            "vcores for them: make them smaller, spark.executor.memory and "
+            "spark.executor.memoryOverhead, or the queue larger) or more cores each "
+            "(spark.executor.cores)"
+        )
     return "more executors or cores (--num-executors, --executor-cores, spark.cores.max)"
 
 
-def spark_problems(sc, num_nodes: int | None, slot_timeout: float,
-                   conf: dict[str, str]) -> tuple[list[str], int]:
+def spark_problems(
+    sc, num_nodes: int | None, slot_timeout: float, conf: dict[str, str]
+) -> tuple[list[str], int]:
     """Problems with the Spark side (``conf``: the context's settings), and the task slots
     found."""
     problems = conf_problems(conf)
@@ -276,14 +310,20 @@ def spark_problems(sc, num_nodes: int | None, slot_timeout: float,
     if num_nodes is not None and num_nodes > slots:
         task_cpus = conf.get("spark.task.cpus", "1")
         promised = expected_slots(sc.master, conf, os.cpu_count() or 1)
-        waited = "" if promised is not None and promised < num_nodes else \
-            f" after waiting {slot_timeout:g}s for executors"
+        waited = (
+            ""
+            if promised is not None and promised < num_nodes
+            else f" after waiting {slot_timeout:g}s for executors"
+        )
         problems.append(
             f"num_executors={num_nodes} needs {num_nodes} concurrent task slots, but the cluster "
             f"({sc.master}) has {slots} (executor cores / spark.task.cpus={task_cpus}){waited}: "
             f"use num_executors <= {slots}, or give Spark more: "
-            f"{more_slots(sc.master, num_nodes, conf)}")
+            f"{more_slots(sc.master, num_nodes, conf)}"
+        )
     if slots < 1:
-        problems.append(f"the cluster ({sc.master}) has no task slots after waiting "
-                        f"{slot_timeout:g}s; check that executors started (Spark UI, executor logs)")
+        problems.append(
+            f"the cluster ({sc.master}) has no task slots after waiting "
+            f"{slot_timeout:g}s; check that executors started (Spark UI, executor logs)"
+        )
     return problems, slots

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 Snapshot = dict  # node name -> its progress (JobState.progress_snapshot)
 
@@ -43,8 +44,11 @@ def _node(name: str, p: dict) -> str:
 
 def _reporting(snapshot: Snapshot) -> dict[str, dict]:
     """The nodes that have anything to show (a ps or an idle node has not)."""
-    return {name: p for name, p in sorted(snapshot.items())
-            if p.get("step") is not None or p.get("rows") or p.get("metrics")}
+    return {
+        name: p
+        for name, p in sorted(snapshot.items())
+        if p.get("step") is not None or p.get("rows") or p.get("metrics")
+    }
 
 
 def status_line(snapshot: Snapshot) -> str | None:
@@ -68,20 +72,26 @@ def summary_lines(snapshot: Snapshot) -> list[str]:
 class Reporter:
     """Shows ``snapshot()`` until :meth:`stop`; a tqdm bar on a terminal, else log lines."""
 
-    def __init__(self, snapshot: Callable[[], Snapshot], interval: float,
-                 out: TextIO | None = None, bar: bool | None = None) -> None:
+    def __init__(
+        self,
+        snapshot: Callable[[], Snapshot],
+        interval: float,
+        out: TextIO | None = None,
+        bar: bool | None = None,
+    ) -> None:
         self._snapshot = snapshot
         self._interval = interval
         self._out = out if out is not None else sys.stdout
         err = sys.stderr
-        self._bar_wanted = bar if bar is not None else bool(getattr(err, "isatty", None)
-                                                             and err.isatty())
+        self._bar_wanted = (
+            bar if bar is not None else bool(getattr(err, "isatty", None) and err.isatty())
+        )
         self._bar = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_line: str | None = None
 
-    def start(self) -> "Reporter":
+    def start(self) -> Reporter:
         self._thread = threading.Thread(target=self._loop, name="sparktf-progress", daemon=True)
         self._thread.start()
         return self
@@ -91,7 +101,7 @@ class Reporter:
         while not self._stop.wait(wait):
             try:
                 self.show(self._snapshot())
-            except Exception:  # noqa: BLE001 - progress must never fail the job
+            except Exception:
                 pass
 
     def show(self, snapshot: Snapshot) -> None:
@@ -110,8 +120,9 @@ class Reporter:
         if self._bar is None:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(desc="sparktf", unit="rows", unit_scale=True, leave=False,
-                             dynamic_ncols=True)
+            self._bar = tqdm(
+                desc="sparktf", unit="rows", unit_scale=True, leave=False, dynamic_ncols=True
+            )
         rows = sum(p.get("rows") or 0 for p in nodes.values())
         self._bar.update(max(0, rows - self._bar.n))
         first = next(iter(nodes.items()))
@@ -136,7 +147,7 @@ class Reporter:
         if summary:
             try:
                 lines = summary_lines(self._snapshot())
-            except Exception:  # noqa: BLE001
+            except Exception:
                 lines = []
             for line in lines:
                 self._write(line)

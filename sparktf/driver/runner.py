@@ -19,17 +19,23 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sparktf.common import logfilter, messages, protocol
+from sparktf.common.spec import LaunchSpec
+from sparktf.common.topology import NodeRole
 from sparktf.driver.control import ControlServer
 from sparktf.driver.progress import Reporter
 from sparktf.driver.state import JobState, Limits, Send, Status
-from sparktf.errors import (ClusterStateError, ClusterTimeoutError, NodeError, SparkJobError,
-                            SparkTFError)
-from sparktf.common.spec import LaunchSpec
-from sparktf.common.topology import NodeRole
+from sparktf.errors import (
+    ClusterStateError,
+    ClusterTimeoutError,
+    NodeError,
+    SparkJobError,
+    SparkTFError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +77,7 @@ class _PrintTo:
     """The reporter's lines go through the runner's print lock (no torn lines with the
     nodes' output)."""
 
-    def __init__(self, runner: "Runner") -> None:
+    def __init__(self, runner: Runner) -> None:
         self._runner = runner
 
     def write(self, text: str) -> None:
@@ -85,10 +91,20 @@ class _PrintTo:
 class Runner:
     """Runs one job: attempt after attempt until it finishes, fails or is aborted."""
 
-    def __init__(self, sc, roles: tuple[NodeRole, ...], job_id: str, limits: Limits,
-                 *, max_restarts: int, log_to_driver: bool, tail_lines: int,
-                 conf: dict[str, str], tf_startup_logs: bool = False,
-                 progress_interval: float | None = None) -> None:
+    def __init__(
+        self,
+        sc,
+        roles: tuple[NodeRole, ...],
+        job_id: str,
+        limits: Limits,
+        *,
+        max_restarts: int,
+        log_to_driver: bool,
+        tail_lines: int,
+        conf: dict[str, str],
+        tf_startup_logs: bool = False,
+        progress_interval: float | None = None,
+    ) -> None:
         self.sc = sc
         self._conf = conf  # the context's settings, read once by run()
         self.roles = roles
@@ -165,12 +181,14 @@ class Runner:
 
         # The monitor starts the restarts' jobs: like the first, they run with the caller's
         # Spark properties (its job group: a notebook's cancel reaches them too).
-        self._monitor = InheritableThread(target=self._monitor_loop, daemon=True,
-                                          name=f"{self.base_id}-monitor")
+        self._monitor = InheritableThread(
+            target=self._monitor_loop, daemon=True, name=f"{self.base_id}-monitor"
+        )
         self._monitor.start()
         if self._progress_interval is not None:
-            self._reporter = Reporter(self.progress, self._progress_interval,
-                                      out=_PrintTo(self)).start()
+            self._reporter = Reporter(
+                self.progress, self._progress_interval, out=_PrintTo(self)
+            ).start()
 
     def progress(self) -> dict[str, dict]:
         """How far each node of the current attempt is, as plain data."""
@@ -197,8 +215,11 @@ class Runner:
         """End the job with ``failure`` unless it already ended; no attempt starts after."""
         with self._cond:
             self.aborted = True
-            finished = (self.failure is None and self._current is not None
-                        and self._current.state.status is Status.FINISHED)
+            finished = (
+                self.failure is None
+                and self._current is not None
+                and self._current.state.status is Status.FINISHED
+            )
             if not finished:
                 self._set_failure(failure)
             attempt = self._current
@@ -277,8 +298,9 @@ class Runner:
             if attempt is None or attempt.number != number:
                 return
             attempt.state.apply(node, messages.AGENT, message, time.monotonic())
-        if self._log_to_driver and (self._tf_startup_logs or
-                                    not logfilter.is_startup_chatter(message["line"])):
+        if self._log_to_driver and (
+            self._tf_startup_logs or not logfilter.is_startup_chatter(message["line"])
+        ):
             self.print(node, message["stream"], message["line"])
 
     def print(self, node: str, stream: str, line: str) -> None:
@@ -292,8 +314,13 @@ class Runner:
 
     def _announce_tensorboard(self, node: str, msg: dict) -> None:
         if msg.get("url"):
-            log.warning("sparktf: TensorBoard for %s at %s (log dir %s on %s)", self.job_id,
-                        msg["url"], msg["log_dir"], node)
+            log.warning(
+                "sparktf: TensorBoard for %s at %s (log dir %s on %s)",
+                self.job_id,
+                msg["url"],
+                msg["log_dir"],
+                node,
+            )
             self.print("sparktf", "stdout", f"TensorBoard at {msg['url']}")
         else:
             self.print("sparktf", "stderr", msg.get("error") or "TensorBoard failed")
@@ -305,11 +332,20 @@ class Runner:
         job_id = self.base_id if number == 0 else f"{self.base_id}-{number}"
         advertise = self._conf.get("spark.driver.host")
         secret = protocol.new_secret()
-        server = ControlServer(self._conf.get("spark.driver.bindAddress", advertise), advertise,
-                               secret, _AttemptHandler(self, number))
+        server = ControlServer(
+            self._conf.get("spark.driver.bindAddress", advertise),
+            advertise,
+            secret,
+            _AttemptHandler(self, number),
+        )
         try:
-            launch = dataclasses.replace(self._launch, job_id=job_id, secret=secret,
-                                         driver_address=server.address, attempt=number)
+            launch = dataclasses.replace(
+                self._launch,
+                job_id=job_id,
+                secret=secret,
+                driver_address=server.address,
+                attempt=number,
+            )
             stage = self._stage_factory(launch)
         except BaseException:
             server.close()
@@ -317,8 +353,9 @@ class Runner:
         state = JobState(self.roles, self._limits, time.monotonic(), tail_lines=self._tail_lines)
         attempt = _Attempt(number, job_id, server, launch, stage, state, {})
         # Whatever happens to the cluster object, the nodes do not outlive the interpreter.
-        attempt.finalizer = weakref.finalize(self, _abort_quietly, self.sc, job_id, server,
-                                             self._exiting)
+        attempt.finalizer = weakref.finalize(
+            self, _abort_quietly, self.sc, job_id, server, self._exiting
+        )
         return attempt
 
     def _take(self, attempt: _Attempt) -> None:
@@ -327,8 +364,9 @@ class Runner:
 
         self._current = attempt
         attempt.state.launched_at = attempt.started_at = time.monotonic()
-        attempt.thread = InheritableThread(target=self._run_job, args=(attempt,), daemon=True,
-                                           name=f"{attempt.job_id}-spark")
+        attempt.thread = InheritableThread(
+            target=self._run_job, args=(attempt,), daemon=True, name=f"{attempt.job_id}-spark"
+        )
         attempt.thread.start()
         self._cond.notify_all()
 
@@ -340,11 +378,12 @@ class Runner:
             # cell) cancels the cluster too; sparktf finds and cancels it by its own tag.
             self.sc.addJobTag(attempt.job_id)
             self.sc.setInterruptOnCancel(True)
-            self.sc.setLocalProperty("spark.job.description",
-                                     f"sparktf TensorFlow cluster {attempt.job_id}")
+            self.sc.setLocalProperty(
+                "spark.job.description", f"sparktf TensorFlow cluster {attempt.job_id}"
+            )
             if not self.aborted:
                 attempt.stage()
-        except BaseException as exc:  # noqa: BLE001 - becomes the state's job error
+        except BaseException as exc:
             error = spark_error_text(exc)
         with self._cond:
             attempt.state.job_ended(error, time.monotonic())
@@ -389,7 +428,8 @@ class Runner:
                 if _spark_stopped(self.sc):
                     outcome = ClusterStateError(
                         "the SparkContext was stopped while the cluster ran; every node was "
-                        "stopped. Stop it only after shutdown()")
+                        "stopped. Stop it only after shutdown()"
+                    )
                 with self._cond:
                     restart = self._may_restart(outcome)
                     if not restart:
@@ -398,7 +438,7 @@ class Runner:
                 if not restart:
                     return
                 self._restart(attempt, outcome)
-        except BaseException as exc:  # noqa: BLE001 - never end silently
+        except BaseException as exc:
             log.exception("sparktf: the monitor of %s failed", self.base_id)
             self.abort(SparkTFError(f"sparktf's monitor failed: {type(exc).__name__}: {exc}"))
 
@@ -410,32 +450,43 @@ class Runner:
         ``reservation_timeout``. Asked of Spark outside the lock."""
         seen = attempt.barrier_stages
         running = _stages_before_barrier(self.sc, attempt.job_id, seen)
-        planning = running is None and time.monotonic() - attempt.started_at < \
-            self._limits.reservation_timeout
+        planning = (
+            running is None
+            and time.monotonic() - attempt.started_at < self._limits.reservation_timeout
+        )
         if running or planning:
             with self._cond:
                 attempt.state.upstream_busy(time.monotonic())
 
     def _may_restart(self, failure: SparkTFError) -> bool:
-        return (isinstance(failure, (NodeError, SparkJobError)) and not self.aborted
-                and not getattr(failure, "cancelled", False)  # a user's cancel: no restart
-                and not self._exiting.is_set()
-                and self.attempt < self._max_restarts
-                and self._launch.train_mode is not False)  # inference is not restarted
+        return (
+            isinstance(failure, (NodeError, SparkJobError))
+            and not self.aborted
+            and not getattr(failure, "cancelled", False)  # a user's cancel: no restart
+            and not self._exiting.is_set()
+            and self.attempt < self._max_restarts
+            and self._launch.train_mode is not False
+        )  # inference is not restarted
 
     def _restart(self, old: _Attempt, failure: SparkTFError) -> None:
         """Launch the whole cluster again; any error on the way is the job's failure."""
-        message = (f"restarting every node, attempt {old.number + 1} of {self._max_restarts} "
-                   f"restarts, after: {str(failure).splitlines()[0]}")
+        message = (
+            f"restarting every node, attempt {old.number + 1} of {self._max_restarts} "
+            f"restarts, after: {str(failure).splitlines()[0]}"
+        )
         log.warning("sparktf: %s: %s", self.base_id, message)
         self.print("sparktf", "stderr", message)
         self._wait_job(old, JOB_END_TIMEOUT, cancel=True)
         self._close_attempt(old)
         try:
             new = self._open(old.number + 1)
-        except BaseException as exc:  # noqa: BLE001 - the restart failed: the job fails
-            self.abort(SparkTFError(f"the restart after {failure.__class__.__name__} failed: "
-                                    f"{type(exc).__name__}: {exc}"))
+        except BaseException as exc:
+            self.abort(
+                SparkTFError(
+                    f"the restart after {failure.__class__.__name__} failed: "
+                    f"{type(exc).__name__}: {exc}"
+                )
+            )
             return
         with self._cond:
             if not self.aborted:
@@ -449,8 +500,11 @@ class Runner:
         if self.failure is None:
             self.failure = failure
             if not self._exiting.is_set():  # not the nodes' loss that the exit itself caused
-                log.warning("sparktf: %s failed (%s); stopping every node", self.base_id,
-                            str(failure).splitlines()[0])
+                log.warning(
+                    "sparktf: %s failed (%s); stopping every node",
+                    self.base_id,
+                    str(failure).splitlines()[0],
+                )
         self.aborted = True
         if self._current is not None:
             self._current.state.fail(failure)
@@ -478,8 +532,9 @@ class Runner:
 
     def _stop_nodes(self, attempt: _Attempt) -> None:
         """Tell every supervisor of ``attempt`` to stop its tree, and cancel its Spark job."""
-        agents = [chan for (node, role), chan in list(attempt.channels.items())
-                  if role == messages.AGENT]
+        agents = [
+            chan for (node, role), chan in list(attempt.channels.items()) if role == messages.AGENT
+        ]
         for chan in agents:
             self._send_quietly(chan, messages.make("abort"))
         self._cancel(attempt.job_id)
@@ -496,7 +551,7 @@ class Runner:
             self._cancelled_jobs |= running
         try:
             self.sc.cancelJobsWithTag(job_id)
-        except Exception as exc:  # noqa: BLE001 - e.g. the SparkContext was stopped
+        except Exception as exc:
             log.info("sparktf: could not cancel %s: %s", job_id, exc)
 
     def _wait_supervisors(self, attempt: _Attempt, timeout: float) -> None:
@@ -507,8 +562,12 @@ class Runner:
             while any(role == messages.AGENT for _, role in attempt.channels):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    log.warning("sparktf: supervisors of %s still running after %.0fs: %s",
-                                attempt.job_id, timeout, sorted(attempt.channels))
+                    log.warning(
+                        "sparktf: supervisors of %s still running after %.0fs: %s",
+                        attempt.job_id,
+                        timeout,
+                        sorted(attempt.channels),
+                    )
                     return
                 self._cond.wait(min(0.1, remaining))
 
@@ -524,11 +583,15 @@ class Runner:
                 self._cancel(attempt.job_id)
             thread.join(0.5)
         if thread.is_alive():
-            log.warning("sparktf: the Spark job of %s did not end within %.0fs",
-                        attempt.job_id, timeout)
+            log.warning(
+                "sparktf: the Spark job of %s did not end within %.0fs", attempt.job_id, timeout
+            )
             return
-        if not cancel and attempt.state.job_ended_at is not None \
-                and attempt.state.job_error is None:
+        if (
+            not cancel
+            and attempt.state.job_ended_at is not None
+            and attempt.state.job_error is None
+        ):
             return  # it succeeded: every task of it has ended (no status calls: ~17 ms)
         # A cancelled job ends before its tasks do; the tasks stop their nodes as they end.
         while _active_tasks(self.sc, attempt.job_id) and time.monotonic() < deadline:
@@ -547,10 +610,11 @@ class _AttemptHandler:
     def _guard(self, call, *args) -> None:
         try:
             call(self._number, *args)
-        except Exception as exc:  # noqa: BLE001 - never lost on a connection thread
+        except Exception as exc:
             log.exception("sparktf: handling a control message failed")
-            self._runner.abort(SparkTFError(
-                f"sparktf's control handler failed: {type(exc).__name__}: {exc}"))
+            self._runner.abort(
+                SparkTFError(f"sparktf's control handler failed: {type(exc).__name__}: {exc}")
+            )
 
     def on_connect(self, node: str, role: str, chan, hello: dict) -> None:
         self._guard(self._runner.on_connect, node, role, chan, hello)
@@ -592,15 +656,19 @@ def _unlaunched_note(sc, tag: str, state: JobState) -> str | None:
                 name = "started from a thread: another sparktf cluster?"
             names.append(f"job {job}" + (f" ({name})" if name else ""))
         slots = preflight.current_slots(sc)
-    except Exception:  # noqa: BLE001 - a note, never a new failure
+    except Exception:
         return None
     nodes = len(state.nodes)
-    text = (f"No Spark task of the cluster ever started: Spark never launched its barrier "
-            f"stage, which needs {nodes} free task slots at once (the executors have {slots})")
+    text = (
+        f"No Spark task of the cluster ever started: Spark never launched its barrier "
+        f"stage, which needs {nodes} free task slots at once (the executors have {slots})"
+    )
     if others:
-        text += (f", while {len(others)} other job(s) held slots: {', '.join(names)}; wait for "
-                 "them to end (a sparktf cluster's ends with its shutdown()), or ask for fewer "
-                 "nodes")
+        text += (
+            f", while {len(others)} other job(s) held slots: {', '.join(names)}; wait for "
+            "them to end (a sparktf cluster's ends with its shutdown()), or ask for fewer "
+            "nodes"
+        )
     return text
 
 
@@ -620,7 +688,7 @@ def _running_jobs(sc, tag: str) -> set[int] | None:
             if info is None or info.status not in ("SUCCEEDED", "FAILED"):
                 running.add(job)
         return running
-    except Exception:  # noqa: BLE001 - e.g. a stopped SparkContext
+    except Exception:
         return None
 
 
@@ -631,11 +699,11 @@ def _active_tasks(sc, tag: str) -> int:
         active = 0
         for job in jobs_tagged(sc, tag):
             info = tracker.getJobInfo(job)
-            for stage in (info.stageIds if info else ()):
+            for stage in info.stageIds if info else ():
                 stage_info = tracker.getStageInfo(stage)
                 active += stage_info.numActiveTasks if stage_info else 0
         return active
-    except Exception:  # noqa: BLE001 - a stopped SparkContext has no tasks left
+    except Exception:
         return 0
 
 
@@ -652,23 +720,25 @@ def _stages_before_barrier(sc, tag: str, barrier: dict[int, bool]) -> bool | Non
         store = sc._jsc.sc().statusStore()
         for job in jobs:
             info = tracker.getJobInfo(job)
-            for stage in (info.stageIds if info else ()):
+            for stage in info.stageIds if info else ():
                 if stage not in active:
                     continue
                 if stage not in barrier:
-                    barrier[stage] = _has_barrier_rdd(store.operationGraphForStage(stage)
-                                                      .rootCluster())
+                    barrier[stage] = _has_barrier_rdd(
+                        store.operationGraphForStage(stage).rootCluster()
+                    )
                 if not barrier[stage]:
                     return True
         return False
-    except Exception:  # noqa: BLE001 - a stopped context, a store without the stage yet
+    except Exception:
         return False
 
 
 def _has_barrier_rdd(cluster) -> bool:
     nodes, clusters = cluster.childNodes(), cluster.childClusters()
     return any(nodes.apply(i).barrier() for i in range(nodes.size())) or any(
-        _has_barrier_rdd(clusters.apply(i)) for i in range(clusters.size()))
+        _has_barrier_rdd(clusters.apply(i)) for i in range(clusters.size())
+    )
 
 
 def _spark_stopped(sc) -> bool:
@@ -677,7 +747,7 @@ def _spark_stopped(sc) -> bool:
         return True
     try:
         return bool(jsc.sc().isStopped())
-    except Exception:  # noqa: BLE001 - the gateway is going away with it
+    except Exception:
         return True
 
 
@@ -685,28 +755,36 @@ def _abort_quietly(sc, job_id: str, server: ControlServer, exiting: threading.Ev
     exiting.set()
     try:
         sc.cancelJobsWithTag(job_id)
-    except Exception:  # noqa: BLE001 - interpreter exit: best effort
+    except Exception:
         pass
     server.close()
 
 
 #: A line of a Spark job's failure that says it was cancelled: what precedes Spark's words.
-_CANCELLED = re.compile(r"^[:\s]*(?:org\.apache\.spark\.SparkException:\s*)?"
-                        r"(?:\[SPARK_JOB_CANCELLED\]\s*)?(?=Job \d+ cancelled)")
+_CANCELLED = re.compile(
+    r"^[:\s]*(?:org\.apache\.spark\.SparkException:\s*)?"
+    r"(?:\[SPARK_JOB_CANCELLED\]\s*)?(?=Job \d+ cancelled)"
+)
 
 
 def spark_error_text(exc: BaseException) -> str:
     """The few lines of a Spark job failure worth reading (the nodes' own reports, which name
     them, arrive over the control channel; this is for what only Spark knows)."""
     lines = [ln.strip().removeprefix(": ") for ln in str(exc).splitlines()]  # py4j's ": "
-    keep = [ln for ln in lines if ln and not ln.startswith(("at ", "...", "File ", "^"))
-            and ("Exception" in ln or "Error" in ln or "sparktf" in ln
-                 or "ExecutorLostFailure" in ln)]
+    keep = [
+        ln
+        for ln in lines
+        if ln
+        and not ln.startswith(("at ", "...", "File ", "^"))
+        and ("Exception" in ln or "Error" in ln or "sparktf" in ln or "ExecutorLostFailure" in ln)
+    ]
     cancelled = [_CANCELLED.sub("", ln) for ln in keep if _CANCELLED.match(ln)]
     if cancelled:  # Spark's own words, without its class name, error class and SQL state
         return re.sub(r"\s*SQLSTATE: \w+$", "", cancelled[0])
     text = "\n  ".join(keep[:6] or lines[:6] or [type(exc).__name__])
     if "BarrierJobUnsupportedRDDChainException" in str(exc):
-        text += ("\n  The data's lineage (union, coalesce, zip...) cannot feed a barrier stage "
-                 "directly: call train() without rebalance=False so sparktf reshuffles it.")
+        text += (
+            "\n  The data's lineage (union, coalesce, zip...) cannot feed a barrier stage "
+            "directly: call train() without rebalance=False so sparktf reshuffles it."
+        )
     return text

@@ -13,8 +13,9 @@ from __future__ import annotations
 import enum
 import importlib.util
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from sparktf.common import values
 from sparktf.common.topology import MASTER_NODES
@@ -70,6 +71,7 @@ def count(minimum: int) -> Callable[[Any], int]:
         if number is None or number < minimum:
             raise _Invalid(f"be an int >= {minimum}")
         return number
+
     check.__doc__ = f"an int >= {minimum}"
     return check
 
@@ -82,6 +84,7 @@ def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return check(value)
         except _Invalid as exc:
             raise _Invalid(f"{exc} or None") from None
+
     return optional_check
 
 
@@ -101,12 +104,15 @@ def environment(value: Any) -> tuple[tuple[str, str], ...]:
     if value is None:
         return ()
     if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
         raise _Invalid("map str to str, as a dict (e.g. {'TF_CPP_MIN_LOG_LEVEL': '2'})")
     owned = sorted(set(value) & RESERVED_ENV)
     if owned:
-        raise _Invalid(f"not set {', '.join(owned)}: sparktf writes it for every node from the "
-                       "cluster it reserved (ctx.tf_config, ctx.name); leave it out")
+        raise _Invalid(
+            f"not set {', '.join(owned)}: sparktf writes it for every node from the "
+            "cluster it reserved (ctx.tf_config, ctx.name); leave it out"
+        )
     return tuple(sorted(value.items()))
 
 
@@ -160,59 +166,160 @@ class Setting:
 
 
 TABLE: tuple[Setting, ...] = (
-    Setting("num_executors", None, None, optional(count(1)),
-            "nodes in the cluster, one per Spark task slot (default: every slot)"),
+    Setting(
+        "num_executors",
+        None,
+        None,
+        optional(count(1)),
+        "nodes in the cluster, one per Spark task slot (default: every slot)",
+    ),
     Setting("num_ps", None, 0, count(0), "parameter servers among them"),
-    Setting("master_node", None, "chief", master_node,
-            "job name of the coordinating node: 'chief', 'master', or None (workers only)"),
+    Setting(
+        "master_node",
+        None,
+        "chief",
+        master_node,
+        "job name of the coordinating node: 'chief', 'master', or None (workers only)",
+    ),
     Setting("eval_node", None, False, flag, "make one node an evaluator"),
-    Setting("input_mode", None, InputMode.TENSORFLOW, input_mode,
-            "InputMode.TENSORFLOW (nodes read their own data) or InputMode.SPARK (train(data))"),
-    Setting("reservation_timeout", "reservationTimeout", 120.0, seconds,
-            "seconds for every node of an attempt to start (each restart too)"),
-    Setting("slot_wait_timeout", "slotWaitTimeout", 30.0, seconds,
-            "seconds to wait for executors to register their task slots", arg=False),
-    Setting("log_to_driver", "logToDriver", True, flag,
-            "print every node's output on the driver, tagged [worker:1]"),
-    Setting("progress", "progress", True, flag,
-            "show the nodes' progress on the driver (rows fed, rows/s, step, ctx.report "
-            "metrics): a tqdm bar on a terminal, else a log line every progress_interval; "
-            "a summary per node at the end"),
-    Setting("progress_interval", "progressInterval", 10.0, seconds,
-            "seconds between progress lines when the driver's stderr is not a terminal",
-            arg=False),
-    Setting("tf_startup_logs", "tfStartupLogs", False, flag,
-            "show TensorFlow's C++ start-up lines (absl banner, CUDA probes, CPU notices) in "
-            "the nodes' output; off: left off the driver's console", arg=False),
-    Setting("tail_lines", "tailLines", 40, count(1),
-            "lines of a failed node's output kept in its error", arg=False),
-    Setting("stop_grace", "stopGrace", 3.0, seconds_or_zero,
-            "seconds between SIGTERM and SIGKILL when a node is stopped", arg=False),
-    Setting("heartbeat_timeout", "heartbeatTimeout", 30.0, seconds_or_off,
-            "a live node (any role) silent this long is declared dead; 0: off"),
-    Setting("progress_timeout", "progressTimeout", None, seconds_or_off,
-            "a running chief/worker/evaluator whose progress stops this long (from the start "
-            "of its main_fn) is declared hung; 0 or unset: off"),
-    Setting("collective_idle_timeout", "collectiveIdleTimeout", 300.0, seconds_or_off,
-            "a lock-step trainer (MultiWorkerMirroredStrategy, SyncReplicasOptimizer) idle "
-            "this long after a peer's main_fn returned, which uneven steps cause, fails the "
-            "job (named as a warning after 30 s); 0: warn only", arg=False),
-    Setting("max_restarts", "maxRestarts", 0, count(0),
-            "launch the whole cluster again after a node failure, up to this many times"),
-    Setting("gpus_per_node", "gpusPerNode", None, optional(count(1)),
-            "GPUs Spark assigns to each node's task (a ResourceProfile on the barrier stage; "
-            "needs spark.executor.resource.gpu.*); unset: what spark.task.resource.gpu.amount "
-            "gives, if anything. Chief/workers see theirs as CUDA_VISIBLE_DEVICES, ps and "
-            "evaluator none"),
-    Setting("env", None, None, environment,
-            "extra environment variables for the TF processes (not TF_CONFIG or SPARKTF_NODE, "
-            "which sparktf sets)"),
+    Setting(
+        "input_mode",
+        None,
+        InputMode.TENSORFLOW,
+        input_mode,
+        "InputMode.TENSORFLOW (nodes read their own data) or InputMode.SPARK (train(data))",
+    ),
+    Setting(
+        "reservation_timeout",
+        "reservationTimeout",
+        120.0,
+        seconds,
+        "seconds for every node of an attempt to start (each restart too)",
+    ),
+    Setting(
+        "slot_wait_timeout",
+        "slotWaitTimeout",
+        30.0,
+        seconds,
+        "seconds to wait for executors to register their task slots",
+        arg=False,
+    ),
+    Setting(
+        "log_to_driver",
+        "logToDriver",
+        True,
+        flag,
+        "print every node's output on the driver, tagged [worker:1]",
+    ),
+    Setting(
+        "progress",
+        "progress",
+        True,
+        flag,
+        "show the nodes' progress on the driver (rows fed, rows/s, step, ctx.report "
+        "metrics): a tqdm bar on a terminal, else a log line every progress_interval; "
+        "a summary per node at the end",
+    ),
+    Setting(
+        "progress_interval",
+        "progressInterval",
+        10.0,
+        seconds,
+        "seconds between progress lines when the driver's stderr is not a terminal",
+        arg=False,
+    ),
+    Setting(
+        "tf_startup_logs",
+        "tfStartupLogs",
+        False,
+        flag,
+        "show TensorFlow's C++ start-up lines (absl banner, CUDA probes, CPU notices) in "
+        "the nodes' output; off: left off the driver's console",
+        arg=False,
+    ),
+    Setting(
+        "tail_lines",
+        "tailLines",
+        40,
+        count(1),
+        "lines of a failed node's output kept in its error",
+        arg=False,
+    ),
+    Setting(
+        "stop_grace",
+        "stopGrace",
+        3.0,
+        seconds_or_zero,
+        "seconds between SIGTERM and SIGKILL when a node is stopped",
+        arg=False,
+    ),
+    Setting(
+        "heartbeat_timeout",
+        "heartbeatTimeout",
+        30.0,
+        seconds_or_off,
+        "a live node (any role) silent this long is declared dead; 0: off",
+    ),
+    Setting(
+        "progress_timeout",
+        "progressTimeout",
+        None,
+        seconds_or_off,
+        "a running chief/worker/evaluator whose progress stops this long (from the start "
+        "of its main_fn) is declared hung; 0 or unset: off",
+    ),
+    Setting(
+        "collective_idle_timeout",
+        "collectiveIdleTimeout",
+        300.0,
+        seconds_or_off,
+        "a lock-step trainer (MultiWorkerMirroredStrategy, SyncReplicasOptimizer) idle "
+        "this long after a peer's main_fn returned, which uneven steps cause, fails the "
+        "job (named as a warning after 30 s); 0: warn only",
+        arg=False,
+    ),
+    Setting(
+        "max_restarts",
+        "maxRestarts",
+        0,
+        count(0),
+        "launch the whole cluster again after a node failure, up to this many times",
+    ),
+    Setting(
+        "gpus_per_node",
+        "gpusPerNode",
+        None,
+        optional(count(1)),
+        "GPUs Spark assigns to each node's task (a ResourceProfile on the barrier stage; "
+        "needs spark.executor.resource.gpu.*); unset: what spark.task.resource.gpu.amount "
+        "gives, if anything. Chief/workers see theirs as CUDA_VISIBLE_DEVICES, ps and "
+        "evaluator none",
+    ),
+    Setting(
+        "env",
+        None,
+        None,
+        environment,
+        "extra environment variables for the TF processes (not TF_CONFIG or SPARKTF_NODE, "
+        "which sparktf sets)",
+    ),
     Setting("tensorboard", None, False, tensorboard, "the chief serves TensorBoard on log_dir"),
-    Setting("log_dir", None, None, path,
-            "TensorBoard's directory; an hdfs:// one is mirrored from a local ctx.log_dir"),
-    Setting("spool_max_bytes", "spoolMaxBytes", None, optional(count(1)),
-            "cap on a node's spool: its share for later epochs, rows spilled or moved to it "
-            "(InputMode.SPARK)", arg=False),
+    Setting(
+        "log_dir",
+        None,
+        None,
+        path,
+        "TensorBoard's directory; an hdfs:// one is mirrored from a local ctx.log_dir",
+    ),
+    Setting(
+        "spool_max_bytes",
+        "spoolMaxBytes",
+        None,
+        optional(count(1)),
+        "cap on a node's spool: its share for later epochs, rows spilled or moved to it "
+        "(InputMode.SPARK)",
+        arg=False,
+    ),
 )
 BY_NAME = {s.name: s for s in TABLE}
 
@@ -245,7 +352,7 @@ class Settings:
     spool_max_bytes: int | None
 
     @classmethod
-    def resolve(cls, conf: Mapping[str, str] | None = None, **args: Any) -> "Settings":
+    def resolve(cls, conf: Mapping[str, str] | None = None, **args: Any) -> Settings:
         """Check every argument (unset: ``None``) and ``spark.sparktf.*`` value in ``conf``;
         raise one :class:`ConfigError` listing every problem."""
         unknown = set(args) - {s.name for s in TABLE if s.arg}
@@ -271,8 +378,10 @@ class Settings:
                 values[s.name] = s.check(value)
             except _Invalid as exc:
                 if source == "conf":
-                    problems.append(f"spark.sparktf.{s.conf} must {exc}, got {value!r} "
-                                    f"(the Spark conf's value for {s.name})")
+                    problems.append(
+                        f"spark.sparktf.{s.conf} must {exc}, got {value!r} "
+                        f"(the Spark conf's value for {s.name})"
+                    )
                 else:
                     also = f" (or unset, to use spark.sparktf.{s.conf})" if s.conf else ""
                     problems.append(f"{s.name} must {exc}, got {value!r}{also}")

@@ -7,14 +7,15 @@ that attempt's barrier stage. The tasks themselves are :func:`sparktf.task.barri
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sparktf.common import values
+from sparktf.common.spec import LaunchSpec
+from sparktf.common.topology import NodeRole
 from sparktf.driver import partition, preflight
 from sparktf.errors import ConfigError
 from sparktf.task.barrier import barrier_task
-from sparktf.common.spec import LaunchSpec
-from sparktf.common.topology import NodeRole
 
 Stage = Callable[[], Any]
 
@@ -26,13 +27,14 @@ def _with(rdd, profile):
 
 def _empty(sc, num_nodes: int, task, profile=None) -> None:
     """A barrier stage of one empty partition per node."""
-    _with(sc.parallelize(range(num_nodes), num_nodes).barrier().mapPartitions(task),
-          profile).collect()
+    _with(
+        sc.parallelize(range(num_nodes), num_nodes).barrier().mapPartitions(task), profile
+    ).collect()
 
 
 def nodes_only(sc, roles: tuple[NodeRole, ...], profile=None) -> Callable[[LaunchSpec], Stage]:
     """InputMode.TENSORFLOW: the nodes read their own data."""
-    return lambda launch: (lambda: _empty(sc, len(roles), barrier_task(launch), profile))
+    return lambda launch: lambda: _empty(sc, len(roles), barrier_task(launch), profile)
 
 
 def arrow_schema(df, output=None) -> bytes:
@@ -43,8 +45,11 @@ def arrow_schema(df, output=None) -> bytes:
     conf = df.sparkSession.conf
     large = str(conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower() == "true"
     timezone = "UTC" if output is not None else conf.get("spark.sql.session.timeZone")
-    return schema_to_arrow(output if output is not None else df.schema, timezone,
-                           large).serialize().to_pybytes()
+    return (
+        schema_to_arrow(output if output is not None else df.schema, timezone, large)
+        .serialize()
+        .to_pybytes()
+    )
 
 
 def schema_to_arrow(schema, timezone: str | None, large: bool):
@@ -56,8 +61,7 @@ def schema_to_arrow(schema, timezone: str | None, large: bool):
     from pyspark.sql.pandas import types
 
     params = inspect.signature(types.to_arrow_schema).parameters
-    zone = {"timezone": timezone} if "timezone" in params or "timestamp_utc" not in params \
-        else {}
+    zone = {"timezone": timezone} if "timezone" in params or "timestamp_utc" not in params else {}
     return types.to_arrow_schema(schema, prefers_large_types=large, **zone)
 
 
@@ -67,8 +71,9 @@ def _is_rdd(data) -> bool:
     return isinstance(data, RDD)
 
 
-def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
-             equalize: bool, profile=None) -> tuple[Callable[[LaunchSpec], Stage], bool]:
+def training(
+    sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None, equalize: bool, profile=None
+) -> tuple[Callable[[LaunchSpec], Stage], bool]:
     """InputMode.SPARK, ``cluster.train(data)``: each chief/worker gets its share.
 
     Returns the stage factory, and whether the partitions are fed as they are with rows to be
@@ -87,18 +92,31 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
         rebalance = not (parts == n == trainers and partition.barrier_ready(data))
         exchange = not rebalance and equalize and trainers > 1
     elif not rebalance and not parts == n == trainers:
-        raise ConfigError(f"rebalance=False needs one data partition per node and no ps or "
-                          f"evaluator; the data has {parts or 'an unknown number of'} "
-                          f"partitions (a shuffle's, known once it runs) for {n} nodes "
-                          f"({trainers} training): leave rebalance unset")
+        raise ConfigError(
+            f"rebalance=False needs one data partition per node and no ps or "
+            f"evaluator; the data has {parts or 'an unknown number of'} "
+            f"partitions (a shuffle's, known once it runs) for {n} nodes "
+            f"({trainers} training): leave rebalance unset"
+        )
     if _is_rdd(data):
         rdd = partition.rdd_for_nodes(data, n, trainers) if rebalance else data
         raw = partition.raw_pickled_batches(rdd)
         if raw is not None:
-            return (lambda launch: (lambda: _with(raw.barrier().mapPartitions(
-                barrier_task(launch, "pickled-batches")), profile).collect())), exchange
-        return (lambda launch: (lambda: _with(rdd.barrier().mapPartitions(
-            barrier_task(launch, "pickle")), profile).collect())), exchange
+            return (
+                lambda launch: (
+                    lambda: _with(
+                        raw.barrier().mapPartitions(barrier_task(launch, "pickled-batches")),
+                        profile,
+                    ).collect()
+                )
+            ), exchange
+        return (
+            lambda launch: (
+                lambda: _with(
+                    rdd.barrier().mapPartitions(barrier_task(launch, "pickle")), profile
+                ).collect()
+            )
+        ), exchange
     schema = arrow_schema(data)
 
     def stage(launch: LaunchSpec) -> None:
@@ -107,30 +125,32 @@ def training(sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None,
             data.mapInArrow(task, "node string", barrier=True, profile=profile).collect()
             return
         df = partition.dataframe_for_nodes(data, n, trainers)
-        if not df.mapInArrow(_saying_it_ran(task), "node string", barrier=True,
-                             profile=profile).collect():
+        if not df.mapInArrow(
+            _saying_it_ran(task), "node string", barrier=True, profile=profile
+        ).collect():
             # Adaptive execution plans the deal-out of an empty DataFrame as no partitions
             # at all: no barrier task ran (the data's stages did, once). Start the nodes over
             # empty partitions; they get the schema and the end. (Asking df.isEmpty() first
             # would compute the user's stages twice.)
             _empty(sc, n, lambda _: task(iter(())), profile)
 
-    return (lambda launch: (lambda: stage(launch))), exchange
+    return (lambda launch: lambda: stage(launch)), exchange
 
 
 def _saying_it_ran(task):
     """A training ``mapInArrow`` barrier function that yields one row once ``task`` is done,
     so that the driver tells a stage that ran no task (no partitions) from one that did."""
+
     def run(batches):
         import pyarrow as pa
 
         yield from task(batches)
         yield pa.RecordBatch.from_pydict({"node": ["ran"]})
+
     return run
 
 
-def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize,
-                  rebalance) -> list[str]:
+def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize, rebalance) -> list[str]:
     """Every problem with the arguments of ``train()`` or ``inference()`` on ``sc``'s cluster."""
     from pyspark import RDD
     from pyspark.sql import DataFrame
@@ -144,8 +164,10 @@ def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize,
         made_on = data.context if isinstance(data, RDD) else data.sparkSession.sparkContext
         if made_on is not sc:
             stopped = " (a stopped one)" if getattr(made_on, "_jsc", None) is None else ""
-            problems.append(f"data was made on another SparkContext{stopped} than the "
-                            "cluster's: make it with the SparkContext given to sparktf.run()")
+            problems.append(
+                f"data was made on another SparkContext{stopped} than the "
+                "cluster's: make it with the SparkContext given to sparktf.run()"
+            )
         elif isinstance(data, DataFrame):
             problems += _dataframe_problems(data)
     if (values.integer(num_epochs) or 0) < 1:
@@ -164,14 +186,18 @@ def _dataframe_problems(df) -> list[str]:
     """Why a DataFrame cannot be fed: a stream has no end to an epoch, and a node's batch is a
     dict by column name."""
     if df.isStreaming:
-        return ["data is a streaming DataFrame: sparktf feeds finite data, epoch by epoch; "
-                "read the same source with spark.read instead of spark.readStream, or write "
-                "the stream to a table and train on that"]
+        return [
+            "data is a streaming DataFrame: sparktf feeds finite data, epoch by epoch; "
+            "read the same source with spark.read instead of spark.readStream, or write "
+            "the stream to a table and train on that"
+        ]
     names = df.columns
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        return [f"data has more than one column named {dupes}; a node's batch is a dict by "
-                "column name: rename them first (df.toDF(*names) or selectExpr('... AS ...'))"]
+        return [
+            f"data has more than one column named {dupes}; a node's batch is a dict by "
+            "column name: rename them first (df.toDF(*names) or selectExpr('... AS ...'))"
+        ]
     return []
 
 
@@ -196,22 +222,29 @@ def parse_output_schema(output_schema: Any):
 
     if isinstance(output_schema, StructType):
         if not output_schema.fields:
-            raise ConfigError("output_schema is a StructType without fields: give it the "
-                              "output's columns, like 'prediction double'")
+            raise ConfigError(
+                "output_schema is a StructType without fields: give it the "
+                "output's columns, like 'prediction double'"
+            )
         return output_schema
     if not isinstance(output_schema, str) or not output_schema.strip():
-        raise ConfigError(f"output_schema must be a DDL string such as 'prediction double' "
-                          f"or a StructType, got {output_schema!r}")
+        raise ConfigError(
+            f"output_schema must be a DDL string such as 'prediction double' "
+            f"or a StructType, got {output_schema!r}"
+        )
     try:
         schema = _parse_datatype_string(output_schema)
-    except Exception as exc:  # noqa: BLE001 - Spark's parser raises several kinds
+    except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"output_schema {output_schema!r} is not a valid DDL schema "
-                          f"({first}); write it like 'prediction double' or "
-                          "'label int, scores array<float>'") from None
+        raise ConfigError(
+            f"output_schema {output_schema!r} is not a valid DDL schema "
+            f"({first}); write it like 'prediction double' or "
+            "'label int, scores array<float>'"
+        ) from None
     if not isinstance(schema, StructType):
-        raise ConfigError(f"output_schema {output_schema!r} must name its columns, like "
-                          "'prediction double'")
+        raise ConfigError(
+            f"output_schema {output_schema!r} must name its columns, like 'prediction double'"
+        )
     return schema
 
 
@@ -250,9 +283,14 @@ class Inference:
             counts = partition.partition_sizes(data)
             ordered = partition.rdd_in_order(data, n, counts)
         raw = partition.raw_pickled_batches(ordered)
-        scored = _with((raw or ordered).barrier().mapPartitions(
-            barrier_task(launch, "pickled-batches" if raw is not None else "pickle")),
-            self.profile)
+        scored = _with(
+            (raw or ordered)
+            .barrier()
+            .mapPartitions(
+                barrier_task(launch, "pickled-batches" if raw is not None else "pickle")
+            ),
+            self.profile,
+        )
         out = partition.outputs_by_input_partition(scored, n, counts)
         out.persist(StorageLevel.MEMORY_AND_DISK)
         self.output = out

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparktf.common import messages, topology
-from sparktf.driver import partition
-from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError, SparkTFError
 from sparktf.common.procs import describe_exit
 from sparktf.common.topology import NodeRole
+from sparktf.driver import partition
+from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError, SparkTFError
 
 #: After a node reports an error, how long to wait for its exit (and last output lines) before
 #: failing the job with what is known; the same wait lets the nodes' own reports of a failed
@@ -155,13 +155,15 @@ class NodeRecord:
 class JobState:
     """One attempt: its nodes, the feed bound, and the rules that end it."""
 
-    def __init__(self, roles: tuple[NodeRole, ...], limits: Limits, now: float, *,
-                 tail_lines: int = 40) -> None:
+    def __init__(
+        self, roles: tuple[NodeRole, ...], limits: Limits, now: float, *, tail_lines: int = 40
+    ) -> None:
         self.roles = roles
         self.limits = limits
         self.launched_at = now
-        self.nodes = {r.name: NodeRecord(r, tail=collections.deque(maxlen=tail_lines))
-                      for r in roles}
+        self.nodes = {
+            r.name: NodeRecord(r, tail=collections.deque(maxlen=tail_lines)) for r in roles
+        }
         self.status = Status.LAUNCHING
         self.grace = 0.0
         self.training_done_at: float | None = None
@@ -247,8 +249,13 @@ class JobState:
         if any(m.address is None for m in self.nodes.values()):
             return []
         self.addresses_sent = True
-        return [Send(tuple(self.nodes), messages.TASK, messages.make(
-            "addresses", addresses=[m.address for m in self.nodes.values()]))]
+        return [
+            Send(
+                tuple(self.nodes),
+                messages.TASK,
+                messages.make("addresses", addresses=[m.address for m in self.nodes.values()]),
+            )
+        ]
 
     def _on_log(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
         n.tail.append(msg["line"])
@@ -287,11 +294,16 @@ class JobState:
             elif rows and n.first_rows is not None and n.rows_at and n.rows_at > n.first_rows[1]:
                 rate = (rows - n.first_rows[0]) / (n.rows_at - n.first_rows[1])
             out[n.name] = {
-                "state": n.state.value, "step": n.progress.step, "rows": rows,
-                "epoch": None if n.epoch is None else n.epoch + 1, "epoch_rows": n.epoch_rows,
-                "rows_per_s": rate, "metrics": dict(n.metrics),
-                "seconds": None if n.started_at is None else
-                (n.done_at or n.exit_at or n.failed_at or now) - n.started_at,
+                "state": n.state.value,
+                "step": n.progress.step,
+                "rows": rows,
+                "epoch": None if n.epoch is None else n.epoch + 1,
+                "epoch_rows": n.epoch_rows,
+                "rows_per_s": rate,
+                "metrics": dict(n.metrics),
+                "seconds": None
+                if n.started_at is None
+                else (n.done_at or n.exit_at or n.failed_at or now) - n.started_at,
             }
         return out
 
@@ -307,9 +319,16 @@ class JobState:
             n.result = messages.result_value(msg)
         except messages.ResultUnreadable as exc:
             if n.error is None:
-                n.error, n.error_at = messages.make(
-                    "error", where="result", exc_type="TypeError", message=str(exc),
-                    traceback=""), now
+                n.error, n.error_at = (
+                    messages.make(
+                        "error",
+                        where="result",
+                        exc_type="TypeError",
+                        message=str(exc),
+                        traceback="",
+                    ),
+                    now,
+                )
             return []
         n.has_result, n.done_at = True, now
         out = []
@@ -364,29 +383,41 @@ class JobState:
         the feeds for FLOW_EVERY seconds hears its bound again, unchanged, so that its
         ``feed_timeout`` (an idle timeout) does not run out while it waits for that share."""
         told = {name for send in sends for name in send.to}
-        return [self._bound_message((m.name,)) for m in self.trainers
-                if m.name not in told and m.name in self._bound_at
-                and now - self._bound_at[m.name] >= FLOW_EVERY]
+        return [
+            self._bound_message((m.name,))
+            for m in self.trainers
+            if m.name not in told
+            and m.name in self._bound_at
+            and now - self._bound_at[m.name] >= FLOW_EVERY
+        ]
 
     def _check_unread_feeds(self, now: float) -> None:
         """Under equalization every training node's feed sets the bound: one whose main_fn
         returned without opening its feed would keep the others waiting for its rows until
         their feed_timeout. Fail it now, saying what to change."""
-        waiting = [m.name for m in self.trainers
-                   if m.name in self._feed_progress and not m.has_result]
+        waiting = [
+            m.name for m in self.trainers if m.name in self._feed_progress and not m.has_result
+        ]
         if not waiting:
             return
         for n in self.trainers:
             if n.has_result and n.name not in self._feed_progress and n.error is None:
-                n.error, n.error_at = messages.make(
-                    "error", where="feed", exc_type="FeedError", traceback="",
-                    message=f"main_fn returned without reading its data feed, while "
-                    f"{', '.join(waiting)} {'waits' if len(waiting) == 1 else 'wait'} for its "
-                    "rows: with equalize (the default "
-                    "without parameter servers) every training node's share sets how many "
-                    "rows each may take. Read the feed on every training node (ctx."
-                    "get_data_feed() until should_stop()), or pass equalize=False to "
-                    "cluster.train()"), now
+                n.error, n.error_at = (
+                    messages.make(
+                        "error",
+                        where="feed",
+                        exc_type="FeedError",
+                        traceback="",
+                        message=f"main_fn returned without reading its data feed, while "
+                        f"{', '.join(waiting)} {'waits' if len(waiting) == 1 else 'wait'} for its "
+                        "rows: with equalize (the default "
+                        "without parameter servers) every training node's share sets how many "
+                        "rows each may take. Read the feed on every training node (ctx."
+                        "get_data_feed() until should_stop()), or pass equalize=False to "
+                        "cluster.train()",
+                    ),
+                    now,
+                )
                 n.mark_failed(now)
 
     def _on_feed_done(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
@@ -407,8 +438,9 @@ class JobState:
             extra.update(self._moves[to[0]])
         if len(to) == 1 and not final and to[0] in self._others_sent:
             extra["others"] = self._others_sent[to[0]]
-        return Send(to, messages.NODE, messages.make("feed_bound", bound=bound, final=final,
-                                                     **extra))
+        return Send(
+            to, messages.NODE, messages.make("feed_bound", bound=bound, final=final, **extra)
+        )
 
     def _broadcast_bound(self) -> list[Send]:
         """How many rows every training node may hand out (see :mod:`sparktf.node.feed`)."""
@@ -435,16 +467,21 @@ class JobState:
         others = {}
         if not bound[1] and len(trainers) > 1:
             (low, low_at), (second, _) = heapq.nsmallest(
-                2, ((p[0], i) for i, p in enumerate(progress)))
+                2, ((p[0], i) for i, p in enumerate(progress))
+            )
             others = {name: second if i == low_at else low for i, name in enumerate(trainers)}
         # A node hears a change of its own others, of final or ended, and, where it has no
         # others (a single training node), of the bound: the bound's value alone moving (a
         # node's report coming back to it) changes nothing a node with others decides.
         prev = self._bound_sent
-        to = [name for name in trainers
-              if prev is None or bound[1:] != prev[1:]
-              or others.get(name) != self._others_sent.get(name)
-              or (name not in others and bound != prev)]
+        to = [
+            name
+            for name in trainers
+            if prev is None
+            or bound[1:] != prev[1:]
+            or others.get(name) != self._others_sent.get(name)
+            or (name not in others and bound != prev)
+        ]
         self._bound_sent, self._others_sent = bound, others
         return [self._bound_message((name,)) for name in to]
 
@@ -453,8 +490,7 @@ class JobState:
         (and where that node takes them), or from whom it takes rows, in order."""
         for giver, taker, rows in moves:
             g, t = trainers[giver], trainers[taker]
-            self._moves.setdefault(g, {"give": []})["give"].append(
-                [t, self._exchange[t], rows])
+            self._moves.setdefault(g, {"give": []})["give"].append([t, self._exchange[t], rows])
             self._moves.setdefault(t, {"take": []})["take"].append([g, rows])
         self._bound_sent = (target, True, True)
         self.rows_moved = sum(rows for _, _, rows in moves)
@@ -478,21 +514,40 @@ class JobState:
             return []
         self._note_idle_collectives(now)
         out: list[Send] = []
-        if self.training_done_at is None and self.registered and all(
+        if (
+            self.training_done_at is None
+            and self.registered
+            and all(
                 n.state in (NodeState.DONE, NodeState.SERVING)
-                or (n.state is NodeState.EXITED and n.has_result) for n in self.trainers):
+                or (n.state is NodeState.EXITED and n.has_result)
+                for n in self.trainers
+            )
+        ):
             self.training_done_at = now
             self.status = Status.STOPPING
-            out.append(Send(self._names(lambda n: n.alive), messages.NODE,
-                            messages.make("training_done")))
-        if (self.training_done_at is not None and not self.stop_sent
-                and now >= self.training_done_at + self.grace):
+            out.append(
+                Send(self._names(lambda n: n.alive), messages.NODE, messages.make("training_done"))
+            )
+        if (
+            self.training_done_at is not None
+            and not self.stop_sent
+            and now >= self.training_done_at + self.grace
+        ):
             self.stop_sent = True
             # A parameter server whose server is not up yet is stopped too: it has nothing
             # to finish, and its process leaves without completing TensorFlow's import.
-            out.append(Send(self._names(lambda n: n.state in (NodeState.SERVING, NodeState.DONE)
-                                        or (n.state is NodeState.RUNNING and n.role.job == "ps")),
-                            messages.NODE, messages.make("stop")))
+            out.append(
+                Send(
+                    self._names(
+                        lambda n: (
+                            n.state in (NodeState.SERVING, NodeState.DONE)
+                            or (n.state is NodeState.RUNNING and n.role.job == "ps")
+                        )
+                    ),
+                    messages.NODE,
+                    messages.make("stop"),
+                )
+            )
         if self._finished(now):
             self.status = Status.FINISHED
         return [s for s in out if s.to]
@@ -504,16 +559,22 @@ class JobState:
         """Every node exited cleanly and every message it sent was applied (its result
         cannot race its process's exit), and the Spark job ended without error."""
         settle = self.limits.error_settle
-        return (self.job_ended_at is not None and self.job_error is None
-                and all(n.exit is not None and n.exit["code"] == 0 and n.has_result
-                        and (n.closed or now - n.exit_at >= settle)
-                        for n in self.nodes.values()))
+        return (
+            self.job_ended_at is not None
+            and self.job_error is None
+            and all(
+                n.exit is not None
+                and n.exit["code"] == 0
+                and n.has_result
+                and (n.closed or now - n.exit_at >= settle)
+                for n in self.nodes.values()
+            )
+        )
 
     def reserving(self) -> bool:
         """Whether the attempt waits for its barrier stage: no task of it has reached the
         driver yet (they all start at once, and each says hello first)."""
-        return self.status is Status.LAUNCHING and all(
-            n.host is None for n in self.nodes.values())
+        return self.status is Status.LAUNCHING and all(n.host is None for n in self.nodes.values())
 
     def upstream_busy(self, now: float) -> None:
         """The attempt's Spark job still computes what its barrier stage reads (the user's
@@ -543,8 +604,14 @@ class JobState:
         limit = self.limits.collective_idle_timeout
         names = ", ".join(m.name for m in returned)
         for n in self.trainers:
-            if (not n.collective or n.done_at is not None or not n.alive or n.hung
-                    or n.state is not NodeState.RUNNING or not n.cpu):
+            if (
+                not n.collective
+                or n.done_at is not None
+                or not n.alive
+                or n.hung
+                or n.state is not NodeState.RUNNING
+                or not n.cpu
+            ):
                 continue
             if not n.idle_noted and _idle_for(n.cpu, now, IDLE_SECS, first):
                 n.idle_noted = True
@@ -553,12 +620,15 @@ class JobState:
                     f"since the main_fn of {names} returned. {_uneven_steps(n)} If "
                     f"{n.name} is waiting for something else (storage, say), ignore this; "
                     f"it fails the job after collective_idle_timeout={limit or 0:g}s "
-                    "(spark.sparktf.collectiveIdleTimeout; 0: only this warning)")
+                    "(spark.sparktf.collectiveIdleTimeout; 0: only this warning)"
+                )
             elif limit and _idle_for(n.cpu, now, limit, first):
-                n.hung = (f"idle (under {IDLE_CPU:.0%} of a core) for {limit:g}s "
-                          f"(collective_idle_timeout) since the main_fn of {names} returned. "
-                          f"{_uneven_steps(n)} Raise spark.sparktf.collectiveIdleTimeout (0: "
-                          "off) if it was waiting for something else")
+                n.hung = (
+                    f"idle (under {IDLE_CPU:.0%} of a core) for {limit:g}s "
+                    f"(collective_idle_timeout) since the main_fn of {names} returned. "
+                    f"{_uneven_steps(n)} Raise spark.sparktf.collectiveIdleTimeout (0: "
+                    "off) if it was waiting for something else"
+                )
                 n.mark_failed(now)
 
     def _check_liveness(self, now: float) -> None:
@@ -569,18 +639,25 @@ class JobState:
                 continue
             heard = max(n.last_beat, self.resumed_at)
             if hb and now - heard > hb:
-                n.hung = (f"sent no heartbeat for {now - heard:.1f}s (heartbeat_timeout="
-                          f"{hb:g}s) while {n.state.value}: its process is stopped, frozen or "
-                          "starved")
+                n.hung = (
+                    f"sent no heartbeat for {now - heard:.1f}s (heartbeat_timeout="
+                    f"{hb:g}s) while {n.state.value}: its process is stopped, frozen or "
+                    "starved"
+                )
             elif pt and n.state is NodeState.RUNNING and n.role.job != "ps":
-                since = max(n.progress_at if n.progress_at is not None else n.started_at,
-                            self.resumed_at)
+                since = max(
+                    n.progress_at if n.progress_at is not None else n.started_at, self.resumed_at
+                )
                 if now - since > pt:
-                    where = (f"still at step {n.progress.step}, {n.progress.rows} rows fed"
-                             if n.progress_at is not None else
-                             "no progress reported since its main_fn started")
-                    n.hung = (f"made no progress for {now - since:.1f}s (progress_timeout="
-                              f"{pt:g}s; {where}): it is alive but hung")
+                    where = (
+                        f"still at step {n.progress.step}, {n.progress.rows} rows fed"
+                        if n.progress_at is not None
+                        else "no progress reported since its main_fn started"
+                    )
+                    n.hung = (
+                        f"made no progress for {now - since:.1f}s (progress_timeout="
+                        f"{pt:g}s; {where}): it is alive but hung"
+                    )
             if n.hung:
                 n.mark_failed(now)
 
@@ -594,42 +671,59 @@ class JobState:
         if failed:
             failed.sort(key=lambda n: n.failed_at if n.failed_at is not None else now)
             others = [n.name for n in failed[1:]] + [
-                n.name for n in self.nodes.values() if n.lost and n not in failed]
+                n.name for n in self.nodes.values() if n.lost and n not in failed
+            ]
             return node_error(failed[0], others, self.job_error)
         # A job that ended before any of its barrier tasks started failed computing the
         # data (the user's maps, a shuffle): no node has a cause on its way.
         settled = self.job_ended_at is not None and (
-            now - self.job_ended_at >= self.limits.error_settle or self.reserving())
+            now - self.job_ended_at >= self.limits.error_settle or self.reserving()
+        )
         if settled and self.job_error is not None:
             if re.match(r"Job \d+ cancelled", self.job_error):  # by someone else than sparktf
                 return SparkJobError(
                     "the Spark job holding the TensorFlow nodes was cancelled (cancelJobGroup, "
                     "cancelJobsWithTag, cancelAllJobs or the Spark UI's kill); every node was "
-                    "stopped:\n  " + self.job_error, cancelled=True)
-            return SparkJobError("the Spark job holding the TensorFlow nodes failed:\n  "
-                                 + self.job_error)
+                    "stopped:\n  " + self.job_error,
+                    cancelled=True,
+                )
+            return SparkJobError(
+                "the Spark job holding the TensorFlow nodes failed:\n  " + self.job_error
+            )
         if settled and not self._finished(now):
             missing = self._names(lambda n: n.exit is None)
             if missing:
-                return SparkJobError(f"the Spark job ended but nodes {list(missing)} never "
-                                     "reported their exit; see the executor logs")
+                return SparkJobError(
+                    f"the Spark job ended but nodes {list(missing)} never "
+                    "reported their exit; see the executor logs"
+                )
         pending = self._names(lambda n: n.state is NodeState.PENDING)
-        if pending and now - max(self.launched_at, self.resumed_at) > \
-                self.limits.reservation_timeout:
+        if (
+            pending
+            and now - max(self.launched_at, self.resumed_at) > self.limits.reservation_timeout
+        ):
             return ClusterTimeoutError(
                 f"nodes {list(pending)} did not start within reservation_timeout="
                 f"{self.limits.reservation_timeout:g}s; check the executor logs, or raise "
-                "spark.sparktf.reservationTimeout")
+                "spark.sparktf.reservationTimeout"
+            )
         return None
 
     def _node_failed(self, n: NodeRecord, now: float) -> bool:
-        if n.lost and self.job_ended_at is None and n.failed_at is not None \
-                and now - n.failed_at < self.limits.error_settle:
+        if (
+            n.lost
+            and self.job_ended_at is None
+            and n.failed_at is not None
+            and now - n.failed_at < self.limits.error_settle
+        ):
             return False  # its executor may be lost: Spark's job error says why, at once
         if n.lost or n.hung:
             return True
-        if n.error is not None and _symptom(n.error) \
-                and now - n.error_at < self.limits.error_settle:
+        if (
+            n.error is not None
+            and _symptom(n.error)
+            and now - n.error_at < self.limits.error_settle
+        ):
             return False  # a broken connection: its cause may still be on its way
         if n.exit is not None and n.exit["code"] != 0:
             # An exit with an error code (not a signal) usually follows the node's own error
@@ -637,8 +731,12 @@ class JobState:
             # channel's end (or the settle time) so the report, not the bare code, is the reason.
             # Also before the channel has been read at all: a main_fn that fails at once
             # exits before the driver has read the connection that carries its hello and error.
-            return (n.error is not None or n.exit["code"] < 0 or n.closed
-                    or now - n.exit_at >= self.limits.error_settle)
+            return (
+                n.error is not None
+                or n.exit["code"] < 0
+                or n.closed
+                or now - n.exit_at >= self.limits.error_settle
+            )
         if n.error is not None:
             return n.exit is not None or now - n.error_at >= self.limits.error_settle
         if n.exit is not None and not n.has_result:
@@ -666,10 +764,12 @@ def _idle_for(samples, now: float, seconds: float, since: float) -> bool:
 
 
 def _uneven_steps(n: NodeRecord) -> str:
-    return (f"Under {n.collective} a node that waits for a peer's part of a step (an "
-            "all-reduce, aggregated gradients) after that peer's main_fn has returned waits "
-            "for ever: every chief and worker must run the same number of steps (the same "
-            "epochs, steps_per_epoch and batches per epoch).")
+    return (
+        f"Under {n.collective} a node that waits for a peer's part of a step (an "
+        "all-reduce, aggregated gradients) after that peer's main_fn has returned waits "
+        "for ever: every chief and worker must run the same number of steps (the same "
+        "epochs, steps_per_epoch and batches per epoch)."
+    )
 
 
 def executor_lost_reason(job_error: str | None) -> str | None:
@@ -693,7 +793,8 @@ def _symptom(error: dict) -> bool:
     task, or its TF process): the other side's own report, if it sends one, is the cause."""
     return error.get("exc_type") in SYMPTOMS or (
         error.get("exc_type") == "FeedError"
-        and str(error.get("message", "")).startswith("the data feed from Spark broke"))
+        and str(error.get("message", "")).startswith("the data feed from Spark broke")
+    )
 
 
 def node_error(n: NodeRecord, others: list[str], job_error: str | None = None) -> NodeError:
@@ -701,31 +802,46 @@ def node_error(n: NodeRecord, others: list[str], job_error: str | None = None) -
     for a node lost with its executor, why Spark says the executor was lost)."""
     tail = list(n.exit["tail"]) if n.exit and n.exit.get("tail") else list(n.tail)
     if n.error is not None:
-        where = {"result": "its return value", "feed": "its data feed",
-                 "log_dir": "copying its log_dir to HDFS",
-                 "task": "its Spark barrier task failed",
-                 "control": "its control channel refused a frame that failed its MAC",
-                 "exit": f"main_fn called sys.exit({n.error.get('code')})"}.get(
-                     n.error.get("where"), "main_fn raised")
-        return NodeError(n.name, n.host, where, exc_type=n.error["exc_type"],
-                         exc_message=n.error["message"], traceback_text=n.error["traceback"],
-                         output_tail=tail, others=others)
+        where = {
+            "result": "its return value",
+            "feed": "its data feed",
+            "log_dir": "copying its log_dir to HDFS",
+            "task": "its Spark barrier task failed",
+            "control": "its control channel refused a frame that failed its MAC",
+            "exit": f"main_fn called sys.exit({n.error.get('code')})",
+        }.get(n.error.get("where"), "main_fn raised")
+        return NodeError(
+            n.name,
+            n.host,
+            where,
+            exc_type=n.error["exc_type"],
+            exc_message=n.error["message"],
+            traceback_text=n.error["traceback"],
+            output_tail=tail,
+            others=others,
+        )
     if n.hung:
         reason = n.hung
     elif n.lost:
-        reason = ("lost contact with the node: its executor, Spark task or supervisor died "
-                  "(see that executor's logs)")
+        reason = (
+            "lost contact with the node: its executor, Spark task or supervisor died "
+            "(see that executor's logs)"
+        )
         lost = executor_lost_reason(job_error)
         if lost:
             reason = f"lost with its executor: {lost}"
             if "memory" in lost and "memoryOverhead" not in lost:
-                reason += (". The TensorFlow process counts against the container's memory: "
-                           "raise spark.executor.memoryOverhead")
+                reason += (
+                    ". The TensorFlow process counts against the container's memory: "
+                    "raise spark.executor.memoryOverhead"
+                )
     elif n.exit["code"] != 0:
         reason = f"its TensorFlow process {describe_exit(n.exit['code'])}"
     elif not n.connected:
         reason = "its TensorFlow process exited before it connected to the driver"
     else:
-        reason = ("its TensorFlow process exited without reporting main_fn's result (did "
-                  "main_fn call os._exit?)")
+        reason = (
+            "its TensorFlow process exited without reporting main_fn's result (did "
+            "main_fn call os._exit?)"
+        )
     return NodeError(n.name, n.host, reason, output_tail=tail, others=others)

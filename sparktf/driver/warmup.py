@@ -37,8 +37,9 @@ def _report(batches):
 
     for _ in batches:
         pass
-    yield pa.RecordBatch.from_pydict({"daemon": [os.getppid()],
-                                      "tensorflow": ["tensorflow" in sys.modules]})
+    yield pa.RecordBatch.from_pydict(
+        {"daemon": [os.getppid()], "tensorflow": ["tensorflow" in sys.modules]}
+    )
 
 
 def _report_rdd(_rows):
@@ -47,10 +48,14 @@ def _report_rdd(_rows):
 
 #: What Spark SQL's Python runners add to a worker's environment, by the setting that decides it
 #: (Spark 3.1+ and 4.x; the worker factory, so the daemon, is chosen by the environment).
-_SQL_ENV = (("spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled", "true",
-             "SPARK_SIMPLIFIED_TRACEBACK"),
-            ("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "false",
-             "SPARK_HIDE_TRACEBACK"))
+_SQL_ENV = (
+    (
+        "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled",
+        "true",
+        "SPARK_SIMPLIFIED_TRACEBACK",
+    ),
+    ("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "false", "SPARK_HIDE_TRACEBACK"),
+)
 
 
 def _sql_worker_env(conf) -> dict[str, str]:
@@ -59,7 +64,7 @@ def _sql_worker_env(conf) -> dict[str, str]:
     for key, default, variable in _SQL_ENV:
         try:
             value = conf.get(key, default)
-        except Exception:  # noqa: BLE001 - a Spark without the setting
+        except Exception:
             value = default
         if str(value).strip().lower() == "true":
             env[variable] = "1"
@@ -79,14 +84,14 @@ def _rdd_job(sc, tasks: int, extra_env: dict[str, str]) -> list[tuple[int, bool]
                 from pyspark.core.rdd import _wrap_function  # pyspark 4
             except ImportError:
                 from pyspark.rdd import _wrap_function  # pyspark 3
-            func = _wrap_function(sc, rdd.func, rdd._prev_jrdd_deserializer,
-                                  rdd._jrdd_deserializer)
+            func = _wrap_function(sc, rdd.func, rdd._prev_jrdd_deserializer, rdd._jrdd_deserializer)
             env = func.envVars()
             for key, value in extra_env.items():
                 env.put(key, value)
-            rdd._jrdd_val = sc._jvm.PythonRDD(rdd._prev_jrdd.rdd(), func,
-                                              rdd.preservesPartitioning, False).asJavaRDD()
-        except Exception:  # noqa: BLE001 - see the docstring
+            rdd._jrdd_val = sc._jvm.PythonRDD(
+                rdd._prev_jrdd.rdd(), func, rdd.preservesPartitioning, False
+            ).asJavaRDD()
+        except Exception:
             return None
     return [tuple(row) for row in rdd.collect()]
 
@@ -130,7 +135,7 @@ class WarmUp:
         if not self.done:
             try:
                 self._sc.cancelJobGroup(self.job_group)
-            except Exception:  # noqa: BLE001 - Spark already stopped: nothing to cancel
+            except Exception:
                 pass
 
     def _settle(self, timeout: float = SETTLE_SECS) -> None:
@@ -143,14 +148,17 @@ class WarmUp:
 
     def _run(self) -> None:
         try:
-            self._sc.setJobGroup(self.job_group, "sparktf.warm_up: starting the executors' "
-                                 "Python worker daemons", interruptOnCancel=False)
+            self._sc.setJobGroup(
+                self.job_group,
+                "sparktf.warm_up: starting the executors' Python worker daemons",
+                interruptOnCancel=False,
+            )
             for kind in self.kinds:
                 extra = _sql_worker_env(self._sql_session().conf) if kind == "dataframes" else {}
                 self.reports[kind] = _rdd_job(self._sc, self.tasks, extra)
                 if kind == "dataframes" and self.reports[kind] is None:
                     self.reports[kind] = self._sql_job()  # pyspark's internals moved
-        except BaseException as exc:  # noqa: BLE001 - reported on the handle, never raised
+        except BaseException as exc:
             text = str(exc).strip()
             self.error = type(exc).__name__ + (f": {text.splitlines()[0]}" if text else "")
         finally:
@@ -165,13 +173,22 @@ class WarmUp:
         return self._session
 
     def _sql_job(self) -> list[tuple[int, bool]]:
-        rows = (self._sql_session().range(self.tasks, numPartitions=self.tasks)
-                .mapInArrow(_report, "daemon long, tensorflow boolean").collect())
+        rows = (
+            self._sql_session()
+            .range(self.tasks, numPartitions=self.tasks)
+            .mapInArrow(_report, "daemon long, tensorflow boolean")
+            .collect()
+        )
         return [(r["daemon"], r["tensorflow"]) for r in rows]
 
     def __repr__(self) -> str:
-        state = ("running" if not self.done else f"failed: {self.error}" if self.error
-                 else f"done, tensorflow preloaded: {self.tensorflow_preloaded}")
+        state = (
+            "running"
+            if not self.done
+            else f"failed: {self.error}"
+            if self.error
+            else f"done, tensorflow preloaded: {self.tensorflow_preloaded}"
+        )
         return f"WarmUp({', '.join(self.kinds)}; {self.tasks} tasks; {state})"
 
 
@@ -188,21 +205,28 @@ def warm_up(spark, *, dataframes: bool = True, rdds: bool = False) -> WarmUp:
 
     for name, value in (("dataframes", dataframes), ("rdds", rdds)):
         if not isinstance(value, bool):
-            raise ConfigError(f"sparktf.warm_up: {name} must be True or False, not "
-                              f"{value!r} ({type(value).__name__})")
+            raise ConfigError(
+                f"sparktf.warm_up: {name} must be True or False, not "
+                f"{value!r} ({type(value).__name__})"
+            )
     kinds = tuple(k for k, on in (("dataframes", dataframes), ("rdds", rdds)) if on)
     if not kinds:
-        raise ConfigError("sparktf.warm_up: nothing to warm up; pass dataframes=True and/or "
-                          "rdds=True")
+        raise ConfigError(
+            "sparktf.warm_up: nothing to warm up; pass dataframes=True and/or rdds=True"
+        )
     if preflight.is_connect(spark):
-        raise ConfigError("sparktf.warm_up needs a classic SparkSession or SparkContext; a "
-                          "Spark Connect client cannot reach the executors' Python daemons")
+        raise ConfigError(
+            "sparktf.warm_up needs a classic SparkSession or SparkContext; a "
+            "Spark Connect client cannot reach the executors' Python daemons"
+        )
     sc = getattr(spark, "sparkContext", spark)
     from pyspark import SparkContext
 
     if not isinstance(sc, SparkContext):
-        raise ConfigError(f"sparktf.warm_up(spark): spark must be a SparkSession or a "
-                          f"SparkContext, not {type(spark).__name__}")
+        raise ConfigError(
+            f"sparktf.warm_up(spark): spark must be a SparkSession or a "
+            f"SparkContext, not {type(spark).__name__}"
+        )
     if sc._jsc is None:
         raise ConfigError("sparktf.warm_up: the SparkContext has been stopped")
     from pyspark.util import InheritableThread
@@ -210,8 +234,9 @@ def warm_up(spark, *, dataframes: bool = True, rdds: bool = False) -> WarmUp:
     # The session whose SQL settings decide the DataFrame stages' worker environment: the
     # caller's (read here: a thread's active session is the caller thread's).
     session = spark if sc is not spark else preflight.active_session(sc)
-    handle = WarmUp(sc, session, f"sparktf-warm-up-{uuid.uuid4().hex[:8]}", kinds,
-                    max(1, sc.defaultParallelism))
+    handle = WarmUp(
+        sc, session, f"sparktf-warm-up-{uuid.uuid4().hex[:8]}", kinds, max(1, sc.defaultParallelism)
+    )
     handle._thread = InheritableThread(target=handle._run, name=handle.job_group, daemon=True)
     atexit.register(handle._settle)  # before the start: the job unregisters it when it ends
     handle._thread.start()

@@ -34,16 +34,16 @@ def install(runtime) -> None:
 
 def _patch(module, runtime) -> None:
     # tf.train and tf.compat.v1.train hold it too: replaced there as well (everywhere).
-    imports.wrap(module, "checkpoints_iterator", lambda original: _ending(original, runtime),
-                 everywhere=True)
+    imports.wrap(
+        module, "checkpoints_iterator", lambda original: _ending(original, runtime), everywhere=True
+    )
 
 
 def _ending(original, runtime):
     """``original`` (TensorFlow's ``checkpoints_iterator``), ending once training is over."""
 
     @functools.wraps(original)
-    def checkpoints_iterator(checkpoint_dir, min_interval_secs=0, timeout=None,
-                             timeout_fn=None):
+    def checkpoints_iterator(checkpoint_dir, min_interval_secs=0, timeout=None, timeout_fn=None):
         since = time.monotonic()  # the start of the current wait for a checkpoint
         last_look = False  # training is over: one more slice looks for its last checkpoint
 
@@ -63,8 +63,9 @@ def _ending(original, runtime):
             return False
 
         wait = timeout if timeout is not None and timeout < SLICE else SLICE
-        for path in original(checkpoint_dir, min_interval_secs, timeout=wait,
-                             timeout_fn=slice_over):
+        for path in original(
+            checkpoint_dir, min_interval_secs, timeout=wait, timeout_fn=slice_over
+        ):
             yield path
             since = time.monotonic()
 

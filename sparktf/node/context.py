@@ -86,13 +86,13 @@ class NodeContext:
         return self.rank
 
     @property
-    def mgr(self) -> "NodeContext":
+    def mgr(self) -> NodeContext:
         """What TensorFlowOnSpark's helpers take as its queue manager
         (``TFNode.DataFeed(ctx.mgr)``): on sparktf, this context (:mod:`sparktf.tfnode`)."""
         return self
 
     @property
-    def defaultFS(self) -> str:  # noqa: N802 - TensorFlowOnSpark's name
+    def defaultFS(self) -> str:
         """The driver's Hadoop ``fs.defaultFS`` (``"file://"`` without one), as
         TensorFlowOnSpark's ``ctx.defaultFS``."""
         from sparktf import fs
@@ -137,9 +137,13 @@ class NodeContext:
             import tensorflow as tf
 
             self._runtime.server = tf.distribute.Server(
-                tf.train.ClusterSpec(self.cluster_spec), job_name=self.job_name,
-                task_index=self.task_index, protocol="grpc", config=self.server_config(),
-                start=True)
+                tf.train.ClusterSpec(self.cluster_spec),
+                job_name=self.job_name,
+                task_index=self.task_index,
+                protocol="grpc",
+                config=self.server_config(),
+                start=True,
+            )
         return self._runtime.server
 
     def start_cluster_server(self, num_gpus: int = 1, rdma: bool = False):
@@ -148,8 +152,10 @@ class NodeContext:
         this node's task (:attr:`gpus`), whatever ``num_gpus`` says; ``rdma=True`` (the
         ``grpc+verbs`` protocol) does not exist in TensorFlow 2 and is refused."""
         if rdma:
-            raise ValueError("start_cluster_server(rdma=True): TensorFlow 2 has no grpc+verbs "
-                             "(RDMA) protocol; pass rdma=False")
+            raise ValueError(
+                "start_cluster_server(rdma=True): TensorFlow 2 has no grpc+verbs "
+                "(RDMA) protocol; pass rdma=False"
+            )
         import tensorflow as tf
 
         server = self.start_server()
@@ -172,8 +178,14 @@ class NodeContext:
         self._runtime.report_state("serving")
         self._runtime.stop.wait()
 
-    def get_data_feed(self, train_mode: bool = True, input_mapping: dict | None = None, *,
-                      qname_in: str = "input", qname_out: str = "output"):
+    def get_data_feed(
+        self,
+        train_mode: bool = True,
+        input_mapping: dict | None = None,
+        *,
+        qname_in: str = "input",
+        qname_out: str = "output",
+    ):
         """This node's share of the data given to ``cluster.train`` or ``cluster.inference``.
 
         Parameters
@@ -196,17 +208,23 @@ class NodeContext:
         from sparktf.node.feed import DataFeed, FeedError
 
         if self.train_mode is None:
-            raise FeedError("get_data_feed() needs InputMode.SPARK: start the cluster with "
-                            "sparktf.run(..., input_mode=sparktf.InputMode.SPARK) and give "
-                            "it data with cluster.train(data) or cluster.inference(data)")
+            raise FeedError(
+                "get_data_feed() needs InputMode.SPARK: start the cluster with "
+                "sparktf.run(..., input_mode=sparktf.InputMode.SPARK) and give "
+                "it data with cluster.train(data) or cluster.inference(data)"
+            )
         if (qname_in, qname_out) != ("input", "output"):
-            raise ConfigError(f"get_data_feed: a node has one feed; qname_in/qname_out must be "
-                              f"'input'/'output' (TensorFlowOnSpark's defaults), got "
-                              f"{qname_in!r}/{qname_out!r}")
+            raise ConfigError(
+                f"get_data_feed: a node has one feed; qname_in/qname_out must be "
+                f"'input'/'output' (TensorFlowOnSpark's defaults), got "
+                f"{qname_in!r}/{qname_out!r}"
+            )
         if not isinstance(train_mode, bool):
-            raise ConfigError(f"get_data_feed: train_mode must be True or False (True under "
-                              f"cluster.train, False under cluster.inference), got "
-                              f"{train_mode!r}")
+            raise ConfigError(
+                f"get_data_feed: train_mode must be True or False (True under "
+                f"cluster.train, False under cluster.inference), got "
+                f"{train_mode!r}"
+            )
         runtime = self._runtime
         if runtime.feed is not None:
             return runtime.feed
@@ -214,14 +232,21 @@ class NodeContext:
             raise FeedError(f"{self.name} gets no data: only the chief and the workers do")
         if train_mode != self.train_mode:
             called = "cluster.train" if self.train_mode else "cluster.inference"
-            raise FeedError(f"get_data_feed(train_mode={train_mode}) but the data came from "
-                            f"{called}(); use train_mode={self.train_mode}")
+            raise FeedError(
+                f"get_data_feed(train_mode={train_mode}) but the data came from "
+                f"{called}(); use train_mode={self.train_mode}"
+            )
         spec = runtime.spec
-        runtime.feed = DataFeed(spec.feed_path, train_mode=self.train_mode,
-                                input_mapping=input_mapping, config=spec.launch.feed,
-                                spool_dir=self.work_dir, report=runtime.send,
-                                bound=runtime.bound,
-                                peer=(spec.name, spec.host, spec.launch.secret))
+        runtime.feed = DataFeed(
+            spec.feed_path,
+            train_mode=self.train_mode,
+            input_mapping=input_mapping,
+            config=spec.launch.feed,
+            spool_dir=self.work_dir,
+            report=runtime.send,
+            bound=runtime.bound,
+            peer=(spec.name, spec.host, spec.launch.secret),
+        )
         return runtime.feed
 
     def absolute_path(self, path: str) -> str:
@@ -270,8 +295,11 @@ class NodeContext:
         ctx = self
 
         def numbers_of(logs):
-            return {k: float(v) for k, v in (logs or {}).items()
-                    if not isinstance(v, (str, bytes)) and hasattr(v, "__float__")}
+            return {
+                k: float(v)
+                for k, v in (logs or {}).items()
+                if not isinstance(v, (str, bytes)) and hasattr(v, "__float__")
+            }
 
         class SparkTFProgress(keras.callbacks.Callback):
             """Reports fit()'s step and logs to the sparktf driver."""

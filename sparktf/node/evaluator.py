@@ -42,11 +42,11 @@ def install(cluster_spec: dict, job_name: str) -> None:
 def _patch_connect(module) -> None:
     def make(original):
         @functools.wraps(original)
-        def connect_to_cluster(cluster_spec_or_resolver, job_name="localhost", *args,
-                               **kwargs):
+        def connect_to_cluster(cluster_spec_or_resolver, job_name="localhost", *args, **kwargs):
             if job_name != EVALUATOR:
                 cluster_spec_or_resolver = _without_evaluator(module, cluster_spec_or_resolver)
             return original(cluster_spec_or_resolver, job_name, *args, **kwargs)
+
         return connect_to_cluster
 
     imports.wrap(module, "connect_to_cluster", make, everywhere=True)
@@ -69,19 +69,27 @@ def _without_evaluator(remote, spec_or_resolver):
     if resolver is None:
         return kept
     return remote.cluster_resolver.SimpleClusterResolver(
-        kept, master=resolver.master(), task_type=resolver.task_type,
-        task_id=resolver.task_id, environment=resolver.environment,
-        rpc_layer=resolver.rpc_layer)
+        kept,
+        master=resolver.master(),
+        task_type=resolver.task_type,
+        task_id=resolver.task_id,
+        environment=resolver.environment,
+        rpc_layer=resolver.rpc_layer,
+    )
 
 
 def _patch_session(others: list, module) -> None:
     def make(original):
         @functools.wraps(original)
         def __init__(self, target="", graph=None, config=None):
-            if isinstance(target, (str, bytes)) and _remote(target) and (
-                    config is None or not config.device_filters):
+            if (
+                isinstance(target, (str, bytes))
+                and _remote(target)
+                and (config is None or not config.device_filters)
+            ):
                 config = _filtered(module, config, others)
             original(self, target, graph, config)
+
         return __init__
 
     imports.wrap(getattr(module, "BaseSession", None), "__init__", make)

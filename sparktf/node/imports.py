@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 _HOOKS: dict[str, list[Callable]] = {}  # module name -> patches, in the order asked
 
@@ -45,8 +45,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def wrap(owner, name: str, make: Callable[[Callable], Callable],
-         everywhere: bool = False) -> None:
+def wrap(owner, name: str, make: Callable[[Callable], Callable], everywhere: bool = False) -> None:
     """Replace ``owner.<name>`` (a module's function, a class's method) with ``make(original)``,
     once: nothing where ``owner`` has no such attribute (another TensorFlow) or it is sparktf's
     already. ``everywhere``: also in every module that holds the original by name

@@ -35,10 +35,12 @@ def _patch(module) -> None:
                 synchronous.mark("MultiWorkerMirroredStrategy")
                 _coordinate_trainers(module, cluster_resolver)
             return original(self, cluster_resolver)
+
         return _initialize_multi_worker
 
-    imports.wrap(getattr(module, "CollectiveAllReduceExtended", None),
-                 "_initialize_multi_worker", make)
+    imports.wrap(
+        getattr(module, "CollectiveAllReduceExtended", None), "_initialize_multi_worker", make
+    )
 
 
 def _coordinate_trainers(module, cluster_resolver) -> None:
@@ -50,13 +52,18 @@ def _coordinate_trainers(module, cluster_resolver) -> None:
     except AttributeError:  # another TensorFlow: leave the strategy as it is
         return
     spec = util.normalize_cluster_spec(cluster_resolver.cluster_spec())
-    if ("ps" not in spec.jobs or cluster_resolver.task_type not in TRAINING_JOBS
-            or not ops.executing_eagerly_outside_functions()
-            or context.context().coordination_service is not None):
+    if (
+        "ps" not in spec.jobs
+        or cluster_resolver.task_type not in TRAINING_JOBS
+        or not ops.executing_eagerly_outside_functions()
+        or context.context().coordination_service is not None
+    ):
         return
     trainers = {job: spec.job_tasks(job) for job in TRAINING_JOBS if job in spec.jobs}
     context.context().configure_coordination_service(
         service_type="standalone",
         service_leader=util.coordination_leader(trainers),
-        coordinated_jobs=[coordinated_job(name=job, num_tasks=len(tasks))
-                          for job, tasks in trainers.items()])
+        coordinated_jobs=[
+            coordinated_job(name=job, num_tasks=len(tasks)) for job, tasks in trainers.items()
+        ],
+    )

@@ -16,12 +16,11 @@ import threading
 import traceback
 
 from sparktf.common import gpus, keepalive, messages, procs, protocol, tfimport
+from sparktf.common.spec import NodeSpec
+from sparktf.errors import ConfigError
 from sparktf.node import checkpoints, evaluator, join, mwms, tf1
 from sparktf.node.context import NodeContext
-from sparktf.errors import ConfigError
 from sparktf.node.runtime import NodeRuntime
-from sparktf.common.spec import NodeSpec
-
 
 
 def node_environment(spec: NodeSpec) -> dict[str, str]:
@@ -37,8 +36,7 @@ def node_environment(spec: NodeSpec) -> dict[str, str]:
     if spec.role.job in ("ps", "worker"):
         # ParameterServerStrategy asks workers and ps to fail fast on unreachable peers.
         env["GRPC_FAIL_FAST"] = "use_caller"
-    env.update(gpus.node_environment(spec.role.job, spec.gpus, os.environ,
-                                     dict(spec.launch.env)))
+    env.update(gpus.node_environment(spec.role.job, spec.gpus, os.environ, dict(spec.launch.env)))
     for key, value in spec.launch.hadoop_env:  # sparktf.fs defaults from the driver
         if not os.environ.get(key):
             env[key] = value
@@ -52,7 +50,8 @@ def _call_main(spec: NodeSpec, ctx: NodeContext):
     except Exception as exc:
         raise ConfigError(
             f"main_fn could not be loaded in the node process ({type(exc).__name__}: {exc}); "
-            "define it in the driver script or ship its module with --py-files") from exc
+            "define it in the driver script or ship its module with --py-files"
+        ) from exc
     try:
         return main_fn(ctx) if n_params == 1 else main_fn(args, ctx)
     except SystemExit as exc:
@@ -79,23 +78,31 @@ _KERAS3_SRC = os.sep + os.path.join("keras", "src") + os.sep
 
 #: How Keras 3's model.fit fails under a TF2 multi-worker strategy in TensorFlow 2.21, by the
 #: strategy: words of TensorFlow's error.
-_KERAS3_FAILS = (("PerReplica", "MultiWorkerMirroredStrategy"),
-                 ("ClusterCoordinator.create_per_worker_dataset", "ParameterServerStrategy"))
+_KERAS3_FAILS = (
+    ("PerReplica", "MultiWorkerMirroredStrategy"),
+    ("ClusterCoordinator.create_per_worker_dataset", "ParameterServerStrategy"),
+)
 
 
 def _known_cause(exc: BaseException) -> str | None:
     """What a failure TensorFlow reports in its own terms means, and what to change."""
     text = str(exc)
     strategy = next((name for words, name in _KERAS3_FAILS if words in text), None)
-    if strategy and any(_KERAS3_SRC in f.filename and "tf_keras" not in f.filename
-                        for f in traceback.extract_tb(exc.__traceback__)):
-        return (f"Keras 3 cannot train under {strategy} in TensorFlow 2.21 (the error above "
-                "is how its model.fit fails): build the model with tf-keras, import tf_keras "
-                "as keras (or tf.keras with run(env={'TF_USE_LEGACY_KERAS': '1'}))")
+    if strategy and any(
+        _KERAS3_SRC in f.filename and "tf_keras" not in f.filename
+        for f in traceback.extract_tb(exc.__traceback__)
+    ):
+        return (
+            f"Keras 3 cannot train under {strategy} in TensorFlow 2.21 (the error above "
+            "is how its model.fit fails): build the model with tf-keras, import tf_keras "
+            "as keras (or tf.keras with run(env={'TF_USE_LEGACY_KERAS': '1'}))"
+        )
     if "Disallowed task type" in text and "'master'" in text:
-        return ("master_node='master' names the chief's job 'master', as TF1 programs "
-                "(Estimator, between-graph sessions) expect; TF2 strategies take 'chief': run "
-                "with master_node='chief' (the default)")
+        return (
+            "master_node='master' names the chief's job 'master', as TF1 programs "
+            "(Estimator, between-graph sessions) expect; TF2 strategies take 'chief': run "
+            "with master_node='chief' (the default)"
+        )
     return None
 
 
@@ -128,8 +135,9 @@ def _mirror_log_dir(ctx: NodeContext):
     return mirror
 
 
-def _start_tensorboard(spec: NodeSpec, ctx: NodeContext,
-                       chan: protocol.Channel) -> threading.Thread | None:
+def _start_tensorboard(
+    spec: NodeSpec, ctx: NodeContext, chan: protocol.Channel
+) -> threading.Thread | None:
     """TensorBoard on ``ctx.log_dir``, a child of this process; its URL goes to the driver
     from the returned thread (None: it could not start, and the driver was told)."""
     from sparktf.node import tensorboard
@@ -138,35 +146,54 @@ def _start_tensorboard(spec: NodeSpec, ctx: NodeContext,
     try:
         proc, reservation = tensorboard.start(ctx.log_dir, spec.host, output)
     except OSError as exc:
-        chan.send(messages.make("tensorboard", url=None, log_dir=ctx.log_dir,
-                                error=f"TensorBoard could not start: {exc}"))
+        chan.send(
+            messages.make(
+                "tensorboard",
+                url=None,
+                log_dir=ctx.log_dir,
+                error=f"TensorBoard could not start: {exc}",
+            )
+        )
         return None
     announcer = threading.Thread(
-        target=tensorboard.announce, name="sparktf-tensorboard", daemon=True,
-        args=(proc, reservation, spec.host, ctx.log_dir, output, chan.send))
+        target=tensorboard.announce,
+        name="sparktf-tensorboard",
+        daemon=True,
+        args=(proc, reservation, spec.host, ctx.log_dir, output, chan.send),
+    )
     announcer.start()
     return announcer
 
 
 def run(spec: NodeSpec) -> int:
     os.environ.update(node_environment(spec))
-    chan = protocol.connect(spec.launch.driver_address, spec.launch.secret,
-                            spec.launch.connect_timeout)
+    chan = protocol.connect(
+        spec.launch.driver_address, spec.launch.secret, spec.launch.connect_timeout
+    )
     keepalive.watch_peer(chan.sock)  # a driver's host that falls silent: exit within 30 s
-    chan.send(messages.hello(messages.NODE, spec.name, spec.host, pid=os.getpid(),
-                             port=spec.port))
+    chan.send(messages.hello(messages.NODE, spec.name, spec.host, pid=os.getpid(), port=spec.port))
     runtime = NodeRuntime(spec, chan)
     ctx = NodeContext(
-        job_name=spec.role.job, task_index=spec.role.index, cluster_spec=spec.cluster_spec,
-        tf_config=spec.tf_config, rank=spec.rank, host=spec.host, port=spec.port,
-        num_cpus=spec.num_cpus, attempt=spec.launch.attempt, train_mode=spec.launch.train_mode,
+        job_name=spec.role.job,
+        task_index=spec.role.index,
+        cluster_spec=spec.cluster_spec,
+        tf_config=spec.tf_config,
+        rank=spec.rank,
+        host=spec.host,
+        port=spec.port,
+        num_cpus=spec.num_cpus,
+        attempt=spec.launch.attempt,
+        train_mode=spec.launch.train_mode,
         gpus=gpus.visible(spec.role.job, spec.gpus, os.environ, dict(spec.launch.env)),
-        log_dir=_log_dir(spec), work_dir=spec.work_dir, _runtime=runtime)
+        log_dir=_log_dir(spec),
+        work_dir=spec.work_dir,
+        _runtime=runtime,
+    )
     runtime.start()
     where = "log_dir"
     try:
         log_mirror = _mirror_log_dir(ctx)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         _report_error(chan, exc, where)
         return 1
     announcer = None
@@ -191,20 +218,28 @@ def run(spec: NodeSpec) -> int:
                 evaluator.install(spec.cluster_spec, spec.role.job)
             value = _call_main(spec, ctx)
         if runtime.feed is None and spec.feed_path is not None and ctx.train_mode:
-            print("sparktf: main_fn returned without opening its data feed: this node's share "
-                  "of the data given to train() was not read and not trained on: cluster.train() "
-                  "splits the data over the chief and every worker, so read it on each of them "
-                  "with ctx.get_data_feed() (until feed.should_stop())", file=sys.stderr,
-                  flush=True)
+            print(
+                "sparktf: main_fn returned without opening its data feed: this node's share "
+                "of the data given to train() was not read and not trained on: cluster.train() "
+                "splits the data over the chief and every worker, so read it on each of them "
+                "with ctx.get_data_feed() (until feed.should_stop())",
+                file=sys.stderr,
+                flush=True,
+            )
         if runtime.feed is not None:
             where = "feed"
             runtime.feed.close()
-            chan.send(messages.make("feed_done", held_back=runtime.feed.rows_held_back,
-                                    results=runtime.feed.results_sent))
+            chan.send(
+                messages.make(
+                    "feed_done",
+                    held_back=runtime.feed.rows_held_back,
+                    results=runtime.feed.results_sent,
+                )
+            )
         if log_mirror is not None:
             where = "log_dir"
             log_mirror.__exit__(None, None, None)
-    except BaseException as exc:  # noqa: BLE001 - everything is reported, then we exit
+    except BaseException as exc:
         _report_error(chan, exc, where)
         return 1
     if announcer is not None:
@@ -221,8 +256,10 @@ def run(spec: NodeSpec) -> int:
         _report_error(chan, exc, "result")
         return 1
     except Exception as exc:
-        err = TypeError(f"main_fn's return value cannot be pickled: {type(exc).__name__}: "
-                        f"{exc}; return plain data (numbers, strings, lists, dicts, arrays)")
+        err = TypeError(
+            f"main_fn's return value cannot be pickled: {type(exc).__name__}: "
+            f"{exc}; return plain data (numbers, strings, lists, dicts, arrays)"
+        )
         _report_error(chan, err, "result")
         return 1
     chan.send(done)
@@ -250,7 +287,7 @@ def main_in_fork(spec: NodeSpec, parent: int) -> None:
 def _main(spec: NodeSpec) -> None:
     try:
         code = run(spec)
-    except BaseException:  # noqa: BLE001 - the supervisor reports our exit and output
+    except BaseException:
         traceback.print_exc()
         code = 1
     sys.stdout.flush()

@@ -44,8 +44,7 @@ class NodeRuntime:
     def start(self) -> None:
         """Listen to the driver and send heartbeats, on threads of their own."""
         threading.Thread(target=self._listen, name="sparktf-control", daemon=True).start()
-        threading.Thread(target=self._heartbeats, name="sparktf-heartbeat",
-                         daemon=True).start()
+        threading.Thread(target=self._heartbeats, name="sparktf-heartbeat", daemon=True).start()
 
     def send(self, message: dict) -> None:
         self.chan.send(message)
@@ -70,13 +69,17 @@ class NodeRuntime:
                         self._leave()
                 elif kind == "feed_bound":
                     plan = {k: msg[k] for k in ("give", "take") if msg.get(k)}
-                    self.bound.update(msg["bound"], msg["final"], msg.get("ended", False), plan,
-                                      msg.get("others"))
+                    self.bound.update(
+                        msg["bound"], msg["final"], msg.get("ended", False), plan, msg.get("others")
+                    )
         except (OSError, EOFError, pickle.UnpicklingError):
             pass
         if not self.stop.is_set():
-            print(f"sparktf: {self.spec.name} lost its connection to the driver; exiting",
-                  file=sys.stderr, flush=True)
+            print(
+                f"sparktf: {self.spec.name} lost its connection to the driver; exiting",
+                file=sys.stderr,
+                flush=True,
+            )
             os._exit(EXIT_DRIVER_LOST)
 
     def leave_on_stop(self) -> None:
@@ -124,6 +127,12 @@ class NodeRuntime:
             extra["feed_secs"] = feed.feeding_secs
         if synchronous.kind:
             extra["collective"] = synchronous.kind
-        self.chan.send(messages.make("heartbeat", step=self.step,
-                                     rows=feed.rows_fed if feed is not None else None,
-                                     cpu=time.process_time(), **extra))
+        self.chan.send(
+            messages.make(
+                "heartbeat",
+                step=self.step,
+                rows=feed.rows_fed if feed is not None else None,
+                cpu=time.process_time(),
+                **extra,
+            )
+        )

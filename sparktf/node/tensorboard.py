@@ -27,7 +27,8 @@ _LAUNCHER = (
     "from sparktf.common import procs\n"
     "procs.die_with_parent(signal.SIGTERM, int(sys.argv.pop(1)))\n"
     "sys.argv[0] = 'tensorboard'\n"
-    "runpy.run_module('tensorboard.main', run_name='__main__')\n")
+    "runpy.run_module('tensorboard.main', run_name='__main__')\n"
+)
 
 
 def _answers(host: str, port: int) -> bool:
@@ -47,17 +48,38 @@ def start(log_dir: str, host: str, output: str) -> tuple[subprocess.Popen, PortR
     try:
         with open(output, "w") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-c", _LAUNCHER, str(parent), "--logdir", log_dir,
-                 "--host", host, "--port", str(reservation.port), "--reload_interval", "5"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "-c",
+                    _LAUNCHER,
+                    str(parent),
+                    "--logdir",
+                    log_dir,
+                    "--host",
+                    host,
+                    "--port",
+                    str(reservation.port),
+                    "--reload_interval",
+                    "5",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
     except BaseException:
         reservation.release()
         raise
     return proc, reservation
 
 
-def announce(proc: subprocess.Popen, reservation: PortReservation, host: str, log_dir: str,
-             output: str, report: Callable[[dict], None]) -> None:
+def announce(
+    proc: subprocess.Popen,
+    reservation: PortReservation,
+    host: str,
+    log_dir: str,
+    output: str,
+    report: Callable[[dict], None],
+) -> None:
     """Wait until TensorBoard answers, then ``report`` its URL (or why it did not start)."""
     deadline = time.monotonic() + START_TIMEOUT
     try:
@@ -69,8 +91,14 @@ def announce(proc: subprocess.Popen, reservation: PortReservation, host: str, lo
         reservation.release()
     address = f"[{host}]" if ":" in host else host
     if proc.poll() is None and _answers(host, reservation.port):
-        report(messages.make("tensorboard", url=f"http://{address}:{reservation.port}/",
-                             log_dir=log_dir, error=None))
+        report(
+            messages.make(
+                "tensorboard",
+                url=f"http://{address}:{reservation.port}/",
+                log_dir=log_dir,
+                error=None,
+            )
+        )
         return
     if proc.poll() is None:
         proc.kill()
@@ -79,6 +107,11 @@ def announce(proc: subprocess.Popen, reservation: PortReservation, host: str, lo
             err = f.read()[-2000:]
     except OSError:
         err = ""
-    report(messages.make("tensorboard", url=None, log_dir=log_dir,
-                         error=f"TensorBoard did not start within {START_TIMEOUT:g}s: "
-                               f"{err.strip()}"))
+    report(
+        messages.make(
+            "tensorboard",
+            url=None,
+            log_dir=log_dir,
+            error=f"TensorBoard did not start within {START_TIMEOUT:g}s: {err.strip()}",
+        )
+    )

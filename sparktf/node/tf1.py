@@ -39,8 +39,12 @@ def install_defaults() -> None:
       such a thread: it waits on the parameter server for the next step's gradients, which
       never come once the replicas have stopped, so the chief idled two minutes at its end.
     """
-    imports.after_import(SESSION_MANAGER, lambda m: _shorter(
-        _init(m, "SessionManager"), "recovery_wait_secs", 30, RECOVERY_WAIT_SECS))
+    imports.after_import(
+        SESSION_MANAGER,
+        lambda m: _shorter(
+            _init(m, "SessionManager"), "recovery_wait_secs", 30, RECOVERY_WAIT_SECS
+        ),
+    )
     imports.after_import(SUPERVISOR, _supervisor)
     imports.after_import(MONITORED_SESSION, _monitored_sessions)
     imports.after_import(SYNC_REPLICAS, _sync_replicas)
@@ -49,10 +53,12 @@ def install_defaults() -> None:
 def _sync_replicas(module) -> None:
     """A ``SyncReplicasOptimizer`` built in this process makes it a synchronous trainer
     (:mod:`sparktf.node.synchronous`); nothing else changes."""
+
     def make(original):
         def __init__(self, *args, **kwargs):
             synchronous.mark("SyncReplicasOptimizer")
             return original(self, *args, **kwargs)
+
         return __init__
 
     imports.wrap(getattr(module, "SyncReplicasOptimizer", None), "__init__", make)
@@ -65,8 +71,11 @@ def _supervisor(module) -> None:
 
 
 def _monitored_sessions(module) -> None:
-    for func in (getattr(module, "MonitoredTrainingSession", None),
-                 _init(module, "MonitoredSession"), _init(module, "SingularMonitoredSession")):
+    for func in (
+        getattr(module, "MonitoredTrainingSession", None),
+        _init(module, "MonitoredSession"),
+        _init(module, "SingularMonitoredSession"),
+    ):
         _shorter(func, "stop_grace_period_secs", 120, STOP_GRACE_SECS)
 
 
@@ -85,15 +94,16 @@ def _shorter(func, name: str, default: float, value: float) -> None:
     if kwdefaults.get(name) == default:
         func.__kwdefaults__ = {**kwdefaults, name: value}
         return
-    positional = code.co_varnames[:code.co_argcount]
-    with_defaults = positional[len(positional) - len(defaults or ()):]
+    positional = code.co_varnames[: code.co_argcount]
+    with_defaults = positional[len(positional) - len(defaults or ()) :]
     i = with_defaults.index(name) if name in with_defaults else None
     if i is not None and defaults[i] == default:
-        func.__defaults__ = defaults[:i] + (value,) + defaults[i + 1:]
+        func.__defaults__ = defaults[:i] + (value,) + defaults[i + 1 :]
 
 
-def worker_session_creator(master: str = "", config=None, scaffold=None,
-                           recovery_wait_secs: float = 1.0):
+def worker_session_creator(
+    master: str = "", config=None, scaffold=None, recovery_wait_secs: float = 1.0
+):
     """A ``tf.compat.v1.train.WorkerSessionCreator`` that checks every ``recovery_wait_secs``
     (TensorFlow's default: 30 s) whether the chief has initialized the variables.
 
@@ -117,7 +127,9 @@ def worker_session_creator(master: str = "", config=None, scaffold=None,
                     local_init_feed_dict=self._scaffold.local_init_feed_dict,
                     ready_op=self._scaffold.ready_op,
                     ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
-                    graph=v1.get_default_graph(), recovery_wait_secs=recovery_wait_secs)
+                    graph=v1.get_default_graph(),
+                    recovery_wait_secs=recovery_wait_secs,
+                )
             return self._session_manager
 
     return _Creator(scaffold=scaffold, master=master, config=config)

@@ -31,12 +31,13 @@ import sys
 import tempfile
 import threading
 import traceback
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
-from sparktf.common import gpus as node_gpus, messages, procs, protocol, topology
-from sparktf.errors import SparkJobError, SparkTFError
+from sparktf.common import gpus as node_gpus
+from sparktf.common import messages, procs, protocol, topology
 from sparktf.common.ports import PortReservation
 from sparktf.common.spec import LaunchSpec, NodeSpec
+from sparktf.errors import SparkJobError, SparkTFError
 from sparktf.task import feeder
 from sparktf.task.supervisor import EXIT_REPORTED
 
@@ -53,9 +54,11 @@ def rendezvous(launch: LaunchSpec, node: str, host: str, port: int) -> list[str]
         try:
             reply = chan.recv()
         except (OSError, EOFError) as exc:
-            raise SparkJobError(f"{node}: the driver closed the rendezvous before every node's "
-                                f"address was known ({type(exc).__name__}); the attempt was "
-                                "stopped or failed") from exc
+            raise SparkJobError(
+                f"{node}: the driver closed the rendezvous before every node's "
+                f"address was known ({type(exc).__name__}); the attempt was "
+                "stopped or failed"
+            ) from exc
         if reply.get("type") != "addresses" or len(reply["addresses"]) != launch.num_nodes:
             raise SparkJobError(f"{node}: unexpected rendezvous reply {reply!r}")
         return list(reply["addresses"])
@@ -63,8 +66,7 @@ def rendezvous(launch: LaunchSpec, node: str, host: str, port: int) -> list[str]
         chan.close()
 
 
-def node_cpus(task_cpus: int, executor_cores: int | None, addresses: list[str],
-              host: str) -> int:
+def node_cpus(task_cpus: int, executor_cores: int | None, addresses: list[str], host: str) -> int:
     """The threads a node's TensorFlow gets: its task's cpus, or its share of the executor's
     cores when its host runs fewer nodes than the executor has slots (a one-node job in
     ``local[N]`` gets all N cores instead of leaving N-1 idle). Nodes are counted per host, so
@@ -80,23 +82,37 @@ def task_gpus(ctx) -> tuple[str, ...]:
     """The GPU addresses Spark assigned to this task (none without resource scheduling)."""
     try:
         gpu = (ctx.resources() or {}).get("gpu")
-    except Exception:  # noqa: BLE001 - an older TaskContext
+    except Exception:
         return ()
     return tuple(gpu.addresses) if gpu is not None else ()
 
 
-def build_node_spec(launch: LaunchSpec, rank: int, addresses: list[str], num_cpus: int,
-                    python_path: Iterable[str] = (), work_dir: str | None = None,
-                    feed_path: str | None = None, gpus: tuple[str, ...] = ()) -> NodeSpec:
+def build_node_spec(
+    launch: LaunchSpec,
+    rank: int,
+    addresses: list[str],
+    num_cpus: int,
+    python_path: Iterable[str] = (),
+    work_dir: str | None = None,
+    feed_path: str | None = None,
+    gpus: tuple[str, ...] = (),
+) -> NodeSpec:
     """The node's spec once every node's address is known."""
     spec = topology.cluster_spec(launch.roles, addresses)
     host, port = topology.split_address(addresses[rank])
     return NodeSpec(
-        launch=launch, rank=rank, host=host, port=port, cluster_spec=spec,
+        launch=launch,
+        rank=rank,
+        host=host,
+        port=port,
+        cluster_spec=spec,
         tf_config=topology.tf_config(spec, launch.roles[rank]),
         num_cpus=node_cpus(num_cpus, launch.executor_cores, addresses, host),
         python_path=tuple(p for p in python_path if p and os.path.exists(p)),
-        work_dir=work_dir, feed_path=feed_path, gpus=tuple(gpus))
+        work_dir=work_dir,
+        feed_path=feed_path,
+        gpus=tuple(gpus),
+    )
 
 
 def start_supervisor(spec: NodeSpec):
@@ -108,17 +124,22 @@ def start_supervisor(spec: NodeSpec):
     a :class:`ForkedSupervisor` (the same ``poll``/``wait``/``terminate``/``kill``)."""
     # run(env=...) is in the environment the process starts with: TensorFlow's native
     # logging reads TF_CPP_MIN_LOG_LEVEL from there, not from a later os.environ change
-    env = {**os.environ, **dict(spec.launch.env),
-           **node_gpus.node_environment(spec.role.job, spec.gpus, os.environ,
-                                        dict(spec.launch.env)),
-           "PYTHONPATH": os.pathsep.join(spec.python_path)}
+    env = {
+        **os.environ,
+        **dict(spec.launch.env),
+        **node_gpus.node_environment(spec.role.job, spec.gpus, os.environ, dict(spec.launch.env)),
+        "PYTHONPATH": os.pathsep.join(spec.python_path),
+    }
     if env.get("SPARKTF_SUPERVISOR_EXEC") != "1":
         preload()
         if _may_fork():
             return ForkedSupervisor.start(spec, env)
     proc = subprocess.Popen(
         [sys.executable, "-m", "sparktf.task.supervisor", str(os.getpid())],
-        stdin=subprocess.PIPE, start_new_session=True, env=env)
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+        env=env,
+    )
     assert proc.stdin is not None
     proc.stdin.write(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
     proc.stdin.close()
@@ -146,8 +167,10 @@ def preload() -> None:
         return
     _preloaded = True
     before = _thread_ids()
-    import sparktf.node.process  # noqa: F401 - the TF process's code
     import cloudpickle  # noqa: F401
+
+    import sparktf.node.process  # noqa: F401 - the TF process's code
+
     try:
         import numpy  # noqa: F401
     except ImportError:
@@ -200,7 +223,7 @@ class ForkedSupervisor(procs.ForkedChild):
     leaves by ``os._exit``."""
 
     @classmethod
-    def start(cls, spec: NodeSpec, env: dict) -> "ForkedSupervisor":
+    def start(cls, spec: NodeSpec, env: dict) -> ForkedSupervisor:
         from sparktf.task import supervisor
 
         preload()
@@ -218,7 +241,7 @@ class ForkedSupervisor(procs.ForkedChild):
                 code = supervisor.serve(spec, parent)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
-            except BaseException:  # noqa: BLE001 - the task sees only the exit code
+            except BaseException:
                 traceback.print_exc()
             finally:
                 _flush_output()
@@ -264,8 +287,9 @@ class NodeFailed(SparkTFError, RuntimeError):
     """The node's own process failed: it reported why to the driver itself."""
 
 
-def barrier_task(launch: LaunchSpec, data_kind: str | None = None,
-              arrow_schema: bytes | None = None) -> Callable[[Iterator], Iterator]:
+def barrier_task(
+    launch: LaunchSpec, data_kind: str | None = None, arrow_schema: bytes | None = None
+) -> Callable[[Iterator], Iterator]:
     """The barrier-stage function for ``launch``.
 
     ``data_kind`` is None (InputMode.TENSORFLOW: the partition is ignored), ``"pickle"`` (an
@@ -285,8 +309,15 @@ def barrier_task(launch: LaunchSpec, data_kind: str | None = None,
     return run_barrier_task
 
 
-def _steps(ctx, rank: int, host: str, partition: Iterator, launch: LaunchSpec,
-              data_kind: str | None, arrow_schema: bytes | None) -> Iterator:
+def _steps(
+    ctx,
+    rank: int,
+    host: str,
+    partition: Iterator,
+    launch: LaunchSpec,
+    data_kind: str | None,
+    arrow_schema: bytes | None,
+) -> Iterator:
     """The steps of one node's barrier task: reserve its port, gather every address, start
     its supervisor, feed it, wait for it; whatever happens, stop it and remove its files."""
     role = launch.roles[rank]
@@ -300,21 +331,32 @@ def _steps(ctx, rank: int, host: str, partition: Iterator, launch: LaunchSpec,
     try:
         with PortReservation() as reservation:
             addresses = rendezvous(launch, role.name, host, reservation.port)
-            spec = build_node_spec(launch, rank, addresses, ctx.cpus(), sys.path,
-                                   work_dir=work_dir, feed_path=feed_path,
-                                   gpus=task_gpus(ctx))
+            spec = build_node_spec(
+                launch,
+                rank,
+                addresses,
+                ctx.cpus(),
+                sys.path,
+                work_dir=work_dir,
+                feed_path=feed_path,
+                gpus=task_gpus(ctx),
+            )
             proc = start_supervisor(spec)
             if listener is not None:
-                yield from feeder.feed(listener, proc, partition, launch, data_kind,
-                                       arrow_schema)
+                yield from feeder.feed(listener, proc, partition, launch, data_kind, arrow_schema)
             code = proc.wait()
     except (NodeFailed, GeneratorExit):
         raise
     except BaseException as exc:
         # Before the node is stopped below: the driver must hear the cause before it sees
         # the node's supervisor go.
-        report_task_error(launch, role.name, host, exc,
-                          "feed" if isinstance(exc, feeder.TaskFeedError) else "task")
+        report_task_error(
+            launch,
+            role.name,
+            host,
+            exc,
+            "feed" if isinstance(exc, feeder.TaskFeedError) else "task",
+        )
         raise
     finally:
         if proc is not None:
@@ -327,8 +369,10 @@ def _steps(ctx, rank: int, host: str, partition: Iterator, launch: LaunchSpec,
     if code == EXIT_REPORTED:
         return  # the driver has the node's exit and fails the job with its own error
     if code != 0:
-        raise NodeFailed(f"sparktf node {role.name} on {host} {procs.describe_exit(code)}; "
-                         "the driver's error has the node's own message and output")
+        raise NodeFailed(
+            f"sparktf node {role.name} on {host} {procs.describe_exit(code)}; "
+            "the driver's error has the node's own message and output"
+        )
     if data_kind is None:
         yield json.dumps({"rank": rank, "node": role.name, "host": host})
 
@@ -341,8 +385,9 @@ def local_dir() -> str | None:
     return None
 
 
-def report_task_error(launch: LaunchSpec, node: str, host: str, exc: BaseException,
-                      where: str = "task") -> None:
+def report_task_error(
+    launch: LaunchSpec, node: str, host: str, exc: BaseException, where: str = "task"
+) -> None:
     """Tell the driver why this node's barrier task is failing, typed, before Spark does."""
     try:
         chan = protocol.connect(launch.driver_address, launch.secret, timeout=5)
@@ -350,8 +395,11 @@ def report_task_error(launch: LaunchSpec, node: str, host: str, exc: BaseExcepti
         return  # Spark's own error still carries the message
     try:
         chan.send(messages.hello(messages.TASK, node, host))
-        chan.send(messages.error(where, exc, "".join(
-            traceback.format_exception(type(exc), exc, exc.__traceback__))))
+        chan.send(
+            messages.error(
+                where, exc, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            )
+        )
     except OSError:
         pass
     finally:

@@ -21,7 +21,8 @@ import struct
 import subprocess
 import threading
 import time
-from typing import Iterable, Iterator, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from sparktf.common import feedwire, protocol
 from sparktf.common.spec import LaunchSpec
@@ -42,8 +43,9 @@ def listen_unix(path: str) -> socket.socket:
     return sock
 
 
-def _accept(listener: socket.socket, proc: subprocess.Popen,
-            timeout: float) -> socket.socket | None:
+def _accept(
+    listener: socket.socket, proc: subprocess.Popen, timeout: float
+) -> socket.socket | None:
     """The TF process's feed connection (``timeout`` then bounds each send); None if the node
     ends without asking for data. A main_fn may do other work first: no limit on the wait."""
     while proc.poll() is None:
@@ -55,8 +57,9 @@ def _accept(listener: socket.socket, proc: subprocess.Popen,
     return None
 
 
-def _frames(partition: Iterator, kind: str, arrow_schema: bytes | None, chunk_rows: int,
-            counted: list) -> Iterator[list]:
+def _frames(
+    partition: Iterator, kind: str, arrow_schema: bytes | None, chunk_rows: int, counted: list
+) -> Iterator[list]:
     """The partition as feed frames (each a list of buffers); ``counted[0]`` counts the rows
     (-1 for Spark's pickled batches, which are forwarded unopened: the TF process counts)."""
     if kind == "arrow":
@@ -64,10 +67,12 @@ def _frames(partition: Iterator, kind: str, arrow_schema: bytes | None, chunk_ro
         # only for a partition without any batch.
         partition = iter(partition)
         first = next(partition, None)
-        yield feedwire.frame(feedwire.SCHEMA, arrow_schema if first is None
-                             else first.schema.serialize().to_pybytes())
+        yield feedwire.frame(
+            feedwire.SCHEMA,
+            arrow_schema if first is None else first.schema.serialize().to_pybytes(),
+        )
         messages = _ArrowMessages()
-        for batch in ([] if first is None else itertools.chain([first], partition)):
+        for batch in [] if first is None else itertools.chain([first], partition):
             counted[0] += batch.num_rows
             yield feedwire.parts_frame(feedwire.ARROW, messages.of(batch))
     elif kind == "pickled-batches":
@@ -77,8 +82,9 @@ def _frames(partition: Iterator, kind: str, arrow_schema: bytes | None, chunk_ro
     else:
         for chunk in _chunks(partition, chunk_rows):
             counted[0] += len(chunk)
-            yield feedwire.frame(feedwire.PICKLED,
-                                 pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL))
+            yield feedwire.frame(
+                feedwire.PICKLED, pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
+            )
 
 
 def feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema):
@@ -90,8 +96,10 @@ def feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema)
     inference = launch.train_mode is False
     if conn is None:
         if inference and proc.wait() == 0 and next(iter(partition), None) is not None:
-            raise TaskFeedError("main_fn returned without reading its rows: inference needs "
-                                "ctx.get_data_feed(train_mode=False) and one output per row")
+            raise TaskFeedError(
+                "main_fn returned without reading its rows: inference needs "
+                "ctx.get_data_feed(train_mode=False) and one output per row"
+            )
         return
     results: queue.Queue = queue.Queue(maxsize=RESULTS_AHEAD)
     stop = threading.Event()
@@ -118,8 +126,8 @@ def feed(listener, proc, partition, launch: LaunchSpec, kind: str, arrow_schema)
                     produced += len(chunk)
                     yield from _emit(chunk, kind, launch)
         if reader.idle:
-            raise socket.timeout()
-    except socket.timeout:
+            raise TimeoutError()
+    except TimeoutError:
         raise _took_no_data(timeout) from None
     except (BrokenPipeError, ConnectionResetError):
         pass  # the TF process stopped reading (terminate() or main_fn returned): early stop
@@ -166,8 +174,11 @@ def spark_data_socket(partition) -> SparkDataSocket | None:
     """
     if os.environ.get("SPARKTF_FEED_SPARK_SOCKET", "1") == "0":
         return None
-    if not inspect.isgenerator(partition) or partition.gi_code.co_name != "load_stream" \
-            or inspect.getgeneratorstate(partition) != inspect.GEN_CREATED:
+    if (
+        not inspect.isgenerator(partition)
+        or partition.gi_code.co_name != "load_stream"
+        or inspect.getgeneratorstate(partition) != inspect.GEN_CREATED
+    ):
         return None
     stream = partition.gi_frame.f_locals.get("stream")
     if type(stream) is not io.BufferedReader:
@@ -218,7 +229,7 @@ def _data_ends_within(head: bytes) -> bool:
     the length that ends it (or any other negative one: not for the TF process to read)."""
     pos = 0
     while pos + 4 <= len(head):
-        size = int.from_bytes(head[pos:pos + 4], "big", signed=True)
+        size = int.from_bytes(head[pos : pos + 4], "big", signed=True)
         if size < 0:
             return True
         pos += 4 + size
@@ -279,22 +290,27 @@ def _emit(chunk: list, kind: str, launch: LaunchSpec) -> Iterator:
         yield from chunk
 
 
-def _check_outputs(produced: int, rows: int, reader: "_ReplyReader", proc) -> None:
+def _check_outputs(produced: int, rows: int, reader: _ReplyReader, proc) -> None:
     """Inference must answer every row: never return short (or long) output silently."""
     if proc.wait() != 0:
         return  # the node failed and says why itself
     expected = rows if rows >= 0 else reader.rows_received
     if expected is None:
-        raise TaskFeedError(f"the TF process ended without finishing its outputs ({produced} "
-                            "sent); main_fn must read its whole feed and answer every row")
+        raise TaskFeedError(
+            f"the TF process ended without finishing its outputs ({produced} "
+            "sent); main_fn must read its whole feed and answer every row"
+        )
     if produced != expected:
-        raise TaskFeedError(f"main_fn sent {produced} outputs for {expected} input rows; "
-                            "read the feed until feed.should_stop() and call "
-                            "feed.batch_results() with one output per row it read")
+        raise TaskFeedError(
+            f"main_fn sent {produced} outputs for {expected} input rows; "
+            "read the feed until feed.should_stop() and call "
+            "feed.batch_results() with one output per row it read"
+        )
 
 
-def _send_draining(conn, buffers: list, results: queue.Queue, reader: "_ReplyReader", proc,
-                   launch: LaunchSpec) -> Iterator[list]:
+def _send_draining(
+    conn, buffers: list, results: queue.Queue, reader: _ReplyReader, proc, launch: LaunchSpec
+) -> Iterator[list]:
     """Send one frame without blocking; while the TF process is not reading, yield the output
     chunks it has sent back (it may be waiting for us to take them)."""
     timeout = launch.feed.feed_timeout
@@ -313,12 +329,12 @@ def _send_draining(conn, buffers: list, results: queue.Queue, reader: "_ReplyRea
         elif proc.poll() is not None or reader.finished.is_set():
             raise BrokenPipeError("the TF process stopped reading")
         elif time.monotonic() - idle_since > timeout:
-            raise socket.timeout()
+            raise TimeoutError()
         protocol.wait_writable(conn, 0.05)
     yield from _drain(results, reader)
 
 
-def _drain(results: queue.Queue, reader: "_ReplyReader") -> Iterator[list]:
+def _drain(results: queue.Queue, reader: _ReplyReader) -> Iterator[list]:
     """The output chunks already waiting, without blocking (the end stays queued)."""
     while True:
         try:
@@ -348,8 +364,7 @@ class _ReplyReader:
     """Reads the TF process's replies: terminate, outputs (into a bounded queue: a full queue
     stops the reading, and so the TF process's sending), and the end of its outputs."""
 
-    def __init__(self, conn: socket.socket, results: queue.Queue,
-                 stop: threading.Event) -> None:
+    def __init__(self, conn: socket.socket, results: queue.Queue, stop: threading.Event) -> None:
         self.conn, self.results, self.stop = conn, results, stop
         self.error: BaseException | None = None
         self.rows_received: int | None = None  # the TF process's own count, at the end
@@ -394,11 +409,12 @@ class _ReplyReader:
                 elif kind == feedwire.RESULT:
                     try:
                         values = pickle.loads(payload)
-                    except Exception as exc:  # noqa: BLE001 - reported with its reason
+                    except Exception as exc:
                         self.error = RuntimeError(
                             f"an inference output from main_fn cannot be read in the Spark "
                             f"task ({type(exc).__name__}: {exc}); send plain values (numbers, "
-                            "strings, lists, dicts, numpy arrays) to feed.batch_results()")
+                            "strings, lists, dicts, numpy arrays) to feed.batch_results()"
+                        )
                         break
                     if not self._put(values):
                         break
@@ -412,7 +428,7 @@ class _ReplyReader:
         self._put(None)
 
 
-def _results(results: queue.Queue, reader: "_ReplyReader", proc) -> Iterator[list]:
+def _results(results: queue.Queue, reader: _ReplyReader, proc) -> Iterator[list]:
     """The remaining output chunks in order, until the TF process says it sent them all."""
     while True:
         try:
@@ -451,8 +467,7 @@ def _one_per_row(values: list, arrow_type):
     import pyarrow as pa
 
     first = values[0] if values else None
-    if isinstance(first, np.ndarray) and first.shape == (1,) \
-            and not pa.types.is_nested(arrow_type):
+    if isinstance(first, np.ndarray) and first.shape == (1,) and not pa.types.is_nested(arrow_type):
         stacked = np.asarray(values)
         if stacked.shape == (len(values), 1):
             return stacked.reshape(-1)
@@ -464,15 +479,24 @@ def _misfit(field, values, exc: Exception) -> str:
     import pyarrow as pa
 
     t = field.type
-    want = ("one number per row" if pa.types.is_integer(t) or pa.types.is_floating(t)
-            or pa.types.is_decimal(t) else "one list per row" if pa.types.is_list(t)
-            or pa.types.is_large_list(t) else "one value per row")
+    want = (
+        "one number per row"
+        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+        else "one list per row"
+        if pa.types.is_list(t) or pa.types.is_large_list(t)
+        else "one value per row"
+    )
     first = values[0]
-    got = (f"arrays of shape {first.shape}" if hasattr(first, "shape") and first.shape
-           else f"{type(first).__name__} values like {first!r:.60}")
-    return (f"output_schema's {field.name} is {t}: {want}, but main_fn's outputs are {got} "
-            f"({type(exc).__name__}: {exc}); give feed.batch_results() outputs of that kind, "
-            "or an output_schema that fits them (e.g. 'scores array<float>')")
+    got = (
+        f"arrays of shape {first.shape}"
+        if hasattr(first, "shape") and first.shape
+        else f"{type(first).__name__} values like {first!r:.60}"
+    )
+    return (
+        f"output_schema's {field.name} is {t}: {want}, but main_fn's outputs are {got} "
+        f"({type(exc).__name__}: {exc}); give feed.batch_results() outputs of that kind, "
+        "or an output_schema that fits them (e.g. 'scores array<float>')"
+    )
 
 
 #: A frame being filled goes out once its first row has waited this long (seconds), full or

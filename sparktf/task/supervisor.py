@@ -107,7 +107,11 @@ class Supervisor:
         env["PYTHONUNBUFFERED"] = "1"
         child = subprocess.Popen(
             [sys.executable, "-m", "sparktf.node", str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         assert child.stdin is not None
         child.stdin.write(pickle.dumps(self.spec, protocol=pickle.HIGHEST_PROTOCOL))
         child.stdin.close()
@@ -117,8 +121,10 @@ class Supervisor:
         self.start_child()
         child = self.child
         assert child is not None and child.stdout is not None and child.stderr is not None
-        pumps = [threading.Thread(target=self._pump, args=(s, n), daemon=True)
-                 for s, n in ((child.stdout, "stdout"), (child.stderr, "stderr"))]
+        pumps = [
+            threading.Thread(target=self._pump, args=(s, n), daemon=True)
+            for s, n in ((child.stdout, "stdout"), (child.stderr, "stderr"))
+        ]
         for t in pumps:
             t.start()
         threading.Thread(target=self._listen, daemon=True).start()
@@ -133,9 +139,9 @@ class Supervisor:
             t.join(timeout=1.0)
         if self.aborted.is_set() and code != 0:
             code = code if code < 0 else EXIT_ABORTED
-        self.reported = self._send(messages.make("exit", code=code,
-                                                 aborted=self.aborted.is_set(),
-                                                 tail=list(self.tail)))
+        self.reported = self._send(
+            messages.make("exit", code=code, aborted=self.aborted.is_set(), tail=list(self.tail))
+        )
         self.chan.close()
         return code
 
@@ -148,8 +154,9 @@ class _Forked(procs.ForkedChild):
         self.stdout, self.stderr = stdout, stderr
 
 
-def _become_node(spec: NodeSpec, chan: protocol.Channel, out_w: int, err_w: int,
-                 read_ends: tuple[int, ...]) -> None:
+def _become_node(
+    spec: NodeSpec, chan: protocol.Channel, out_w: int, err_w: int, read_ends: tuple[int, ...]
+) -> None:
     """In the forked child: drop the supervisor's channel, signal handlers and pipe ends,
     put stdout/stderr on the pipes, and run the node."""
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -166,10 +173,12 @@ def _become_node(spec: NodeSpec, chan: protocol.Channel, out_w: int, err_w: int,
     os.dup2(err_w, 2)
     for fd in (devnull, out_w, err_w):
         os.close(fd)
-    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace",
-                      closefd=False)
-    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace",
-                      closefd=False)
+    sys.stdout = open(
+        1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
+    )
+    sys.stderr = open(
+        2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
+    )
     if spec.python_path:
         os.environ["PYTHONPATH"] = os.pathsep.join(spec.python_path)
         sys.path[:0] = [p for p in spec.python_path if p not in sys.path]
@@ -211,16 +220,19 @@ def serve(spec: NodeSpec, parent: int) -> int:
     procs.become_subreaper()
     procs.set_name(NAME)
     try:
-        chan = protocol.connect(spec.launch.driver_address, spec.launch.secret,
-                                spec.launch.connect_timeout)
+        chan = protocol.connect(
+            spec.launch.driver_address, spec.launch.secret, spec.launch.connect_timeout
+        )
         keepalive.watch_peer(chan.sock)  # a driver's host that falls silent: stop in 30 s
     except (OSError, protocol.AuthenticationError) as exc:
         host, port = spec.launch.driver_address
-        print(f"sparktf: node {spec.name} cannot reach the driver at {host}:{port}: {exc}. "
-              "Check that executors can connect to spark.driver.host.", file=sys.stderr)
+        print(
+            f"sparktf: node {spec.name} cannot reach the driver at {host}:{port}: {exc}. "
+            "Check that executors can connect to spark.driver.host.",
+            file=sys.stderr,
+        )
         return 2
-    chan.send(messages.hello(messages.AGENT, spec.name, spec.host, pid=os.getpid(),
-                             port=spec.port))
+    chan.send(messages.hello(messages.AGENT, spec.name, spec.host, pid=os.getpid(), port=spec.port))
     supervisor = Supervisor(spec, chan)
     code = supervisor.run()
     remove_node_dirs(spec)

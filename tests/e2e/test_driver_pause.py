@@ -39,11 +39,21 @@ DRIVER = textwrap.dedent('''
 def test_a_driver_stopped_longer_than_heartbeat_timeout_keeps_its_nodes(tmp_path):
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path,
-                            start_new_session=True)
+    env = dict(
+        os.environ,
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+        TF_CPP_MIN_LOG_LEVEL="3",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     lines = []
     try:
         for line in proc.stdout:

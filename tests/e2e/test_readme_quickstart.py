@@ -13,7 +13,6 @@ import uuid
 
 import psutil
 import pytest
-
 from conftest import wait_until
 
 pytestmark = pytest.mark.slow
@@ -34,8 +33,10 @@ def marked(mark):
     found = []
     for proc in psutil.process_iter(["pid"]):
         try:
-            if proc.environ().get("SPARKTF_QUICKSTART_TEST") == mark \
-                    and proc.status() != psutil.STATUS_ZOMBIE:
+            if (
+                proc.environ().get("SPARKTF_QUICKSTART_TEST") == mark
+                and proc.status() != psutil.STATUS_ZOMBIE
+            ):
                 found.append(proc.pid)
         except (psutil.Error, OSError):
             pass
@@ -52,15 +53,21 @@ def test_the_readme_quickstart_runs_as_written_and_learns_the_line(tmp_path, spa
     (tmp_path / "quickstart.py").write_text(code)
     mark = uuid.uuid4().hex
     spark_bin = os.path.join(os.path.dirname(pyspark.__file__), "bin")
-    env = dict(os.environ, PATH=spark_bin + os.pathsep + os.environ["PATH"],
-               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARKTF_QUICKSTART_TEST=mark)
-    out = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=400)
+    env = dict(
+        os.environ,
+        PATH=spark_bin + os.pathsep + os.environ["PATH"],
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARKTF_QUICKSTART_TEST=mark,
+    )
+    out = subprocess.run(
+        ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     assert lines[-1] == "learned y = 3.0 * x + 1.0", out.stdout[-3000:]
-    assert any(line.startswith("[chief:0] ") or line.startswith("[sparktf] chief:0 ")
-               for line in lines), out.stdout[-3000:]
+    assert any(line.startswith(("[chief:0] ", "[sparktf] chief:0 ")) for line in lines), out.stdout[
+        -3000:
+    ]
     # nothing the run started outlives it: supervisors, TF processes, Spark's Python workers
     assert wait_until(lambda: not marked(mark), timeout=30), marked(mark)

@@ -76,8 +76,10 @@ def test_directories_upload_and_download_whole(root, tmp_path):
     assert _names_with_tmp(root) == []
     fs.download(root + "/export", str(tmp_path / "back"))
     assert (tmp_path / "back" / "variables" / "variables.index").read_bytes() == b"idx"
-    assert fs.list_files(root) == [root + "/export/saved_model.pb",
-                                   root + "/export/variables/variables.index"]
+    assert fs.list_files(root) == [
+        root + "/export/saved_model.pb",
+        root + "/export/variables/variables.index",
+    ]
 
 
 def test_an_export_that_fails_writes_nothing(root):
@@ -101,8 +103,7 @@ def test_a_synced_dir_mirrors_up_resumes_and_follows_down(root):
     assert fs.listdir(remote) == ["checkpoint", "ckpt-1.data", "ckpt-1.index", "logs"]
     # A second run starts from what is there, and old files removed locally go there too.
     with fs.SyncedDir(remote) as local:
-        assert sorted(os.listdir(local)) == ["checkpoint", "ckpt-1.data", "ckpt-1.index",
-                                             "logs"]
+        assert sorted(os.listdir(local)) == ["checkpoint", "ckpt-1.data", "ckpt-1.index", "logs"]
         os.unlink(os.path.join(local, "ckpt-1.data"))
         open(os.path.join(local, "ckpt-2.data"), "w").write("2")
     assert fs.listdir(remote) == ["checkpoint", "ckpt-1.index", "ckpt-2.data", "logs"]
@@ -172,8 +173,9 @@ def test_a_permission_error_names_the_path(root, monkeypatch):
     # over WebHDFS, since pyarrow's HadoopFileSystem has no chmod.
     import hdfs as hdfs_pkg
 
-    hdfs_pkg.InsecureClient(os.environ["SPARKTF_WEBHDFS_URL"], user=fs.hadoop_user()) \
-        .set_permission(fs._split(locked)[3], "700")
+    hdfs_pkg.InsecureClient(
+        os.environ["SPARKTF_WEBHDFS_URL"], user=fs.hadoop_user()
+    ).set_permission(fs._split(locked)[3], "700")
     monkeypatch.setenv("HADOOP_USER_NAME", "nobody")
     fs._BACKENDS.clear()
     with pytest.raises(fs.HadoopFSError, match=r"/locked/secret: .*permission denied"):
@@ -190,12 +192,13 @@ def test_the_test_cluster_script_reports_its_state(hdfs):
     env = dict(os.environ, SPARKTF_HDFS_DIR=os.path.dirname(hdfs.env["HADOOP_CONF_DIR"]))
     out = subprocess.run([script, "status"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and f"export SPARKTF_TEST_HDFS={hdfs.url}" in out.stdout
-    again = subprocess.run([script, "start"], env=env, capture_output=True, text=True,
-                           timeout=60)
+    again = subprocess.run([script, "start"], env=env, capture_output=True, text=True, timeout=60)
     assert again.returncode == 1 and "already running" in again.stderr
     other = dict(os.environ, SPARKTF_HDFS_DIR=os.path.join(env["SPARKTF_HDFS_DIR"], "none"))
-    assert subprocess.run([script, "status"], env=other, capture_output=True,
-                          timeout=60).returncode == 1
+    assert (
+        subprocess.run([script, "status"], env=other, capture_output=True, timeout=60).returncode
+        == 1
+    )
 
 
 def _export(path, content, fingerprint=None):

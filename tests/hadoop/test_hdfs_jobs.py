@@ -5,15 +5,13 @@ checkpoint directories mirrored to it, sparktf.predict from a SavedModel on it."
 
 import os
 
-import numpy as np
+import hdfs_jobs
 import pytest
+from conftest import TF_ENV
 
 import sparktf
 from sparktf import fs
 from sparktf.errors import NodeError
-
-import hdfs_jobs
-from conftest import TF_ENV
 
 pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(400)]
 SPARK = sparktf.InputMode.SPARK
@@ -33,16 +31,26 @@ def parquet(spark, hdfs):
     from pyspark.sql import functions as F
 
     path = hdfs.path("data", "ids.parquet")
-    (spark.range(1000).repartition(4)
-     .select("id", F.array(*[F.lit(0.5)] * 8).cast("array<float>").alias("x"))
-     .write.mode("overwrite").parquet(path))
+    (
+        spark.range(1000)
+        .repartition(4)
+        .select("id", F.array(*[F.lit(0.5)] * 8).cast("array<float>").alias("x"))
+        .write.mode("overwrite")
+        .parquet(path)
+    )
     return path
 
 
 def test_a_dataframe_read_from_hdfs_is_fed_whole(spark, parquet, no_leaks):
     df = spark.read.parquet(parquet)
-    cluster = sparktf.run(spark.sparkContext, hdfs_jobs.count_fed_rows, {}, num_executors=2,
-                          input_mode=SPARK, env=TF_ENV)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        hdfs_jobs.count_fed_rows,
+        {},
+        num_executors=2,
+        input_mode=SPARK,
+        env=TF_ENV,
+    )
     cluster.train(df, num_epochs=1, equalize=False)
     cluster.shutdown(timeout=120)
     assert sum(r["rows"] for r in cluster.results.values()) == 1000
@@ -52,8 +60,9 @@ def test_an_rdd_of_hdfs_text_lines_is_fed_whole(spark, hdfs, no_leaks):
     sc = spark.sparkContext
     path = hdfs.path("data", "lines.txt")
     sc.parallelize([f"line {i}" for i in range(300)], 3).saveAsTextFile(path)
-    cluster = sparktf.run(sc, hdfs_jobs.count_fed_rows, {}, num_executors=2,
-                          input_mode=SPARK, env=TF_ENV)
+    cluster = sparktf.run(
+        sc, hdfs_jobs.count_fed_rows, {}, num_executors=2, input_mode=SPARK, env=TF_ENV
+    )
     cluster.train(sc.textFile(path), num_epochs=1, equalize=False)
     cluster.shutdown(timeout=120)
     assert sum(r["rows"] for r in cluster.results.values()) == 300
@@ -66,8 +75,14 @@ def test_nodes_read_their_own_hdfs_files(sc_local, hdfs, parquet, backend, no_le
     env = dict(TF_ENV, SPARKTF_HDFS_BACKEND=backend)
     if backend == "libhdfs":
         env.update(hdfs.libhdfs_env)
-    cluster = sparktf.run(sc_local, hdfs_jobs.read_own_files, {"path": parquet},
-                          num_executors=2, input_mode=TENSORFLOW, env=env)
+    cluster = sparktf.run(
+        sc_local,
+        hdfs_jobs.read_own_files,
+        {"path": parquet},
+        num_executors=2,
+        input_mode=TENSORFLOW,
+        env=env,
+    )
     cluster.shutdown(timeout=120)
     results = cluster.results.values()
     assert sum(r["rows"] for r in results) == 1000
@@ -80,8 +95,14 @@ def test_nodes_read_their_own_hdfs_files(sc_local, hdfs, parquet, backend, no_le
 
 def test_log_dir_and_checkpoints_on_hdfs_arrive_there(sc_local, hdfs, no_leaks):
     logs, model = hdfs.path("runs", "logs"), hdfs.path("runs", "model")
-    cluster = sparktf.run(sc_local, hdfs_jobs.write_logs_and_checkpoint,
-                          {"model_dir": model}, num_executors=2, log_dir=logs, env=TF_ENV)
+    cluster = sparktf.run(
+        sc_local,
+        hdfs_jobs.write_logs_and_checkpoint,
+        {"model_dir": model},
+        num_executors=2,
+        log_dir=logs,
+        env=TF_ENV,
+    )
     cluster.shutdown(timeout=120)
     assert sorted(fs.listdir(logs)) == ["chief_0", "worker_0"]
     assert fs.read_bytes(logs + "/worker_0/events.out") == b"worker:0"
@@ -91,8 +112,9 @@ def test_log_dir_and_checkpoints_on_hdfs_arrive_there(sc_local, hdfs, no_leaks):
 
 def test_a_missing_hdfs_file_fails_the_node_naming_the_path(sc_local, hdfs, no_leaks):
     path = hdfs.path("no", "such", "file.bin")
-    cluster = sparktf.run(sc_local, hdfs_jobs.read_a_missing_file, {"path": path},
-                          num_executors=1, env=TF_ENV)
+    cluster = sparktf.run(
+        sc_local, hdfs_jobs.read_a_missing_file, {"path": path}, num_executors=1, env=TF_ENV
+    )
     with pytest.raises(NodeError) as err:
         cluster.shutdown(timeout=120)
     assert "HadoopFSError" in str(err.value) and path in str(err.value)

@@ -25,10 +25,11 @@ def scaled(tmp_path_factory):
 
     paths = {}
     for factor in (2.0, 3.0):
+
         class Scaled(tf.Module):
             def __init__(self):
                 super().__init__()
-                self.factor = tf.Variable(factor)
+                self.factor = tf.Variable(factor)  # noqa: B023 (used at once, in this iteration)
 
             @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="x")])
             def serve(self, x):
@@ -50,8 +51,7 @@ def _export(source, remote):
 
 def test_predict_from_hdfs_scores_with_the_model_exported_there_last(spark, hdfs, scaled):
     remote = hdfs.path("models", "replaced")
-    df = spark.createDataFrame([([1.0, 2.0],), ([3.0, 4.0],)] * 4, "x array<float>") \
-        .repartition(4)
+    df = spark.createDataFrame([([1.0, 2.0],), ([3.0, 4.0],)] * 4, "x array<float>").repartition(4)
     for factor in (2.0, 3.0, 2.0):
         _export(scaled[factor], remote)
         out = sparktf.predict(df, remote, ["x"], "y")

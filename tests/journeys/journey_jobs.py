@@ -33,10 +33,14 @@ def fit_line_share(args, ctx):
         xty += design.T @ np.asarray(batch["y"], "float64")
         rows[epoch] = rows.get(epoch, 0) + len(x)
     os.makedirs(args["model_dir"], exist_ok=True)
-    _save(os.path.join(args["model_dir"], f"part-{ctx.rank}.npy"),
-          np.concatenate([xtx.ravel(), xty]))
-    return {"rows_per_epoch": [rows[e] for e in sorted(rows)], "num_cpus": ctx.num_cpus,
-            "host": ctx.host}
+    _save(
+        os.path.join(args["model_dir"], f"part-{ctx.rank}.npy"), np.concatenate([xtx.ravel(), xty])
+    )
+    return {
+        "rows_per_epoch": [rows[e] for e in sorted(rows)],
+        "num_cpus": ctx.num_cpus,
+        "host": ctx.host,
+    }
 
 
 def load_line(model_dir):

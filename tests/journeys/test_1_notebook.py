@@ -5,9 +5,9 @@ checked. Real Spark (local[4]), real node processes; the model is a least-square
 nodes fit with numpy (no TensorFlow needed to tell right answers from wrong ones)."""
 
 import cloudpickle
+import journey_jobs
 import pytest
 
-import journey_jobs
 import sparktf
 
 cloudpickle.register_pickle_by_value(journey_jobs)
@@ -27,20 +27,28 @@ def _points(spark, slope, intercept, n=200, partitions=3):
     """``n`` rows (id, x, y) on the line y = slope x + intercept, in ``partitions``."""
     from pyspark.sql import functions as F
 
-    return (spark.range(0, n, numPartitions=partitions)
-            .withColumn("x", F.col("id") / 10.0 - 7.0)
-            .withColumn("y", F.col("x") * slope + intercept))
+    return (
+        spark.range(0, n, numPartitions=partitions)
+        .withColumn("x", F.col("id") / 10.0 - 7.0)
+        .withColumn("y", F.col("x") * slope + intercept)
+    )
 
 
 def _train_then_score(spark, df, model_dir):
     """The notebook's two cells: train on df, then score it on a new cluster."""
     sc = spark.sparkContext
-    trainer = sparktf.run(sc, journey_jobs.fit_line_share, {"model_dir": model_dir},
-                          num_executors=2, input_mode=SPARK)
+    trainer = sparktf.run(
+        sc, journey_jobs.fit_line_share, {"model_dir": model_dir}, num_executors=2, input_mode=SPARK
+    )
     trainer.train(df.select("x", "y"), num_epochs=2)
     trainer.shutdown()
-    scorer = sparktf.run(sc, journey_jobs.predict_line, {"model_dir": model_dir, "batch": 9},
-                         num_executors=2, input_mode=SPARK)
+    scorer = sparktf.run(
+        sc,
+        journey_jobs.predict_line,
+        {"model_dir": model_dir, "batch": 9},
+        num_executors=2,
+        input_mode=SPARK,
+    )
     scores = scorer.inference(df.select("id", "x"), "id long, prediction double")
     line = scorer.shutdown()
     return trainer, scores, line
@@ -52,8 +60,10 @@ def test_train_score_show_join_write_parquet_and_read_back_then_again(spark, tmp
 
     # cell 1 + 2: train on 200 rows (2 epochs, dealt out to 2 nodes), score on a new cluster
     trainer, scores, line = _train_then_score(spark, df, model_dir)
-    assert sorted(r["rows_per_epoch"] == [100, 100] for r in trainer.results.values()) \
-        == [True, True], trainer.results
+    assert sorted(r["rows_per_epoch"] == [100, 100] for r in trainer.results.values()) == [
+        True,
+        True,
+    ], trainer.results
     assert trainer.rows_held_back == 0
     assert line["slope"] == pytest.approx(3.0) and line["intercept"] == pytest.approx(1.0)
     with pytest.raises(sparktf.ClusterStateError, match=r"call sparktf\.run\(\) again"):
@@ -87,8 +97,9 @@ def test_train_score_show_join_write_parquet_and_read_back_then_again(spark, tmp
     joined2 = df2.join(scores2, "id").collect()
     assert len(joined2) == 120 and all(r.prediction == pytest.approx(r.y) for r in joined2)
     scores2.write.mode("overwrite").parquet(path)
-    assert sorted((r.id, r.prediction) for r in spark.read.parquet(path).collect()) \
-        == sorted((r.id, r.prediction) for r in scores2.collect())
+    assert sorted((r.id, r.prediction) for r in spark.read.parquet(path).collect()) == sorted(
+        (r.id, r.prediction) for r in scores2.collect()
+    )
 
     # the first scores are still the first model's, even recomputed (not the second's)
     scores.unpersist(blocking=True)

@@ -5,10 +5,10 @@ SavedModel scored on the executors); the estimator's main_fn is tests/ml_jobs.py
 ``tiny_linear`` (one dense unit, plain SGD), so that a model's scores are a line in its three
 inputs and two params give two lines."""
 
+import ml_jobs
 import numpy as np
 import pytest
 
-import ml_jobs
 from sparktf.ml import TFEstimator, TFModel
 
 pytestmark = [pytest.mark.journeys, pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
@@ -26,14 +26,17 @@ def rows(spark):
     """48 rows of three numeric columns and label = 2a - b + 0.5c, in 2 partitions."""
     data = [(i, float(i % 4), float(i % 3), float(i % 5) / 4, 0.0) for i in range(48)]
     data = [(i, a, b, c, 2 * a - b + 0.5 * c) for i, a, b, c, _ in data]
-    return spark.createDataFrame(data, "id long, a double, b double, c double, label double") \
-        .repartition(2)
+    return spark.createDataFrame(
+        data, "id long, a double, b double, c double, label double"
+    ).repartition(2)
 
 
 def _scores(scored):
     """What a transform gave: {id: (a, b, c, label, prediction)}, from one Spark job."""
-    return {r.id: (r.a, r.b, r.c, r.label, r.prediction)
-            for r in scored.select("id", "a", "b", "c", "label", "prediction").collect()}
+    return {
+        r.id: (r.a, r.b, r.c, r.label, r.prediction)
+        for r in scored.select("id", "a", "b", "c", "label", "prediction").collect()
+    }
 
 
 def _line_through(scores):
@@ -53,9 +56,16 @@ def test_pipeline_fit_transform_show_refit_compare_save_and_load(spark, rows, tm
     from pyspark.ml.feature import VectorAssembler
 
     assembler = VectorAssembler(inputCols=["a", "b", "c"], outputCol="features")
-    estimator = TFEstimator(ml_jobs.tiny_linear, {"seed": 3}, inputCols=["features"],
-                            labelCol="label", clusterSize=1, epochs=4, batchSize=4,
-                            exportDir=str(tmp_path / "export"))
+    estimator = TFEstimator(
+        ml_jobs.tiny_linear,
+        {"seed": 3},
+        inputCols=["features"],
+        labelCol="label",
+        clusterSize=1,
+        epochs=4,
+        batchSize=4,
+        exportDir=str(tmp_path / "export"),
+    )
     pipeline = Pipeline(stages=[assembler, estimator])
 
     # fit, transform, show
@@ -84,8 +94,7 @@ def test_pipeline_fit_transform_show_refit_compare_save_and_load(spark, rows, tm
     # save the fitted pipeline, load it, score the same
     model.save(str(tmp_path / "pipeline"))
     loaded = PipelineModel.load(str(tmp_path / "pipeline"))
-    assert loaded.stages[-1].getOrDefault("exportDir") == model.stages[-1].getOrDefault(
-        "exportDir")
+    assert loaded.stages[-1].getOrDefault("exportDir") == model.stages[-1].getOrDefault("exportDir")
     assert _scores(loaded.transform(rows)) == first
 
     # the TFModel alone, saved and loaded, and the estimator too (its main_fn travels)

@@ -7,10 +7,10 @@ every row still arrives, once per epoch. Real Spark (local[4], AQE on: Spark's d
 import time
 
 import cloudpickle
-import pytest
-
 import feed_jobs
 import journey_jobs
+import pytest
+
 import sparktf
 
 cloudpickle.register_pickle_by_value(journey_jobs)
@@ -39,15 +39,24 @@ def _slow_skewed_frame(spark):
     from pyspark.sql import functions as F
 
     rdd = spark.sparkContext.parallelize([0, 1], 2).flatMap(skewed_ids).map(slow_on_large)
-    return (spark.createDataFrame(rdd.map(lambda i: (i,)), "id long")
-            .groupBy("id").agg(F.count("*").alias("n")).select("id"))
+    return (
+        spark.createDataFrame(rdd.map(lambda i: (i,)), "id long")
+        .groupBy("id")
+        .agg(F.count("*").alias("n"))
+        .select("id")
+    )
 
 
 def test_a_slow_skewed_dataframe_behind_an_aqe_shuffle_trains_with_every_row(spark, tmp_path):
     df = _slow_skewed_frame(spark)
-    cluster = sparktf.run(spark.sparkContext, journey_jobs.ids_slowly,
-                          {"batch": 10, "delay": 0, "col": "id", "dir": str(tmp_path)},
-                          num_executors=2, input_mode=SPARK, reservation_timeout=10)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        journey_jobs.ids_slowly,
+        {"batch": 10, "delay": 0, "col": "id", "dir": str(tmp_path)},
+        num_executors=2,
+        input_mode=SPARK,
+        reservation_timeout=10,
+    )
     started = time.monotonic()
     cluster.train(df, num_epochs=2, feed_timeout=3)
     assert time.monotonic() - started > 12  # the upstream work outlasted both timeouts
@@ -72,29 +81,47 @@ PYSPARK_BATCHES_LUMPED = (
     "seconds apart and trips a feed_timeout of 3 s. Running the pipeline in the barrier "
     "task's worker instead fixed it but lost that socket path for every rdd.map(...) fed "
     "as it is (tests/spark/test_feed.py); left for a later session. Workaround: a "
-    "feed_timeout longer than Spark takes to fill a batch (the default is 600 s)")
+    "feed_timeout longer than Spark takes to fill a batch (the default is 600 s)"
+)
 ARROW_BATCHES_LUMPED = (
     "a slow upstream over a DataFrame's small rows reaches the barrier task in one Arrow batch "
     "that Spark's JVM fills first (maxRecordsPerBatch rows): no row flows for ~5 s, and both "
     "nodes fail 'FeedError: no progress from the other training nodes' feeds for "
     "feed_timeout=3s'. Workaround: a feed_timeout longer than Spark takes to compute a batch, "
-    "or a smaller spark.sql.execution.arrow.maxRecordsPerBatch")
+    "or a smaller spark.sql.execution.arrow.maxRecordsPerBatch"
+)
 
 
-@pytest.mark.parametrize("kind", [
-    pytest.param("rdd", marks=pytest.mark.xfail(strict=True, raises=sparktf.NodeError,
-                                                reason=PYSPARK_BATCHES_LUMPED)),
-    pytest.param("dataframe", marks=pytest.mark.xfail(strict=True, raises=sparktf.NodeError,
-                                                      reason=ARROW_BATCHES_LUMPED))])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(
+            "rdd",
+            marks=pytest.mark.xfail(
+                strict=True, raises=sparktf.NodeError, reason=PYSPARK_BATCHES_LUMPED
+            ),
+        ),
+        pytest.param(
+            "dataframe",
+            marks=pytest.mark.xfail(
+                strict=True, raises=sparktf.NodeError, reason=ARROW_BATCHES_LUMPED
+            ),
+        ),
+    ],
+)
 def test_slow_skewed_partitions_fed_as_they_are_train_with_every_row(spark, tmp_path, kind):
     """Two partitions for two nodes, the large one slow: fed as they are (no shuffle), the
     small share's node waits on the large one far longer than feed_timeout while Spark still
     computes its rows."""
     rdd = spark.sparkContext.parallelize([0, 1], 2).flatMap(skewed_ids).map(slow_on_large)
     data = rdd if kind == "rdd" else spark.createDataFrame(rdd.map(lambda i: (i,)), "id long")
-    cluster = sparktf.run(spark.sparkContext, journey_jobs.ids_slowly,
-                          {"batch": 10, "delay": 0, "col": "id", "dir": str(tmp_path)},
-                          num_executors=2, input_mode=SPARK)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        journey_jobs.ids_slowly,
+        {"batch": 10, "delay": 0, "col": "id", "dir": str(tmp_path)},
+        num_executors=2,
+        input_mode=SPARK,
+    )
     cluster.train(data, num_epochs=2, feed_timeout=3)
     cluster.shutdown()
     epochs = [r["epochs"] for r in cluster.results.values()]
@@ -106,11 +133,17 @@ def test_slow_skewed_partitions_fed_as_they_are_train_with_every_row(spark, tmp_
 
 def test_a_slow_skewed_dataframe_is_scored_row_for_row_and_joins_back(spark):
     df = _slow_skewed_frame(spark)
-    cluster = sparktf.run(spark.sparkContext, journey_jobs.predict_line,
-                          {"line": (2.0, 1.0), "batch": 7}, num_executors=2, input_mode=SPARK,
-                          reservation_timeout=10)
-    scores = cluster.inference(df.selectExpr("id", "cast(id as double) as x"),
-                               "id long, prediction double", feed_timeout=3)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        journey_jobs.predict_line,
+        {"line": (2.0, 1.0), "batch": 7},
+        num_executors=2,
+        input_mode=SPARK,
+        reservation_timeout=10,
+    )
+    scores = cluster.inference(
+        df.selectExpr("id", "cast(id as double) as x"), "id long, prediction double", feed_timeout=3
+    )
     cluster.shutdown()
     joined = df.join(scores, "id").collect()  # (computes df again: slowly, as users do)
     assert sorted(r.id for r in joined) == list(range(SMALL + LARGE))
@@ -120,8 +153,9 @@ def test_a_slow_skewed_dataframe_is_scored_row_for_row_and_joins_back(spark):
 @pytest.mark.xfail(strict=True, raises=sparktf.NodeError, reason=PYSPARK_BATCHES_LUMPED)
 def test_slow_skewed_partitions_fed_as_they_are_are_scored_row_for_row(sc_local):
     rdd = sc_local.parallelize([0, 1], 2).flatMap(skewed_ids).map(slow_on_large)
-    cluster = sparktf.run(sc_local, feed_jobs.infer_double, {"batch": 7}, num_executors=2,
-                          input_mode=SPARK)
+    cluster = sparktf.run(
+        sc_local, feed_jobs.infer_double, {"batch": 7}, num_executors=2, input_mode=SPARK
+    )
     scores = cluster.inference(rdd, feed_timeout=3)
     cluster.shutdown()
     assert scores.collect() == [2 * i for i in range(SMALL + LARGE)]

@@ -10,11 +10,11 @@ import threading
 import time
 
 import cloudpickle
-import pytest
-
 import journey_jobs
-import sparktf
+import pytest
 from conftest import sparktf_processes, sparktf_threads, wait_until
+
+import sparktf
 
 cloudpickle.register_pickle_by_value(journey_jobs)
 pytestmark = [pytest.mark.journeys, pytest.mark.usefixtures("no_leaks")]
@@ -38,8 +38,9 @@ class Cell:
         self.sc.setJobGroup(GROUP, "a notebook cell", interruptOnCancel=True)
         try:
             main_fn = journey_jobs.double_slowly if self.scoring else journey_jobs.ids_slowly
-            self.cluster = sparktf.run(self.sc, main_fn, self.args, num_executors=2,
-                                       input_mode=SPARK)
+            self.cluster = sparktf.run(
+                self.sc, main_fn, self.args, num_executors=2, input_mode=SPARK
+            )
             if self.scoring:
                 self.result = self.cluster.inference(self.data).collect()
                 self.cluster.shutdown()
@@ -47,7 +48,7 @@ class Cell:
                 self.cluster.train(self.data, num_epochs=1)
                 self.cluster.shutdown()
                 self.result = self.cluster.results
-        except BaseException as exc:  # noqa: BLE001 - what the cell showed
+        except BaseException as exc:
             self.error = exc
 
     def join(self):
@@ -61,8 +62,9 @@ def _nothing_left(sc):
     assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout=10)
 
 
-@pytest.mark.parametrize("when", ["while the data is computed", "while it is fed",
-                                  "while it is scored"])
+@pytest.mark.parametrize(
+    "when", ["while the data is computed", "while it is fed", "while it is scored"]
+)
 def test_a_cancelled_cell_fails_clearly_leaves_nothing_and_runs_again(sc_local, tmp_path, when):
     args = {"batch": 10, "col": None, "dir": str(tmp_path), "delay": 0.0}
     if when == "while the data is computed":  # a slow map before the deal-out shuffle
@@ -79,8 +81,9 @@ def test_a_cancelled_cell_fails_clearly_leaves_nothing_and_runs_again(sc_local, 
     cell.join()
 
     assert isinstance(cell.error, sparktf.SparkJobError), repr(cell.error)
-    assert str(cell.error).startswith(
-        "the Spark job holding the TensorFlow nodes was cancelled"), cell.error
+    assert str(cell.error).startswith("the Spark job holding the TensorFlow nodes was cancelled"), (
+        cell.error
+    )
     assert "org.apache" not in str(cell.error)
     assert cell.cluster is not None and cell.cluster.failures == []
     _nothing_left(sc_local)

@@ -8,9 +8,8 @@ against the input. The main_fun is TF2 eager (TFoS 2.x style): ``TFNode.DataFeed
 real TensorFlow."""
 
 import cloudpickle
-import pytest
-
 import journey_jobs
+import pytest
 
 cloudpickle.register_pickle_by_value(journey_jobs)
 pytestmark = [pytest.mark.journeys, pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
@@ -23,16 +22,18 @@ def test_a_tfos_driver_trains_then_infers_with_one_import_changed(sc_local, tmp_
     rows = [(x, 3.0 * x - 0.5) for x, _ in points]
     args = {"mode": "train", "batch_size": 20, "model_dir": str(tmp_path / "model")}
 
-    cluster = TFCluster.run(sc_local, journey_jobs.tfos_linear, args, 2, 0, False,
-                            TFCluster.InputMode.SPARK)
+    cluster = TFCluster.run(
+        sc_local, journey_jobs.tfos_linear, args, 2, 0, False, TFCluster.InputMode.SPARK
+    )
     cluster.train(sc_local.parallelize(rows, 4), 3)
     cluster.shutdown(grace_secs=1)
     steps = {r["worker_num"]: r["steps"] for r in cluster.results.values()}
     assert sorted(steps) == [0, 1] and all(s > 0 for s in steps.values()), cluster.results
 
     args["mode"] = "inference"
-    scorer = TFCluster.run(sc_local, journey_jobs.tfos_linear, args, 2, 0, False,
-                           TFCluster.InputMode.SPARK)
+    scorer = TFCluster.run(
+        sc_local, journey_jobs.tfos_linear, args, 2, 0, False, TFCluster.InputMode.SPARK
+    )
     data = sc_local.parallelize(rows, 3)
     out = scorer.inference(data)
     first = out.take(5)

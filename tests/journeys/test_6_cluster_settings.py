@@ -18,11 +18,11 @@ import textwrap
 import time
 
 import cloudpickle
-import pytest
-
 import feed_jobs
 import jobs
 import journey_jobs
+import pytest
+
 import sparktf
 
 cloudpickle.register_pickle_by_value(journey_jobs)
@@ -30,10 +30,12 @@ pytestmark = [pytest.mark.journeys, pytest.mark.usefixtures("no_leaks")]
 
 SPARK = sparktf.InputMode.SPARK
 
-SMALL_BATCHES = (("spark.python.worker.reuse", "false"),
-                 ("spark.sql.execution.arrow.maxRecordsPerBatch", "7"),
-                 ("spark.sql.adaptive.enabled", "false"),
-                 ("spark.sql.shuffle.partitions", "3"))
+SMALL_BATCHES = (
+    ("spark.python.worker.reuse", "false"),
+    ("spark.sql.execution.arrow.maxRecordsPerBatch", "7"),
+    ("spark.sql.adaptive.enabled", "false"),
+    ("spark.sql.shuffle.partitions", "3"),
+)
 TWO_CPUS = (("spark.task.cpus", "2"),)
 CORES_AND_SPECULATION = (("spark.executor.cores", "2"), ("spark.speculation", "true"))
 PYSPARK_MEMORY = (("spark.executor.pyspark.memory", "1g"),)
@@ -55,15 +57,22 @@ def saved_model(tmp_path_factory):
         model = WeightedSum()
         tf.saved_model.save(model, {path!r}, signatures={{"serving_default": model.serve}})
     """)
-    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
-                   timeout=120, env={"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "",
-                                     "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [sys.executable, "-c", script],
+        check=True,
+        capture_output=True,
+        timeout=120,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"},
+    )
     return path
 
 
 #: Every setting this module tries.
-ALL_KEYS = {key for group in (SMALL_BATCHES, TWO_CPUS, CORES_AND_SPECULATION, PYSPARK_MEMORY)
-            for key, _ in group}
+ALL_KEYS = {
+    key
+    for group in (SMALL_BATCHES, TWO_CPUS, CORES_AND_SPECULATION, PYSPARK_MEMORY)
+    for key, _ in group
+}
 
 
 def _context(spark_pool, master, conf):
@@ -90,10 +99,13 @@ def _session(spark_pool, master, conf, **runtime):
 
 def _triples(spark, n=60, partitions=2):
     """(id, features, label): features [a, b, c] as floats, label a + 2b + 3c."""
-    rows = [(i, [float(i % 5), float(i % 3), float(i % 2)],
-             float(i % 5 + 2 * (i % 3) + 3 * (i % 2))) for i in range(n)]
-    return spark.createDataFrame(rows, "id long, features array<float>, label double") \
-        .repartition(partitions)
+    rows = [
+        (i, [float(i % 5), float(i % 3), float(i % 2)], float(i % 5 + 2 * (i % 3) + 3 * (i % 2)))
+        for i in range(n)
+    ]
+    return spark.createDataFrame(rows, "id long, features array<float>, label double").repartition(
+        partitions
+    )
 
 
 def _trains_and_scores(spark, tmp_path, n=60, nodes=2):
@@ -101,19 +113,31 @@ def _trains_and_scores(spark, tmp_path, n=60, nodes=2):
     epochs, then scored on a new cluster: every row once per epoch, every output its row's."""
     from pyspark.sql import functions as F
 
-    df = (spark.range(0, n, numPartitions=5).withColumn("x", F.col("id") * 0.5)
-          .withColumn("y", F.col("x") * 4.0 - 1.0))
+    df = (
+        spark.range(0, n, numPartitions=5)
+        .withColumn("x", F.col("id") * 0.5)
+        .withColumn("y", F.col("x") * 4.0 - 1.0)
+    )
     model_dir = str(tmp_path / "model")
-    trainer = sparktf.run(spark.sparkContext, journey_jobs.fit_line_share,
-                          {"model_dir": model_dir, "batch": 4}, num_executors=nodes,
-                          input_mode=SPARK)
+    trainer = sparktf.run(
+        spark.sparkContext,
+        journey_jobs.fit_line_share,
+        {"model_dir": model_dir, "batch": 4},
+        num_executors=nodes,
+        input_mode=SPARK,
+    )
     trainer.train(df.select("x", "y"), num_epochs=2)
     trainer.shutdown()
-    assert sorted(r["rows_per_epoch"] for r in trainer.results.values()) \
-        == [[n // 2, n // 2]] * 2, trainer.results
-    scorer = sparktf.run(spark.sparkContext, journey_jobs.predict_line,
-                         {"model_dir": model_dir, "batch": 5}, num_executors=2,
-                         input_mode=SPARK)
+    assert (
+        sorted(r["rows_per_epoch"] for r in trainer.results.values()) == [[n // 2, n // 2]] * 2
+    ), trainer.results
+    scorer = sparktf.run(
+        spark.sparkContext,
+        journey_jobs.predict_line,
+        {"model_dir": model_dir, "batch": 5},
+        num_executors=2,
+        input_mode=SPARK,
+    )
     scores = scorer.inference(df.select("id", "x"), "id long, prediction double")
     line = scorer.shutdown()
     assert line["slope"] == pytest.approx(4.0) and line["intercept"] == pytest.approx(-1.0)
@@ -132,8 +156,9 @@ def _predicts(spark, saved_model):
 
 
 # ------------------------------------ worker reuse off, tiny Arrow batches, AQE off, 3 parts
-def test_small_batches_no_worker_reuse_and_no_aqe_train_score_and_predict(spark_pool, tmp_path,
-                                                                          saved_model):
+def test_small_batches_no_worker_reuse_and_no_aqe_train_score_and_predict(
+    spark_pool, tmp_path, saved_model
+):
     spark = _session(spark_pool, "local[4]", SMALL_BATCHES)
     assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
     assert spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch") == "7"
@@ -149,22 +174,23 @@ def test_no_worker_reuse_runs_rdd_jobs_and_plain_clusters_one_after_another(spar
     assert sorted(r["name"] for r in cluster.results.values()) == ["chief:0", "worker:0"]
     # nodes that stop in the middle of Spark's data (read from Spark's own socket)
     big = sc.parallelize(range(200_000), 2).map(lambda i: (i, bytes(64)))
-    early = sparktf.run(sc, feed_jobs.read_some_then_return, {"rows": 7}, num_executors=2,
-                        input_mode=SPARK)
+    early = sparktf.run(
+        sc, feed_jobs.read_some_then_return, {"rows": 7}, num_executors=2, input_mode=SPARK
+    )
     early.train(big, equalize=False)
     early.shutdown()
     assert [r["rows"] for r in early.results.values()] == [7, 7]
     assert sc.parallelize(range(100), 4).map(lambda i: i * 3).sum() == 3 * 4950
-    scorer = sparktf.run(sc, feed_jobs.infer_double, {"batch": 3}, num_executors=2,
-                         input_mode=SPARK)
+    scorer = sparktf.run(
+        sc, feed_jobs.infer_double, {"batch": 3}, num_executors=2, input_mode=SPARK
+    )
     out = scorer.inference(sc.parallelize(range(50), 3))
     scorer.shutdown()
     assert out.take(3) == [0, 2, 4] and out.collect() == [2 * i for i in range(50)]
 
 
 # ------------------------------------------------ spark.task.cpus=2, AQE on, 3 shuffle parts
-def test_two_cpus_a_task_gives_two_nodes_of_two_cpus_that_train_and_score(spark_pool,
-                                                                          tmp_path):
+def test_two_cpus_a_task_gives_two_nodes_of_two_cpus_that_train_and_score(spark_pool, tmp_path):
     spark = _session(spark_pool, "local[4]", TWO_CPUS, spark_sql_shuffle_partitions="3")
     assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
     trainer, _ = _trains_and_scores(spark, tmp_path, nodes=None)  # every slot: two
@@ -200,8 +226,7 @@ def test_pyspark_memory_is_refused_at_once_naming_memory_overhead(spark_pool, mo
     assert "spark.executor.memoryOverhead" in str(info.value)
 
 
-def test_pyspark_memory_and_predict_work_or_are_refused_naming_the_setting(spark_pool,
-                                                                          saved_model):
+def test_pyspark_memory_and_predict_work_or_are_refused_naming_the_setting(spark_pool, saved_model):
     """sparktf.predict loads TensorFlow in the Spark Python workers themselves, which
     spark.executor.pyspark.memory caps: it scores, or says at once what to change."""
     from pyspark.sql import SparkSession

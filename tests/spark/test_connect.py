@@ -9,11 +9,11 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 import jobs
-import sparktf
+import pytest
 from conftest import sparktf_processes
+
+import sparktf
 
 pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect]")
 pytestmark = pytest.mark.slow
@@ -37,12 +37,25 @@ def connect_url(tmp_path_factory):
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     with open(log, "wb") as out:
         server = subprocess.Popen(
-            [spark_submit, "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-             "--master", "local[2]", "--conf", "spark.driver.host=127.0.0.1",
-             "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-             "--conf", f"spark.connect.grpc.binding.port={port}",
-             "--conf", "spark.ui.enabled=false"],
-            stdout=out, stderr=subprocess.STDOUT, env=env)
+            [
+                spark_submit,
+                "--class",
+                "org.apache.spark.sql.connect.service.SparkConnectServer",
+                "--master",
+                "local[2]",
+                "--conf",
+                "spark.driver.host=127.0.0.1",
+                "--conf",
+                "spark.connect.grpc.binding.address=127.0.0.1",
+                "--conf",
+                f"spark.connect.grpc.binding.port={port}",
+                "--conf",
+                "spark.ui.enabled=false",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     try:
         deadline = time.monotonic() + 120
         while b"Spark Connect server started" not in log.read_bytes():
@@ -103,8 +116,9 @@ def test_run_over_spark_connect_fails_at_once_saying_why(remote):
 
 
 def test_train_with_a_connect_dataframe_fails_at_once(remote, sc_local):
-    cluster = sparktf.run(sc_local, jobs.describe, num_executors=1,
-                          input_mode=sparktf.InputMode.SPARK)
+    cluster = sparktf.run(
+        sc_local, jobs.describe, num_executors=1, input_mode=sparktf.InputMode.SPARK
+    )
     with pytest.raises(sparktf.ConfigError, match="data is a Spark Connect DataFrame"):
         cluster.train(remote.range(10))
     cluster.shutdown()

@@ -9,12 +9,12 @@ import subprocess
 import sys
 import time
 
+import jobs
 import psutil
 import pytest
-
-import jobs
-import sparktf
 from conftest import pid_alive, wait_until
+
+import sparktf
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
 
@@ -30,8 +30,9 @@ def _check_trivial_job(sc):
 
 def _check_failure(sc):
     with pytest.raises(sparktf.NodeError) as err:  # from run() if the node fails that early
-        sparktf.run(sc, jobs.raise_on, {"node": "worker:0", "message": "oops", "delay": 1},
-                    num_executors=2).shutdown(timeout=120)
+        sparktf.run(
+            sc, jobs.raise_on, {"node": "worker:0", "message": "oops", "delay": 1}, num_executors=2
+        ).shutdown(timeout=120)
     assert err.value.node == "worker:0" and err.value.exc_message == "oops"
     assert "about to fail on worker:0" in str(err.value)
 
@@ -53,8 +54,9 @@ def test_local_cluster_failure(sc_local_cluster):
 
 
 def test_local_cluster_sigkill_of_python_worker_cleans_up(sc_local_cluster, tmp_path):
-    cluster = sparktf.run(sc_local_cluster, jobs.spawn_tree_and_wait, {"dir": str(tmp_path)},
-                          num_executors=2)
+    cluster = sparktf.run(
+        sc_local_cluster, jobs.spawn_tree_and_wait, {"dir": str(tmp_path)}, num_executors=2
+    )
     files = [tmp_path / "chief_0.json", tmp_path / "worker_0.json"]
     assert wait_until(lambda: all(f.exists() for f in files), timeout=60)
     pids = {f.stem: json.loads(f.read_text()) for f in files}
@@ -79,10 +81,16 @@ def _spark_class(*args, log):
     import pyspark
 
     home = os.path.dirname(pyspark.__file__)
-    env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1",
-               PYSPARK_PYTHON=sys.executable)
-    return subprocess.Popen([os.path.join(home, "bin", "spark-class"), *args], env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    env = dict(
+        os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable
+    )
+    return subprocess.Popen(
+        [os.path.join(home, "bin", "spark-class"), *args],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def _stop(proc):
@@ -112,16 +120,37 @@ def standalone(tmp_path_factory, spark_pool):
     procs = []
     try:
         with open(logs / "master.log", "w") as log:
-            procs.append(_spark_class("org.apache.spark.deploy.master.Master", "--host",
-                                      "127.0.0.1", "--port", str(port), "--webui-port",
-                                      str(_free_port()), log=log))
+            procs.append(
+                _spark_class(
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(_free_port()),
+                    log=log,
+                )
+            )
         url = f"spark://127.0.0.1:{port}"
         assert wait_until(lambda: _listening(port), timeout=60), (logs / "master.log").read_text()
         for i in range(2):
             with open(logs / f"worker{i}.log", "w") as log:
-                procs.append(_spark_class("org.apache.spark.deploy.worker.Worker", "--host",
-                                          "127.0.0.1", "--cores", "1", "--memory", "1g",
-                                          "--webui-port", str(_free_port()), url, log=log))
+                procs.append(
+                    _spark_class(
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        "1",
+                        "--memory",
+                        "1g",
+                        "--webui-port",
+                        str(_free_port()),
+                        url,
+                        log=log,
+                    )
+                )
         yield url, spark_pool
     finally:
         spark_pool.stop()

@@ -12,16 +12,16 @@ import signal
 import threading
 import time
 
+import feed_jobs
+import jobs
 import numpy as np
 import psutil
 import pytest
+from conftest import sparktf_processes, wait_until
 
-import feed_jobs
-import jobs
 import sparktf
 import sparktf.driver.stages
 from sparktf.driver.runner import jobs_tagged
-from conftest import sparktf_processes, wait_until
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 SPARK = sparktf.InputMode.SPARK
@@ -40,8 +40,7 @@ def test_the_headline_call_with_num_ps_and_every_slot(sc_local):
 def test_an_evaluator_with_every_slot(sc_local):
     cluster = sparktf.run(sc_local, jobs.evaluator_waits, {}, eval_node=True)
     cluster.shutdown(timeout=120)
-    assert [r.name for r in cluster.roles] == ["chief:0", "worker:0", "worker:1",
-                                               "evaluator:0"]
+    assert [r.name for r in cluster.roles] == ["chief:0", "worker:0", "worker:1", "evaluator:0"]
     assert cluster.results["evaluator:0"] == {"saw_training_done": True}
 
 
@@ -51,15 +50,22 @@ def test_too_many_parameter_servers_for_the_slots_says_so_with_the_slot_count(sc
     failed for want of slots)."""
     with pytest.raises(sparktf.ConfigError) as err:
         sparktf.run(sc_local, jobs.describe, num_ps=4)
-    assert ("num_ps=4 leaves no node to train among num_executors=4 (left unset, every task "
-            "slot of local[4]): give Spark at least 5 task slots (--master local[5])"
-            ) in str(err.value)
+    assert (
+        "num_ps=4 leaves no node to train among num_executors=4 (left unset, every task "
+        "slot of local[4]): give Spark at least 5 task slots (--master local[5])"
+    ) in str(err.value)
 
 
 # --------------------------------------------------- 3. an evaluator after training ended
 def test_an_evaluator_still_evaluating_after_training_finishes_and_returns(sc_local):
-    cluster = sparktf.run(sc_local, jobs.evaluate_after_training, {"eval_secs": 5},
-                          num_executors=3, eval_node=True, heartbeat_timeout=1.5)
+    cluster = sparktf.run(
+        sc_local,
+        jobs.evaluate_after_training,
+        {"eval_secs": 5},
+        num_executors=3,
+        eval_node=True,
+        heartbeat_timeout=1.5,
+    )
     cluster.shutdown(timeout=120)
     assert cluster.results["evaluator:0"] == {"evaluated_after_training": True}
     assert cluster.results["chief:0"] == "chief:0"
@@ -78,6 +84,7 @@ def _inject_into_restarts(monkeypatch, fault):
             if launch.attempt > 0:
                 fault(launch)
             return factory(launch)
+
         return build
 
     monkeypatch.setattr(sparktf.driver.stages, "nodes_only", nodes_only)
@@ -88,8 +95,9 @@ def test_an_error_while_a_restart_builds_its_stage_fails_the_job(sc_local, monke
         raise RuntimeError("injected: the restart's stage cannot be built")
 
     _inject_into_restarts(monkeypatch, broken)
-    cluster = sparktf.run(sc_local, jobs.raise_on_attempt_zero, {"delay": 1}, num_executors=2,
-                          max_restarts=2)
+    cluster = sparktf.run(
+        sc_local, jobs.raise_on_attempt_zero, {"delay": 1}, num_executors=2, max_restarts=2
+    )
     with pytest.raises(sparktf.SparkTFError, match="injected: the restart's stage"):
         cluster.shutdown(timeout=60)  # raises, never waits forever
     assert cluster.status is sparktf.Status.FAILED and cluster.attempt == 0
@@ -97,8 +105,7 @@ def test_an_error_while_a_restart_builds_its_stage_fails_the_job(sc_local, monke
 
 # -------------------------------- 5. an abort while a restart is being built: nothing starts
 @pytest.mark.parametrize("how", ["timeout", "ctrl-c", "with-block"])
-def test_an_abort_during_a_restart_starts_nothing_and_leaves_nothing(sc_local, monkeypatch,
-                                                                     how):
+def test_an_abort_during_a_restart_starts_nothing_and_leaves_nothing(sc_local, monkeypatch, how):
     building = threading.Event()
 
     def slow(launch):
@@ -106,23 +113,25 @@ def test_an_abort_during_a_restart_starts_nothing_and_leaves_nothing(sc_local, m
         time.sleep(3)  # the driver gives up while this attempt is being built
 
     _inject_into_restarts(monkeypatch, slow)
-    cluster = sparktf.run(sc_local, jobs.raise_on_attempt_zero, {"delay": 1}, num_executors=2,
-                          max_restarts=3)
+    cluster = sparktf.run(
+        sc_local, jobs.raise_on_attempt_zero, {"delay": 1}, num_executors=2, max_restarts=3
+    )
     if how == "timeout":
         threading.Thread(target=building.wait).start()
         with pytest.raises(sparktf.ClusterTimeoutError):
             cluster.shutdown(timeout=4)  # expires while attempt 1 is being built
         assert building.is_set()
     elif how == "ctrl-c":
-        threading.Thread(target=lambda: building.wait(30) and os.kill(
-            os.getpid(), signal.SIGINT)).start()
+        threading.Thread(
+            target=lambda: building.wait(30) and os.kill(os.getpid(), signal.SIGINT)
+        ).start()
         with pytest.raises(KeyboardInterrupt):
             cluster.shutdown()
     else:
         with pytest.raises(ZeroDivisionError):
             with cluster:
                 assert building.wait(30)
-                1 / 0
+                1 / 0  # noqa: B018 (the error is the point)
     time.sleep(4)  # the restart's build is over by now: it must not have started anything
     assert cluster.attempt == 0
     assert not sparktf_processes()
@@ -146,7 +155,7 @@ def test_ctrl_c_while_run_waits_for_a_busy_cluster_stops_the_barrier_job(sc_loca
         sc_local.setJobGroup("busy", "two tasks hold two of the four slots")
         try:
             sc_local.parallelize(range(2), 2).foreach(lambda _: time.sleep(15))
-        except Exception:  # noqa: BLE001 - cancelled below
+        except Exception:
             pass
 
     holder = threading.Thread(target=busy)
@@ -161,10 +170,10 @@ def test_ctrl_c_while_run_waits_for_a_busy_cluster_stops_the_barrier_job(sc_loca
 
 
 @pytest.mark.parametrize("call", ["train", "inference"])
-def test_ctrl_c_while_the_data_is_fed_stops_every_node_and_job_before_it_propagates(sc_local,
-                                                                                   call):
-    cluster = sparktf.run(sc_local, feed_jobs.read_one_then_sleep, {"sleep": 60},
-                          num_executors=2, input_mode=SPARK)
+def test_ctrl_c_while_the_data_is_fed_stops_every_node_and_job_before_it_propagates(sc_local, call):
+    cluster = sparktf.run(
+        sc_local, feed_jobs.read_one_then_sleep, {"sleep": 60}, num_executors=2, input_mode=SPARK
+    )
     _interrupt_after(3)
     with pytest.raises(KeyboardInterrupt):
         getattr(cluster, call)(sc_local.parallelize(range(100), 2))
@@ -174,27 +183,31 @@ def test_ctrl_c_while_the_data_is_fed_stops_every_node_and_job_before_it_propaga
 
 
 @pytest.mark.parametrize("cancel, restarts", [("group", 0), ("all", 0), ("group", 2)])
-def test_cancelling_the_users_spark_jobs_stops_the_cluster_started_from_them(sc_local, cancel,
-                                                                             restarts):
+def test_cancelling_the_users_spark_jobs_stops_the_cluster_started_from_them(
+    sc_local, cancel, restarts
+):
     """A notebook cancels a cell by cancelling the job group its jobs run in (Zeppelin,
     Jupyter's Spark kernels), or every job: the TensorFlow cluster started from that cell is
     among them, so every node stops, no restart starts (max_restarts is for failures), and
     shutdown() says the job was cancelled."""
+
     def cell(out):
         sc_local.setJobGroup("cell-7", "a notebook cell")
         try:
-            cluster = sparktf.run(sc_local, jobs.sleep_forever, {}, num_executors=2,
-                                  max_restarts=restarts)
+            cluster = sparktf.run(
+                sc_local, jobs.sleep_forever, {}, num_executors=2, max_restarts=restarts
+            )
             out["cluster"] = cluster
             cluster.shutdown(timeout=60)
-        except BaseException as exc:  # noqa: BLE001 - what the cell saw
+        except BaseException as exc:
             out["error"] = exc
 
     out = {}
     thread = threading.Thread(target=cell, args=(out,))
     thread.start()
-    assert wait_until(lambda: "cluster" in out and out["cluster"].status.value == "running",
-                      timeout=30)
+    assert wait_until(
+        lambda: "cluster" in out and out["cluster"].status.value == "running", timeout=30
+    )
     if cancel == "group":
         sc_local.cancelJobGroup("cell-7")
     else:
@@ -202,8 +215,9 @@ def test_cancelling_the_users_spark_jobs_stops_the_cluster_started_from_them(sc_
     thread.join(30)
     assert not thread.is_alive()
     assert isinstance(out.get("error"), sparktf.SparkJobError), out
-    assert str(out["error"]).startswith("the Spark job holding the TensorFlow nodes was "
-                                        "cancelled"), out["error"]
+    assert str(out["error"]).startswith(
+        "the Spark job holding the TensorFlow nodes was cancelled"
+    ), out["error"]
     assert "org.apache" not in str(out["error"])
     assert out["cluster"].failures == [] and out["cluster"].attempt == 0
     _nothing_left(sc_local)
@@ -217,13 +231,16 @@ def test_a_cluster_that_finds_every_slot_busy_says_so_when_its_reservation_times
     (holder_job,) = jobs_tagged(sc_local, holder.job_id)
     try:
         with pytest.raises(sparktf.ClusterTimeoutError) as err:
-            sparktf.run(sc_local, jobs.describe, {}, num_executors=2,
-                        reservation_timeout=3).shutdown(timeout=60)
+            sparktf.run(
+                sc_local, jobs.describe, {}, num_executors=2, reservation_timeout=3
+            ).shutdown(timeout=60)
         text = str(err.value)
         assert "did not start within reservation_timeout=3s" in text
-        assert "No Spark task of the cluster ever started: Spark never launched its barrier " \
-               "stage, which needs 2 free task slots at once (the executors have 4), while 1 " \
-               f"other job(s) held slots: job {holder_job}" in text, text
+        assert (
+            "No Spark task of the cluster ever started: Spark never launched its barrier "
+            "stage, which needs 2 free task slots at once (the executors have 4), while 1 "
+            f"other job(s) held slots: job {holder_job}" in text
+        ), text
     finally:
         with pytest.raises(sparktf.ClusterTimeoutError):
             holder.shutdown(timeout=0.5)
@@ -231,23 +248,31 @@ def test_a_cluster_that_finds_every_slot_busy_says_so_when_its_reservation_times
 
 
 # ------------------------------------------------------------- 7. argument types at once
-@pytest.mark.parametrize("kwargs, fragment", [
-    ({"reservation_timeout": "60"}, "reservation_timeout must be a positive number"),
-    ({"num_executors": "4"}, "num_executors must be an int >= 1 or None, got '4'"),
-    ({"env": [("A", "1")]}, "env must map str to str"),
-    ({"num_ps": "2"}, "num_ps must be an int >= 0"),
-    ({"max_restarts": "1"}, "max_restarts must be an int >= 0"),
-])
-def test_a_wrong_argument_type_is_a_config_error_and_nothing_starts(sc_local, kwargs,
-                                                                    fragment):
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"reservation_timeout": "60"}, "reservation_timeout must be a positive number"),
+        ({"num_executors": "4"}, "num_executors must be an int >= 1 or None, got '4'"),
+        ({"env": [("A", "1")]}, "env must map str to str"),
+        ({"num_ps": "2"}, "num_ps must be an int >= 0"),
+        ({"max_restarts": "1"}, "max_restarts must be an int >= 0"),
+    ],
+)
+def test_a_wrong_argument_type_is_a_config_error_and_nothing_starts(sc_local, kwargs, fragment):
     with pytest.raises(sparktf.ConfigError, match=fragment):
         sparktf.run(sc_local, jobs.describe, {}, **kwargs)
     assert not sparktf_processes() and not sc_local.statusTracker().getActiveJobsIds()
 
 
-@pytest.mark.parametrize("kwargs", [{"num_executors": np.int64(2)}, {"num_ps": np.int32(1)},
-                                    {"reservation_timeout": np.float32(60)},
-                                    {"max_restarts": np.uint8(0)}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"num_executors": np.int64(2)},
+        {"num_ps": np.int32(1)},
+        {"reservation_timeout": np.float32(60)},
+        {"max_restarts": np.uint8(0)},
+    ],
+)
 def test_numpy_numbers_are_numbers(sc_local, kwargs):
     """A count or a timeout computed with numpy is accepted as the plain number it is."""
     cluster = sparktf.run(sc_local, jobs.describe, {}, **{"num_executors": 3, **kwargs})
@@ -259,19 +284,18 @@ def test_numpy_numbers_are_numbers(sc_local, kwargs):
 def test_sys_exit_0_from_main_fn_is_a_normal_end(sc_local, code):
     """sys.exit(0) or sys.exit() (what absl.app.run ends with) ends main_fn as a return of
     None does, on the chief and on a worker alike."""
-    cluster = sparktf.run(sc_local, jobs.exits, {"chief:0": code, "worker:0": code},
-                          num_executors=3)
+    cluster = sparktf.run(
+        sc_local, jobs.exits, {"chief:0": code, "worker:0": code}, num_executors=3
+    )
     assert cluster.shutdown(timeout=120) is None
     assert cluster.results == {"chief:0": None, "worker:0": None, "worker:1": "worker:1"}
 
 
-@pytest.mark.parametrize("code, said", [(3, "sys.exit(3)"),
-                                        ("bad input", "sys.exit('bad input')")])
+@pytest.mark.parametrize("code, said", [(3, "sys.exit(3)"), ("bad input", "sys.exit('bad input')")])
 def test_sys_exit_with_an_error_from_main_fn_fails_the_job_saying_so(sc_local, code, said):
     with pytest.raises(sparktf.NodeError, match=re.escape(f"main_fn called {said}")) as info:
         # run() raises it itself if the worker fails before every node has started
-        sparktf.run(sc_local, jobs.exits, {"worker:0": code}, num_executors=2).shutdown(
-            timeout=120)
+        sparktf.run(sc_local, jobs.exits, {"worker:0": code}, num_executors=2).shutdown(timeout=120)
     assert info.value.node == "worker:0"
 
 
@@ -280,13 +304,13 @@ def test_ctx_methods_given_the_wrong_types_say_what_they_take(sc_local):
     assert said == {
         "wait_for_training_done": "timeout must be a number of seconds or None, got '1'",
         "report": "ctx.report: step must be an int, got 'x'",
-        "keras_callback": "every_n_steps must be an int >= 1, got 0"}
+        "keras_callback": "every_n_steps must be an int >= 1, got 0",
+    }
 
 
 @pytest.mark.parametrize("schema", ["prediction dobule", "double", 42, "a int,,"])
 def test_a_bad_output_schema_is_a_config_error_before_any_node_starts(sc_local, schema):
-    cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2,
-                          input_mode=SPARK)
+    cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2, input_mode=SPARK)
     with pytest.raises(sparktf.ConfigError, match="output_schema"):
         cluster.inference(sc_local.parallelize(range(10), 2), output_schema=schema)
     assert cluster.status is sparktf.Status.CREATED and not sparktf_processes()
@@ -304,16 +328,17 @@ def test_a_spark_session_is_accepted_and_anything_else_refused(sc_local):
 
 # ------------------------------------------------------- 9. inference never returns short
 def test_rdd_inference_that_answers_part_of_its_rows_raises(sc_local):
-    cluster = sparktf.run(sc_local, feed_jobs.answer_half_then_return, {}, num_executors=2,
-                          input_mode=SPARK)
-    with pytest.raises(sparktf.NodeError, match="inference needs one output per row|outputs "
-                                                "for"):
+    cluster = sparktf.run(
+        sc_local, feed_jobs.answer_half_then_return, {}, num_executors=2, input_mode=SPARK
+    )
+    with pytest.raises(sparktf.NodeError, match="inference needs one output per row|outputs for"):
         cluster.inference(sc_local.parallelize(range(100), 3))
 
 
 def test_an_output_the_task_cannot_read_fails_at_once_with_the_reason(sc_local):
-    cluster = sparktf.run(sc_local, feed_jobs.answer_with_an_unreadable_type, {},
-                          num_executors=2, input_mode=SPARK)
+    cluster = sparktf.run(
+        sc_local, feed_jobs.answer_with_an_unreadable_type, {}, num_executors=2, input_mode=SPARK
+    )
     start = time.monotonic()
     with pytest.raises(sparktf.NodeError) as err:
         cluster.inference(sc_local.parallelize(range(200), 2), feed_timeout=600)
@@ -328,8 +353,9 @@ def test_dataframe_inference_with_fewer_rows_than_nodes(sc_local, rows):
 
     spark = SparkSession(sc_local)
     df = spark.range(0, rows).selectExpr("cast(id + 1 as double) as x")
-    cluster = sparktf.run(sc_local, feed_jobs.infer_scaled, {"col": "x"}, num_executors=3,
-                          input_mode=SPARK)
+    cluster = sparktf.run(
+        sc_local, feed_jobs.infer_scaled, {"col": "x"}, num_executors=3, input_mode=SPARK
+    )
     out = cluster.inference(df, output_schema="y double")
     assert [r.y for r in out.collect()] == [2.0 * (i + 1) for i in range(rows)]
     assert cluster.status is sparktf.Status.FINISHED
@@ -347,8 +373,9 @@ def test_dataframe_inference_keeps_the_input_order_over_uneven_partitions(sc_loc
     try:
         df = spark.createDataFrame([(float(i),) for i in range(101)], "x double").repartition(5)
         expected = [r.x * 2 for r in df.collect()]
-        cluster = sparktf.run(sc_local, feed_jobs.infer_scaled, {"col": "x"}, num_executors=3,
-                              input_mode=SPARK)
+        cluster = sparktf.run(
+            sc_local, feed_jobs.infer_scaled, {"col": "x"}, num_executors=3, input_mode=SPARK
+        )
         out = cluster.inference(df, output_schema="y double")
         assert [r.y for r in out.collect()] == expected
         assert cluster.shutdown(timeout=60) == "chief:0"
@@ -368,27 +395,36 @@ def test_later_epochs_stream_from_the_spool_in_bounded_memory(sc_local, kind):
     if kind == "rdd":
         import numpy as np
 
-        data = sc_local.parallelize(range(n), 4).map(
-            lambda i: np.full(width, i, dtype=np.float64))
+        data = sc_local.parallelize(range(n), 4).map(lambda i: np.full(width, i, dtype=np.float64))
     else:
-        data = SparkSession(sc_local).range(n).selectExpr(
-            f"array_repeat(cast(id as double), {width}) as x")
-    cluster = sparktf.run(sc_local, feed_jobs.rss_over_epochs, {"batch": 64}, num_executors=2,
-                          input_mode=SPARK)
+        data = (
+            SparkSession(sc_local)
+            .range(n)
+            .selectExpr(f"array_repeat(cast(id as double), {width}) as x")
+        )
+    cluster = sparktf.run(
+        sc_local, feed_jobs.rss_over_epochs, {"batch": 64}, num_executors=2, input_mode=SPARK
+    )
     cluster.train(data, num_epochs=2)
     cluster.shutdown(timeout=120)
     for name, r in cluster.results.items():
         assert r["rows"][0] == r["rows"][1] > 5000, r
         growth = r["peak_second"] - r["after_first"]
-        assert growth < 24 << 20, f"{name}: RSS grew {growth >> 20} MB in epoch 2 over a " \
-                                  f"{r['rows'][1] * width * 8 >> 20} MB share"
+        assert growth < 24 << 20, (
+            f"{name}: RSS grew {growth >> 20} MB in epoch 2 over a "
+            f"{r['rows'][1] * width * 8 >> 20} MB share"
+        )
 
 
 # --------------------------------------- 11. a killed TF process whose child holds the pipes
 def test_a_killed_node_whose_child_holds_its_pipes_is_reported_at_once(sc_local, tmp_path):
     with pytest.raises(sparktf.NodeError) as err:  # from run() or shutdown(): it dies early
-        cluster = sparktf.run(sc_local, jobs.die_with_a_child_holding_the_pipes,
-                              {"dir": str(tmp_path)}, num_executors=2)
+        cluster = sparktf.run(
+            sc_local,
+            jobs.die_with_a_child_holding_the_pipes,
+            {"dir": str(tmp_path)},
+            num_executors=2,
+        )
         cluster.shutdown(timeout=60)
     raised_at = time.time()
     info = json.loads((tmp_path / "child.json").read_text())
@@ -424,8 +460,9 @@ def test_spark_sparktf_settings_set_on_the_session_at_runtime_count(sc_local):
         cluster = sparktf.run(sc_local, jobs.describe, num_executors=2)  # the active session
         cluster.shutdown()
         assert (cluster.settings.tail_lines, cluster.settings.max_restarts) == (7, 2)
-        assert sparktf.run(sc_local, jobs.describe, num_executors=2,
-                           max_restarts=0).shutdown()  # an argument still comes first
+        assert sparktf.run(
+            sc_local, jobs.describe, num_executors=2, max_restarts=0
+        ).shutdown()  # an argument still comes first
     finally:
         spark.conf.unset("spark.sparktf.tailLines")
         spark.conf.unset("spark.sparktf.maxRestarts")

@@ -13,12 +13,12 @@ import signal
 import threading
 import time
 
+import jobs
 import psutil
 import pytest
-
-import jobs
-import sparktf
 from conftest import port_is_free, wait_until
+
+import sparktf
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
 
@@ -53,25 +53,48 @@ def node_processes(info_dir, names):
 class Job:
     """A cluster running jobs.steady_training, started in either input mode."""
 
-    def __init__(self, sc, mode, args, tmp_path, num_ps=0, eval_node=False,
-                 main_fn=jobs.steady_training, **run_kwargs):
+    def __init__(
+        self,
+        sc,
+        mode,
+        args,
+        tmp_path,
+        num_ps=0,
+        eval_node=False,
+        main_fn=jobs.steady_training,
+        **run_kwargs,
+    ):
         self.error, self.raised_at, self.raised_wall = None, None, None
         args = dict(args, dir=str(tmp_path))
         n = 2 + num_ps + eval_node
-        self.names = {"chief:0", "worker:0"} | ({"ps:0"} if num_ps else set()) | (
-            {"evaluator:0"} if eval_node else set())
-        self.cluster = sparktf.run(sc, main_fn, args, num_executors=n, num_ps=num_ps,
-                                   eval_node=eval_node, input_mode=mode, **run_kwargs)
+        self.names = (
+            {"chief:0", "worker:0"}
+            | ({"ps:0"} if num_ps else set())
+            | ({"evaluator:0"} if eval_node else set())
+        )
+        self.cluster = sparktf.run(
+            sc,
+            main_fn,
+            args,
+            num_executors=n,
+            num_ps=num_ps,
+            eval_node=eval_node,
+            input_mode=mode,
+            **run_kwargs,
+        )
         if mode is sparktf.InputMode.SPARK:
             data = sc.parallelize(range(100000), 4)
-            self.thread = threading.Thread(target=self._wait, args=(
-                lambda: self.cluster.train(data, feed_timeout=120),))
+            self.thread = threading.Thread(
+                target=self._wait, args=(lambda: self.cluster.train(data, feed_timeout=120),)
+            )
         else:
-            self.thread = threading.Thread(target=self._wait, args=(
-                lambda: self.cluster.shutdown(timeout=120),))
+            self.thread = threading.Thread(
+                target=self._wait, args=(lambda: self.cluster.shutdown(timeout=120),)
+            )
         self.thread.start()
-        if not wait_until(lambda: set(node_processes(tmp_path, self.names)) >= self.names,
-                          timeout=90):
+        if not wait_until(
+            lambda: set(node_processes(tmp_path, self.names)) >= self.names, timeout=90
+        ):
             with contextlib.suppress(sparktf.SparkTFError):
                 self.cluster.shutdown(timeout=1)  # stops every node
             pytest.fail(f"the nodes did not start: {node_processes(tmp_path, self.names)}")
@@ -81,7 +104,7 @@ class Job:
     def _wait(self, call):
         try:
             call()
-        except BaseException as exc:  # noqa: BLE001 - examined by the test
+        except BaseException as exc:
             self.error, self.raised_at, self.raised_wall = exc, time.monotonic(), time.time()
 
     def outcome(self, fault_at, limit):
@@ -91,8 +114,9 @@ class Job:
             self.cluster.shutdown(timeout=60)
         took = self.raised_at - fault_at
         pids = [pid for p in self.procs.values() for pid in (p["node"], p["supervisor"])]
-        assert wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), timeout=15), \
+        assert wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), timeout=15), (
             f"processes left: {[p for p in pids if psutil.pid_exists(p)]}"
+        )
         ports = [p["port"] for p in self.procs.values()]
         assert wait_until(lambda: all(port_is_free(p) for p in ports), timeout=15)
         return self.error, took
@@ -135,8 +159,9 @@ def test_the_chief_raises(sc_cluster, mode, tmp_path):
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
 def test_a_worker_that_hangs_is_found_by_its_progress_timeout(sc_cluster, mode, tmp_path):
-    job = Job(sc_cluster, mode, {"hang": "worker:0", "hang_after": 2.0}, tmp_path,
-              progress_timeout=4)
+    job = Job(
+        sc_cluster, mode, {"hang": "worker:0", "hang_after": 2.0}, tmp_path, progress_timeout=4
+    )
     error, _ = job.outcome(time.monotonic(), 30)
     assert isinstance(error, sparktf.NodeError) and error.node == "worker:0"
     assert "made no progress" in str(error) and "progress_timeout=4s" in str(error)
@@ -181,8 +206,13 @@ def test_a_frozen_parameter_server_is_found_by_its_heartbeat_timeout(sc_cluster,
     job = Job(sc_cluster, mode, {}, tmp_path, num_ps=1, heartbeat_timeout=3)
     ps = psutil.Process(job.procs["ps:0"]["node"])
     port = job.procs["ps:0"]["port"]
-    assert wait_until(lambda: any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
-                                  for c in ps.net_connections("tcp")), timeout=60)
+    assert wait_until(
+        lambda: any(
+            c.status == psutil.CONN_LISTEN and c.laddr.port == port
+            for c in ps.net_connections("tcp")
+        ),
+        timeout=60,
+    )
     time.sleep(1.0)  # its TF server listens: it is serving (and has told the driver so)
     os.kill(ps.pid, signal.SIGSTOP)
     error, took = job.outcome(time.monotonic(), 15)
@@ -205,8 +235,14 @@ def test_an_evaluator_killed_fails_the_job_and_leaves_nothing(sc_cluster, tmp_pa
 def test_an_executor_jvm_dies_and_max_restarts_brings_the_cluster_back(sc_cluster, tmp_path):
     """A fault combined with a restart: the first attempt loses an executor; the second
     attempt runs on the executors left (and the one Spark relaunches) and finishes."""
-    job = Job(sc_cluster, sparktf.InputMode.TENSORFLOW, {}, tmp_path,
-              main_fn=jobs.steady_unless_restarted, max_restarts=1)
+    job = Job(
+        sc_cluster,
+        sparktf.InputMode.TENSORFLOW,
+        {},
+        tmp_path,
+        main_fn=jobs.steady_unless_restarted,
+        max_restarts=1,
+    )
     jvm = psutil.Process(job.procs["worker:0"]["node"])
     while jvm.name() != "java":
         jvm = jvm.parent()

@@ -7,9 +7,9 @@ is given (ctx.gpus, CUDA_VISIBLE_DEVICES), not that CUDA uses them."""
 import os
 import stat
 
+import jobs
 import pytest
 
-import jobs
 import sparktf
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.slow]
@@ -20,17 +20,18 @@ def sc_gpus(spark_pool, tmp_path_factory):
     script = tmp_path_factory.mktemp("gpus") / "standin-gpus.sh"
     script.write_text('#!/bin/sh\necho \'{"name": "gpu", "addresses": ["0", "1"]}\'\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    conf = (("spark.worker.resource.gpu.amount", "2"),
-            ("spark.worker.resource.gpu.discoveryScript", str(script)),
-            ("spark.executor.resource.gpu.amount", "2"),
-            ("spark.executor.resource.gpu.discoveryScript", str(script)))
+    conf = (
+        ("spark.worker.resource.gpu.amount", "2"),
+        ("spark.worker.resource.gpu.discoveryScript", str(script)),
+        ("spark.executor.resource.gpu.amount", "2"),
+        ("spark.executor.resource.gpu.discoveryScript", str(script)),
+    )
     yield spark_pool.get("local-cluster[2,2,1024]", conf)
     spark_pool.stop()
 
 
 def test_each_training_node_gets_the_gpus_spark_assigned_and_a_ps_none(sc_gpus):
-    cluster = sparktf.run(sc_gpus, jobs.describe_gpus, num_executors=3, num_ps=1,
-                          gpus_per_node=1)
+    cluster = sparktf.run(sc_gpus, jobs.describe_gpus, num_executors=3, num_ps=1, gpus_per_node=1)
     cluster.shutdown()
     trainers = [cluster.results[n] for n in ("chief:0", "worker:0")]
     for r in trainers:
@@ -55,8 +56,9 @@ def test_without_gpus_per_node_no_gpu_is_assigned(sc_gpus):
 
 
 def test_an_evaluator_takes_no_gpu(sc_gpus):
-    cluster = sparktf.run(sc_gpus, jobs.describe_gpus, num_executors=2, eval_node=True,
-                          gpus_per_node=1)
+    cluster = sparktf.run(
+        sc_gpus, jobs.describe_gpus, num_executors=2, eval_node=True, gpus_per_node=1
+    )
     cluster.shutdown()
     assert cluster.results["evaluator:0"] == {"gpus": [], "env": "", "job": "evaluator"}
     assert len(cluster.results["chief:0"]["gpus"]) == 1

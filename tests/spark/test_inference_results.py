@@ -6,9 +6,9 @@ cluster's closed control server)."""
 
 import os
 
+import feed_jobs
 import pytest
 
-import feed_jobs
 import sparktf
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
@@ -27,8 +27,7 @@ def spark(sc_local):
 def rdd_out(sc_local):
     """An RDD of 7 partitions scored by 2 nodes, and the input it came from."""
     rdd = sc_local.parallelize(range(1000), 7)
-    cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2,
-                          input_mode=SPARK)
+    cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2, input_mode=SPARK)
     out = cluster.inference(rdd)
     assert cluster.shutdown() == "inferred"
     return rdd, out
@@ -38,8 +37,13 @@ def rdd_out(sc_local):
 def df_out(spark):
     """A DataFrame of 3 partitions scored by 2 nodes, and the input it came from."""
     df = spark.range(0, 500, numPartitions=3)
-    cluster = sparktf.run(spark.sparkContext, feed_jobs.infer_double_keeping_id, {"batch": 7},
-                          num_executors=2, input_mode=SPARK)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        feed_jobs.infer_double_keeping_id,
+        {"batch": 7},
+        num_executors=2,
+        input_mode=SPARK,
+    )
     out = cluster.inference(df, output_schema="id long, doubled long")
     cluster.shutdown()
     return df, out
@@ -108,8 +112,7 @@ def test_a_lost_cached_block_is_recomputed_without_the_closed_cluster(sc_local, 
 
 def test_a_second_inference_in_the_same_session_gives_its_own_result(sc_local, rdd_out):
     _, first = rdd_out
-    cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2,
-                          input_mode=SPARK)
+    cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2, input_mode=SPARK)
     second = cluster.inference(sc_local.parallelize(range(10, 20), 2))
     cluster.shutdown()
     assert second.take(2) == [20, 22]

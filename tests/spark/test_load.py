@@ -7,13 +7,13 @@ import tempfile
 import threading
 import time
 
+import jobs
 import psutil
 import pytest
-
-import jobs
-import sparktf
 import tf_jobs
 from conftest import sparktf_processes
+
+import sparktf
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -25,15 +25,19 @@ def _connections(proc):
 def _footprint():
     me = psutil.Process()
     tmp = tempfile.gettempdir()  # Spark's local dirs (spark-*/...) are under it here
-    temp = sorted(p for pattern in ("sparktf-*", "*/sparktf-*", "*/*/sparktf-*")
-                  for p in glob.glob(os.path.join(tmp, pattern)))
+    temp = sorted(
+        p
+        for pattern in ("sparktf-*", "*/sparktf-*", "*/*/sparktf-*")
+        for p in glob.glob(os.path.join(tmp, pattern))
+    )
     return {
         "processes": len(sparktf_processes()),
         "children": len(me.children(recursive=True)),
         "threads": threading.active_count(),
         "fds": me.num_fds(),
-        "listening ports": sorted(c.laddr.port for c in _connections(me)
-                                  if c.status == psutil.CONN_LISTEN),
+        "listening ports": sorted(
+            c.laddr.port for c in _connections(me) if c.status == psutil.CONN_LISTEN
+        ),
         "temp files": temp,
     }
 
@@ -56,8 +60,9 @@ def test_twenty_jobs_in_a_row_leave_nothing_behind(sc_local):
 @pytest.mark.slow
 def test_eight_nodes_on_local8_train_and_stop(spark_pool):
     sc = spark_pool.get("local[8]")
-    cluster = sparktf.run(sc, tf_jobs.mwms_keras, {"epochs": 1, "steps": 3}, num_executors=8,
-                          reservation_timeout=300)
+    cluster = sparktf.run(
+        sc, tf_jobs.mwms_keras, {"epochs": 1, "steps": 3}, num_executors=8, reservation_timeout=300
+    )
     result = cluster.shutdown(timeout=600)
     assert len(cluster.results) == 8
     assert all(len(r["loss"]) == 1 and r["num_replicas"] == 8 for r in cluster.results.values())

@@ -8,11 +8,11 @@ import signal
 import threading
 import time
 
-import pytest
-
 import jobs
-import sparktf
+import pytest
 from conftest import pid_alive, port_is_free, sparktf_processes, wait_until
+
+import sparktf
 from sparktf.driver.runner import jobs_tagged
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
@@ -21,8 +21,11 @@ pytestmark = pytest.mark.usefixtures("no_leaks")
 def test_trivial_job_returns_the_chiefs_value_and_every_result(sc_local):
     cluster = sparktf.run(sc_local, jobs.describe, {"lr": 0.1}, num_executors=2)
     # every node has started (describe returns at once: training may already be over)
-    assert cluster.status in (sparktf.Status.RUNNING, sparktf.Status.STOPPING,
-                              sparktf.Status.FINISHED)
+    assert cluster.status in (
+        sparktf.Status.RUNNING,
+        sparktf.Status.STOPPING,
+        sparktf.Status.FINISHED,
+    )
     chief = cluster.shutdown()
     assert chief["name"] == "chief:0" and chief["is_chief"] and chief["args"] == {"lr": 0.1}
     assert set(cluster.results) == {"chief:0", "worker:0"}
@@ -42,15 +45,21 @@ def test_the_driver_acts_on_each_event_at_once_not_on_its_next_tick(sc_local, mo
     assert cluster.shutdown(timeout=30)["name"] == "chief:0"
 
 
-@pytest.mark.parametrize("kwargs, expected_jobs", [
-    (dict(num_executors=4, num_ps=1), {"chief": 1, "worker": 2, "ps": 1}),
-    (dict(num_executors=3, master_node=None), {"worker": 3}),
-    (dict(num_executors=4, num_ps=1, master_node="master", eval_node=True),
-     {"master": 1, "worker": 1, "ps": 1, "evaluator": 1}),
-])
+@pytest.mark.parametrize(
+    "kwargs, expected_jobs",
+    [
+        (dict(num_executors=4, num_ps=1), {"chief": 1, "worker": 2, "ps": 1}),
+        (dict(num_executors=3, master_node=None), {"worker": 3}),
+        (
+            dict(num_executors=4, num_ps=1, master_node="master", eval_node=True),
+            {"master": 1, "worker": 1, "ps": 1, "evaluator": 1},
+        ),
+    ],
+)
 def test_every_node_gets_a_complete_tf_config(sc_local, kwargs, expected_jobs):
-    cluster = sparktf.run(sc_local, jobs.evaluator_waits if kwargs.get("eval_node")
-                          else jobs.describe, {}, **kwargs)
+    cluster = sparktf.run(
+        sc_local, jobs.evaluator_waits if kwargs.get("eval_node") else jobs.describe, {}, **kwargs
+    )
     if kwargs.get("eval_node"):
         cluster.shutdown()
         assert cluster.results["evaluator:0"] == {"saw_training_done": True}
@@ -110,8 +119,9 @@ def test_tensorflow_startup_chatter_is_left_off_the_console_unless_asked(sc_loca
     sparktf.run(sc_local, jobs.imports_tensorflow, num_executors=1).shutdown()
     out, err = capfd.readouterr()
     assert "[chief:0] user line from chief:0\n" in out
-    node_lines = [line.split("] ", 1)[1] for line in (out + err).splitlines()
-                  if line.startswith("[chief:0] ")]
+    node_lines = [
+        line.split("] ", 1)[1] for line in (out + err).splitlines() if line.startswith("[chief:0] ")
+    ]
     assert not [line for line in node_lines if is_startup_chatter(line)], err
     sc_local._conf.set("spark.sparktf.tfStartupLogs", "true")
     try:
@@ -129,12 +139,13 @@ def test_published_port_stays_reserved_and_is_freed(sc_local):
     cluster.shutdown()
     for result in cluster.results.values():
         assert result["held"] is True, result
-        assert wait_until(lambda: port_is_free(result["port"]))
+        assert wait_until(lambda: port_is_free(result["port"]))  # noqa: B023
 
 
 def test_worker_serves_until_the_chief_returns(sc_local):
-    cluster = sparktf.run(sc_local, jobs.serve_then_return, {"chief_secs": 1}, num_executors=3,
-                          num_ps=1)
+    cluster = sparktf.run(
+        sc_local, jobs.serve_then_return, {"chief_secs": 1}, num_executors=3, num_ps=1
+    )
     assert cluster.shutdown() == "chief done"
     assert cluster.results == {"chief:0": "chief done", "worker:0": "served", "ps:0": None}
 
@@ -158,10 +169,14 @@ def test_main_fn_error_names_node_type_message_and_output(sc_local):
     assert "about to fail on worker:1" in text  # the tail of its output
 
 
-@pytest.mark.parametrize("job, args", [
-    (jobs.raise_on, {"node": "worker:0", "message": "bad learning rate 42", "delay": 2}),
-    (jobs.sigkill_self_on, {"node": "worker:0", "delay": 2}),
-], ids=["raises", "killed"])
+@pytest.mark.parametrize(
+    "job, args",
+    [
+        (jobs.raise_on, {"node": "worker:0", "message": "bad learning rate 42", "delay": 2}),
+        (jobs.sigkill_self_on, {"node": "worker:0", "delay": 2}),
+    ],
+    ids=["raises", "killed"],
+)
 def test_a_failed_node_is_one_error_without_sparks_stack_traces(sc_local, job, args):
     """A node's failure reaches the user once, as sparktf's NodeError. Its barrier task, and
     those of the nodes sparktf then stopped, end without errors of their own (the driver has
@@ -171,14 +186,18 @@ def test_a_failed_node_is_one_error_without_sparks_stack_traces(sc_local, job, a
     with pytest.raises(sparktf.NodeError, match="worker:0"):
         cluster.shutdown(timeout=60)
     tracker = sc_local.statusTracker()
-    stages = [tracker.getStageInfo(s) for j in jobs_tagged(sc_local, cluster.job_id)
-              for s in tracker.getJobInfo(j).stageIds]
+    stages = [
+        tracker.getStageInfo(s)
+        for j in jobs_tagged(sc_local, cluster.job_id)
+        for s in tracker.getJobInfo(j).stageIds
+    ]
     assert stages and sum(s.numFailedTasks for s in stages if s) == 0, stages
 
 
 def test_a_failed_cluster_keeps_raising_and_never_hangs(sc_local):
-    cluster = sparktf.run(sc_local, jobs.raise_on, {"node": "worker:0", "message": "x",
-                                                    "delay": 3}, num_executors=2)
+    cluster = sparktf.run(
+        sc_local, jobs.raise_on, {"node": "worker:0", "message": "x", "delay": 3}, num_executors=2
+    )
     with pytest.raises(sparktf.NodeError):
         cluster.shutdown(timeout=60)
     assert cluster.status is sparktf.Status.FAILED
@@ -188,8 +207,9 @@ def test_a_failed_cluster_keeps_raising_and_never_hangs(sc_local):
 
 def test_a_node_killed_by_a_signal_is_reported(sc_local):
     with pytest.raises(sparktf.NodeError) as err:
-        run_to_end(sc_local, jobs.sigkill_self_on, {"node": "worker:0", "delay": 1},
-                   num_executors=2)
+        run_to_end(
+            sc_local, jobs.sigkill_self_on, {"node": "worker:0", "delay": 1}, num_executors=2
+        )
     assert err.value.node == "worker:0"
     assert "killed by signal 9 (SIGKILL)" in str(err.value)
     assert "dying now" in str(err.value)
@@ -215,8 +235,13 @@ def test_a_result_over_the_limit_is_refused_on_the_node_naming_its_size(sc_local
     """A return value larger than a result may be (SPARKTF_MAX_RESULT_MB, 512 by default)
     fails naming its size and what to do instead, not a broken channel."""
     with pytest.raises(sparktf.NodeError, match=r"2\.0 MiB.*more than the 1 MiB"):
-        run_to_end(sc_local, jobs.big_result, {"mb": 2}, num_executors=1,
-                   env={"SPARKTF_MAX_RESULT_MB": "1"})
+        run_to_end(
+            sc_local,
+            jobs.big_result,
+            {"mb": 2},
+            num_executors=1,
+            env={"SPARKTF_MAX_RESULT_MB": "1"},
+        )
 
 
 def test_shutdown_timeout_stops_everything(sc_local):
@@ -232,8 +257,9 @@ def test_with_block_that_raises_stops_the_cluster(sc_local):
 
 
 def test_sigkill_of_the_spark_python_worker_kills_the_whole_node_tree(sc_local, tmp_path):
-    cluster = sparktf.run(sc_local, jobs.spawn_tree_and_wait, {"dir": str(tmp_path)},
-                          num_executors=2)
+    cluster = sparktf.run(
+        sc_local, jobs.spawn_tree_and_wait, {"dir": str(tmp_path)}, num_executors=2
+    )
     files = [tmp_path / "chief_0.json", tmp_path / "worker_0.json"]
     assert wait_until(lambda: all(f.exists() for f in files), timeout=30)
     pids = {f.stem: json.loads(f.read_text()) for f in files}
@@ -243,24 +269,32 @@ def test_sigkill_of_the_spark_python_worker_kills_the_whole_node_tree(sc_local, 
         cluster.shutdown(timeout=60)
     assert time.monotonic() - start < 15
     assert err.value.node == "worker:0"
-    everything = [pid for node in pids.values()
-                  for key, pid in node.items() if key != "task_worker"]
-    assert wait_until(lambda: not any(pid_alive(p) for p in everything), timeout=10), \
-        {p: pid_alive(p) for p in everything}
+    everything = [
+        pid for node in pids.values() for key, pid in node.items() if key != "task_worker"
+    ]
+    assert wait_until(lambda: not any(pid_alive(p) for p in everything), timeout=10), {
+        p: pid_alive(p) for p in everything
+    }
 
 
-@pytest.mark.parametrize("kwargs, fragment", [
-    (dict(num_executors=5), "num_executors=5 needs 5 concurrent task slots, but the cluster "
-                            "(local[4]) has 4 (executor cores / spark.task.cpus=1): use "
-                            "num_executors <= 4, or give Spark more: --master local[5]"),
-    (dict(num_executors=2, num_ps=2), "num_ps=2 leaves no node to train"),
-    (dict(num_executors=2, master_node="boss"), "master_node must be one of"),
-    (dict(main_fn=lambda a, b, c: None), "must take (args, ctx) or (ctx)"),
-    (dict(main_fn="not a function"), "main_fn must be a function"),
-    (dict(main_fn=jobs.async_main), "is a coroutine function (async def)"),
-    (dict(args=threading.Lock()), "args cannot be pickled"),
-    (dict(input_mode="spark"), "input_mode must be sparktf.InputMode.TENSORFLOW or"),
-])
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (
+            dict(num_executors=5),
+            "num_executors=5 needs 5 concurrent task slots, but the cluster "
+            "(local[4]) has 4 (executor cores / spark.task.cpus=1): use "
+            "num_executors <= 4, or give Spark more: --master local[5]",
+        ),
+        (dict(num_executors=2, num_ps=2), "num_ps=2 leaves no node to train"),
+        (dict(num_executors=2, master_node="boss"), "master_node must be one of"),
+        (dict(main_fn=lambda a, b, c: None), "must take (args, ctx) or (ctx)"),
+        (dict(main_fn="not a function"), "main_fn must be a function"),
+        (dict(main_fn=jobs.async_main), "is a coroutine function (async def)"),
+        (dict(args=threading.Lock()), "args cannot be pickled"),
+        (dict(input_mode="spark"), "input_mode must be sparktf.InputMode.TENSORFLOW or"),
+    ],
+)
 def test_fail_fast_with_a_message_that_says_what_to_change(sc_local, kwargs, fragment):
     call = dict(main_fn=jobs.describe, args=None)
     call.update(kwargs)
@@ -283,8 +317,14 @@ def test_tensorboard_serves_on_the_chief_and_stops_with_the_job(sc_local, tmp_pa
     import urllib.request
 
     done = tmp_path / "done"
-    cluster = sparktf.run(sc_local, jobs.wait_for_file, {"file": str(done)}, num_executors=2,
-                          tensorboard=True, log_dir=str(tmp_path / "logs"))
+    cluster = sparktf.run(
+        sc_local,
+        jobs.wait_for_file,
+        {"file": str(done)},
+        num_executors=2,
+        tensorboard=True,
+        log_dir=str(tmp_path / "logs"),
+    )
     url = cluster.tensorboard_url(timeout=90)
     assert url and url.startswith("http://127.0.0.1:")
     with urllib.request.urlopen(url, timeout=10) as page:  # a real TensorBoard answers
@@ -298,12 +338,17 @@ def test_tensorboard_serves_on_the_chief_and_stops_with_the_job(sc_local, tmp_pa
     assert wait_until(lambda: port_is_free(port), timeout=15)
 
 
-def test_tensorboard_url_reaches_the_driver_even_when_main_fn_ends_first(sc_local, tmp_path,
-                                                                         capfd):
+def test_tensorboard_url_reaches_the_driver_even_when_main_fn_ends_first(sc_local, tmp_path, capfd):
     """A chief whose main_fn returns before TensorBoard answers still tells the driver the
     URL (or why not) before its result: the job did not end with --tensorboard silently off."""
-    cluster = sparktf.run(sc_local, jobs.describe, {}, num_executors=2, tensorboard=True,
-                          log_dir=str(tmp_path / "logs"))
+    cluster = sparktf.run(
+        sc_local,
+        jobs.describe,
+        {},
+        num_executors=2,
+        tensorboard=True,
+        log_dir=str(tmp_path / "logs"),
+    )
     cluster.shutdown()
     assert re.search(r"TensorBoard at http://127\.0\.0\.1:\d+/", capfd.readouterr().out)
 
@@ -323,7 +368,8 @@ def test_tensorboard_arguments_are_checked(sc_local):
 
 @pytest.mark.parametrize("env, forked", [({}, True), ({"SPARKTF_SUPERVISOR_EXEC": "1"}, False)])
 def test_the_supervisor_is_forked_from_the_task_and_holds_only_the_drivers_channel(
-        sc_local, env, forked):
+    sc_local, env, forked
+):
     """Forked (the default: no interpreter start-up per node), the supervisor must not keep
     the Spark worker's connection to the JVM, and it and the TF process are known by name;
     the TF process starts with numpy imported once by its Spark worker (about 55 ms a node

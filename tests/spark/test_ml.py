@@ -5,10 +5,10 @@ save/load through Spark ML persistence; bad params are clear errors."""
 import os
 import sys
 
+import ml_jobs
 import numpy as np
 import pytest
 
-import ml_jobs
 import sparktf
 from sparktf.ml import TFEstimator, TFModel
 
@@ -53,9 +53,17 @@ def test_pipeline_trains_on_the_cluster_and_transforms_on_the_executors(spark, d
 
     train, test = digits
     assembler = VectorAssembler(inputCols=[f"p{i}" for i in range(784)], outputCol="features")
-    estimator = TFEstimator(ml_jobs.mnist_dense, {"seed": 1}, inputCols=["features"],
-                            labelCol="label", clusterSize=2, epochs=4, batchSize=64,
-                            exportDir=str(tmp_path / "export"), outputType="array<double>")
+    estimator = TFEstimator(
+        ml_jobs.mnist_dense,
+        {"seed": 1},
+        inputCols=["features"],
+        labelCol="label",
+        clusterSize=2,
+        epochs=4,
+        batchSize=64,
+        exportDir=str(tmp_path / "export"),
+        outputType="array<double>",
+    )
     model = Pipeline(stages=[assembler, estimator]).fit(train)
     assert isinstance(model.stages[-1], TFModel)
     export = model.stages[-1].getOrDefault("exportDir")  # the fit's own directory
@@ -74,8 +82,15 @@ def test_pipeline_trains_on_the_cluster_and_transforms_on_the_executors(spark, d
 
 
 def test_estimator_save_and_load_keep_params_main_fn_and_args(tmp_path):
-    estimator = TFEstimator(ml_jobs.mnist_dense, {"seed": 7}, inputCols=["features"],
-                            labelCol="label", epochs=3, exportDir="/tmp/x", clusterSize=2)
+    estimator = TFEstimator(
+        ml_jobs.mnist_dense,
+        {"seed": 7},
+        inputCols=["features"],
+        labelCol="label",
+        epochs=3,
+        exportDir="/tmp/x",
+        clusterSize=2,
+    )
     estimator.save(str(tmp_path / "est"))
     loaded = TFEstimator.load(str(tmp_path / "est"))
     assert loaded.uid == estimator.uid and loaded.args == {"seed": 7}
@@ -97,9 +112,15 @@ def test_fit_whose_main_fn_exports_no_saved_model_says_so(spark, tmp_path):
     transform(), far from its cause. fit() now says the chief's main_fn exported nothing."""
     df = spark.createDataFrame([([1.0, 2.0], 1.0)] * 8, "features array<double>, label double")
     export = tmp_path / "export"
-    estimator = TFEstimator(ml_jobs.reads_but_exports_nothing, inputCols=["features"],
-                            labelCol="label", clusterSize=2, epochs=1, batchSize=4,
-                            exportDir=str(export))
+    estimator = TFEstimator(
+        ml_jobs.reads_but_exports_nothing,
+        inputCols=["features"],
+        labelCol="label",
+        clusterSize=2,
+        epochs=1,
+        batchSize=4,
+        exportDir=str(export),
+    )
     with pytest.raises(sparktf.SparkTFError, match=r"holds no saved_model\.pb after training"):
         estimator.fit(df)
 
@@ -115,14 +136,20 @@ def test_params_of_the_wrong_type_are_refused_at_once():
 @pytest.fixture(scope="module")
 def tiny(spark):
     rows = [([float(i % 4), float(i % 3), 1.0], 2.0 * (i % 4) - (i % 3)) for i in range(24)]
-    return spark.createDataFrame(rows, "features array<float>, label double").repartition(2) \
-        .cache()
+    return spark.createDataFrame(rows, "features array<float>, label double").repartition(2).cache()
 
 
 def _linear(export, batch_size=2):
-    return TFEstimator(ml_jobs.tiny_linear, {"seed": 3}, inputCols=["features"],
-                       labelCol="label", clusterSize=1, epochs=1, batchSize=batch_size,
-                       exportDir=str(export))
+    return TFEstimator(
+        ml_jobs.tiny_linear,
+        {"seed": 3},
+        inputCols=["features"],
+        labelCol="label",
+        clusterSize=1,
+        epochs=1,
+        batchSize=batch_size,
+        exportDir=str(export),
+    )
 
 
 def _scores(model, df):
@@ -130,8 +157,9 @@ def _scores(model, df):
 
 
 @pytest.mark.slow
-def test_two_fits_with_other_params_give_two_models_each_scoring_with_its_own(spark, tiny,
-                                                                             tmp_path):
+def test_two_fits_with_other_params_give_two_models_each_scoring_with_its_own(
+    spark, tiny, tmp_path
+):
     """Both fits exported to exportDir, so the first TFModel scored with the second's model
     (and, as the Python workers kept models by path, the second with the first's). Each fit
     now exports to a directory of its own under exportDir, which its TFModel names."""
@@ -155,9 +183,15 @@ def test_fit_never_takes_an_export_an_earlier_fit_left_for_its_own(spark, tiny, 
     returned a TFModel over the earlier fit's model as if it were its own."""
     export = tmp_path / "export"
     _linear(export).fit(tiny)
-    forgetful = TFEstimator(ml_jobs.reads_but_exports_nothing, inputCols=["features"],
-                            labelCol="label", clusterSize=1, epochs=1, batchSize=4,
-                            exportDir=str(export))
+    forgetful = TFEstimator(
+        ml_jobs.reads_but_exports_nothing,
+        inputCols=["features"],
+        labelCol="label",
+        clusterSize=1,
+        epochs=1,
+        batchSize=4,
+        exportDir=str(export),
+    )
     with pytest.raises(sparktf.SparkTFError, match=r"holds no saved_model\.pb after training"):
         forgetful.fit(tiny)
 
@@ -172,9 +206,14 @@ def test_a_cross_validator_loop_compares_models_that_are_each_their_own(spark, t
 
     estimator = _linear(tmp_path / "export")
     grid = ParamGridBuilder().addGrid(estimator.batchSize, [2, 12]).build()
-    cv = CrossValidator(estimator=estimator, estimatorParamMaps=grid, numFolds=2, seed=7,
-                        evaluator=RegressionEvaluator(labelCol="label"),
-                        collectSubModels=True)
+    cv = CrossValidator(
+        estimator=estimator,
+        estimatorParamMaps=grid,
+        numFolds=2,
+        seed=7,
+        evaluator=RegressionEvaluator(labelCol="label"),
+        collectSubModels=True,
+    )
     tuned = cv.fit(tiny)
     assert tuned.avgMetrics[0] != tuned.avgMetrics[1]
     models = [m for fold in tuned.subModels for m in fold] + [tuned.bestModel]

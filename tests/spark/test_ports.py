@@ -16,11 +16,14 @@ def plain_bind(family, host, port):
         s.bind((host, port))
 
 
-@pytest.mark.parametrize("family, host", [
-    (socket.AF_INET, "0.0.0.0"),
-    (socket.AF_INET, "127.0.0.1"),
-    (socket.AF_INET6, "::"),
-])
+@pytest.mark.parametrize(
+    "family, host",
+    [
+        (socket.AF_INET, "0.0.0.0"),
+        (socket.AF_INET, "127.0.0.1"),
+        (socket.AF_INET6, "::"),
+    ],
+)
 def test_a_plain_bind_to_a_reserved_port_fails(family, host):
     with PortReservation() as r:
         with pytest.raises(OSError) as err:
@@ -68,7 +71,8 @@ def test_tensorflow_binds_the_port_while_it_is_reserved():
             print("served", server.target, flush=True)
             os._exit(0)
         """)
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         assert f"served grpc://127.0.0.1:{r.port}" in out.stdout

@@ -72,11 +72,15 @@ def test_predict_reads_spark_ml_vectors(spark, model_dir, way):
     from pyspark.ml.feature import VectorAssembler
     from pyspark.sql import functions as F
 
-    rows = [(i, float(i), 0.0 if i % 2 else 1.0, datetime.datetime(2020, 1, 1, 0, 0, i % 60))
-            for i in range(60)]
+    rows = [
+        (i, float(i), 0.0 if i % 2 else 1.0, datetime.datetime(2020, 1, 1, 0, 0, i % 60))
+        for i in range(60)
+    ]
     df = VectorAssembler(inputCols=["a", "b", "c"], outputCol="v").transform(
-        spark.createDataFrame(rows, "id long, a double, b double, t timestamp")
-        .withColumn("c", F.lit(0.0)))
+        spark.createDataFrame(rows, "id long, a double, b double, t timestamp").withColumn(
+            "c", F.lit(0.0)
+        )
+    )
     out = sparktf.predict(df, model_dir, ["v"], "score")
     assert out.columns == ["id", "a", "b", "t", "c", "v", "score"]
     got = {r.id: (r.score, r.v.toArray().tolist(), r.t.second) for r in out.collect()}
@@ -86,14 +90,24 @@ def test_predict_reads_spark_ml_vectors(spark, model_dir, way):
         assert abs(got[i][0] - (W[0] * a + W[1] * b + B)) < 1e-4
 
 
-@pytest.mark.parametrize("columns, cols, says", [
-    ("f array<float>, g array<float>", ["f", "g"],
-     "2 input_cols ['f', 'g'] for a signature with 1 input (dense_input)"),
-    ("f array<float>", ["f"],
-     "input_cols 'f' has rows of shape (2,), but the model's input 'dense_input' takes (3,)"),
-])
-def test_input_columns_that_do_not_fit_the_signature_are_named(spark, model_dir, columns,
-                                                               cols, says):
+@pytest.mark.parametrize(
+    "columns, cols, says",
+    [
+        (
+            "f array<float>, g array<float>",
+            ["f", "g"],
+            "2 input_cols ['f', 'g'] for a signature with 1 input (dense_input)",
+        ),
+        (
+            "f array<float>",
+            ["f"],
+            "input_cols 'f' has rows of shape (2,), but the model's input 'dense_input' takes (3,)",
+        ),
+    ],
+)
+def test_input_columns_that_do_not_fit_the_signature_are_named(
+    spark, model_dir, columns, cols, says
+):
     """An input column too many was silently left out (the model scored the first alone);
     rows of the wrong width failed deep in TensorFlow's tf.function binding. Both are named,
     with the signature's own input names and shapes."""
@@ -110,33 +124,41 @@ def test_predict_checks_its_arguments(spark, model_dir):
     assert len(err.value.problems) == 3
 
 
-@pytest.mark.parametrize("call, says", [
-    (lambda df, m: sparktf.predict(df.rdd, m, ["id"]), "df must be a pyspark DataFrame"),
-    (lambda df, m: sparktf.predict(df, 123, ["id"]), "model_path must be"),
-    (lambda df, m: sparktf.predict(df, None, ["id"]), "model_path must be"),
-    (lambda df, m: sparktf.predict(df, m, ["id"], 7), "output_col must be"),
-    (lambda df, m: sparktf.predict(df, m, ["id"], batch_size=0), "batch_size must be"),
-    (lambda df, m: sparktf.predict(df, m, ["id"], batch_size="64"), "batch_size must be"),
-    (lambda df, m: sparktf.predict(df, m, ["id"], signature=None), "signature must be"),
-    (lambda df, m: sparktf.predict(df, m, ["id"], output_key=3), "output_key must be"),
-    (lambda df, m: sparktf.predict(df, m, [1]), "input_cols must be"),
-])
-def test_predict_refuses_arguments_of_the_wrong_type_before_any_spark_job(spark, model_dir,
-                                                                           call, says):
+@pytest.mark.parametrize(
+    "call, says",
+    [
+        (lambda df, m: sparktf.predict(df.rdd, m, ["id"]), "df must be a pyspark DataFrame"),
+        (lambda df, m: sparktf.predict(df, 123, ["id"]), "model_path must be"),
+        (lambda df, m: sparktf.predict(df, None, ["id"]), "model_path must be"),
+        (lambda df, m: sparktf.predict(df, m, ["id"], 7), "output_col must be"),
+        (lambda df, m: sparktf.predict(df, m, ["id"], batch_size=0), "batch_size must be"),
+        (lambda df, m: sparktf.predict(df, m, ["id"], batch_size="64"), "batch_size must be"),
+        (lambda df, m: sparktf.predict(df, m, ["id"], signature=None), "signature must be"),
+        (lambda df, m: sparktf.predict(df, m, ["id"], output_key=3), "output_key must be"),
+        (lambda df, m: sparktf.predict(df, m, [1]), "input_cols must be"),
+    ],
+)
+def test_predict_refuses_arguments_of_the_wrong_type_before_any_spark_job(
+    spark, model_dir, call, says
+):
     """Wrong types are named on the driver at the call, not as a Python worker's traceback
     once the DataFrame is computed (or never, for a lazy DataFrame nobody collects)."""
     with pytest.raises(sparktf.ConfigError, match=says):
         call(spark.range(3), model_dir)
 
 
-@pytest.mark.parametrize("name, says", [
-    ("not-there", "holds no saved_model.pb: it does not exist"),
-    ("model.keras", "holds no saved_model.pb: it is a Keras model file.*model.export"),
-    ("weights.h5", "holds no saved_model.pb: it is a Keras model file"),
-    ("empty-dir", "holds no saved_model.pb: give the directory a SavedModel was exported to"),
-])
-def test_a_local_model_path_without_a_saved_model_is_refused_at_the_call(spark, tmp_path,
-                                                                          name, says):
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        ("not-there", "holds no saved_model.pb: it does not exist"),
+        ("model.keras", "holds no saved_model.pb: it is a Keras model file.*model.export"),
+        ("weights.h5", "holds no saved_model.pb: it is a Keras model file"),
+        ("empty-dir", "holds no saved_model.pb: give the directory a SavedModel was exported to"),
+    ],
+)
+def test_a_local_model_path_without_a_saved_model_is_refused_at_the_call(
+    spark, tmp_path, name, says
+):
     """Under a local master the executors share the driver's files: a wrong path is named at
     once, not as a TensorFlow traceback from a Python worker when the output is computed; a
     Keras file (model.save('m.keras')) is told apart from a SavedModel directory."""
@@ -153,16 +175,20 @@ def test_a_relative_model_path_is_the_drivers(spark, model_dir, monkeypatch):
     import os
 
     monkeypatch.chdir(os.path.dirname(model_dir))
-    out = sparktf.predict(spark.range(1).selectExpr("array(1.0f, 0.0f, 0.0f) AS f"),
-                          os.path.basename(model_dir), ["f"])
+    out = sparktf.predict(
+        spark.range(1).selectExpr("array(1.0f, 0.0f, 0.0f) AS f"),
+        os.path.basename(model_dir),
+        ["f"],
+    )
     assert round(out.collect()[0].prediction, 4) == round(0.5 + B, 4)
 
 
 def test_predict_takes_a_path_object(spark, model_dir):
     import pathlib
 
-    out = sparktf.predict(spark.range(2).selectExpr("array(1.0f, 2.0f, 3.0f) AS f"),
-                          pathlib.Path(model_dir), ["f"])
+    out = sparktf.predict(
+        spark.range(2).selectExpr("array(1.0f, 2.0f, 3.0f) AS f"), pathlib.Path(model_dir), ["f"]
+    )
     assert [round(r.prediction, 4) for r in out.collect()] == [round(0.5 - 2 + 6 + B, 4)] * 2
 
 
@@ -206,8 +232,9 @@ def test_the_python_worker_loads_the_model_without_importing_keras(saved, model_
     # a fresh interpreter as a Python worker starts: not this test process's environment,
     # where another test may have set TF_USE_LEGACY_KERAS
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert abs(got["value"] - (np.dot([1.0, 2.0, 3.0], W) + B)) < 1e-5
@@ -249,7 +276,8 @@ def _export(source, path):
 def _rows(spark):
     rows = [(i, [float(i), 1.0, -1.0]) for i in range(40)]
     return spark.createDataFrame(rows, "id long, f array<float>").repartition(4), {
-        name: {i: float(np.dot(f, w)) for i, f in rows} for name, w in (("a", W_A), ("b", W_B))}
+        name: {i: float(np.dot(f, w)) for i, f in rows} for name, w in (("a", W_A), ("b", W_B))
+    }
 
 
 def _scores(out):
@@ -260,8 +288,9 @@ def _rounded(expected):
     return {i: round(v, 3) for i, v in expected.items()}
 
 
-def test_predict_scores_with_the_model_at_the_path_now_after_it_was_replaced(spark, two_exports,
-                                                                            tmp_path, way):
+def test_predict_scores_with_the_model_at_the_path_now_after_it_was_replaced(
+    spark, two_exports, tmp_path, way
+):
     """Each Python worker kept the model it loaded by its path: exporting a new model to the
     same path and predicting again in the same session gave the old model's outputs, with
     nothing said. A worker now keys its model by the export's identity (its fingerprint, its
@@ -273,8 +302,9 @@ def test_predict_scores_with_the_model_at_the_path_now_after_it_was_replaced(spa
         assert _scores(sparktf.predict(df, path, ["f"], "p")) == _rounded(expected[name]), name
 
 
-def test_tfmodel_transform_scores_with_the_model_at_its_export_dir_now(spark, two_exports,
-                                                                       tmp_path):
+def test_tfmodel_transform_scores_with_the_model_at_its_export_dir_now(
+    spark, two_exports, tmp_path
+):
     from sparktf.ml import TFModel
 
     path = str(tmp_path / "served")
@@ -285,9 +315,9 @@ def test_tfmodel_transform_scores_with_the_model_at_its_export_dir_now(spark, tw
         assert _scores(model.transform(df)) == _rounded(expected[name]), name
 
 
-def test_a_dataframe_from_before_the_model_was_replaced_says_so_instead_of_mixing(spark,
-                                                                                 two_exports,
-                                                                                 tmp_path):
+def test_a_dataframe_from_before_the_model_was_replaced_says_so_instead_of_mixing(
+    spark, two_exports, tmp_path
+):
     """predict() takes the export that is at the path when it is called; computing its
     DataFrame after another export replaced it fails, naming the path and what to do, rather
     than scoring some rows with one model and some with the other."""
@@ -318,9 +348,9 @@ def _failing_to(path, real, tried):
     return rename
 
 
-def test_an_export_whose_final_rename_fails_leaves_the_old_model_in_service(spark, two_exports,
-                                                                            tmp_path,
-                                                                            monkeypatch):
+def test_an_export_whose_final_rename_fails_leaves_the_old_model_in_service(
+    spark, two_exports, tmp_path, monkeypatch
+):
     """fs.export_dir removed the old model before renaming the new one into place: a failing
     rename lost both. The old one is now set aside first and put back if the new one cannot
     go in, and predict still scores with it."""
@@ -377,26 +407,38 @@ def _inputs(spark, n=30, parts=3):
     df = spark.createDataFrame(rows, "id long, x array<float>").repartition(parts)
     scores = {i: np.asarray(x, "float32") @ np.asarray(M, "float32") for i, x in rows}
     return df, {
-        "scores": scores, "score": {i: float(s.sum()) for i, s in scores.items()},
+        "scores": scores,
+        "score": {i: float(s.sum()) for i, s in scores.items()},
         "column": {i: float(s.sum()) for i, s in scores.items()},
         "label": {i: int(s.argmax()) for i, s in scores.items()},
         "hot": {i: np.eye(3, dtype=int)[s.argmax()] for i, s in scores.items()},
-        "grid": {i: np.concatenate([s, s[:1]]) for i, s in scores.items()}}
+        "grid": {i: np.concatenate([s, s[:1]]) for i, s in scores.items()},
+    }
 
 
 def _close(got, want):
     return np.allclose(np.asarray(got, "float64"), np.asarray(want, "float64"), rtol=1e-5)
 
 
-@pytest.mark.parametrize("key, output_type, spark_type", [
-    ("score", "float", "float"), ("score", "double", "double"), ("column", "double", "double"),
-    ("label", "int", "int"), ("label", "long", "bigint"), ("label", "double", "double"),
-    ("scores", "array<float>", "array<float>"), ("scores", "array<double>", "array<double>"),
-    ("hot", "array<int>", "array<int>"), ("hot", "array<long>", "array<bigint>"),
-    ("grid", "array<float>", "array<float>"),
-])
-def test_each_output_type_is_a_column_of_that_spark_type(spark, outputs_model, key, output_type,
-                                                         spark_type):
+@pytest.mark.parametrize(
+    "key, output_type, spark_type",
+    [
+        ("score", "float", "float"),
+        ("score", "double", "double"),
+        ("column", "double", "double"),
+        ("label", "int", "int"),
+        ("label", "long", "bigint"),
+        ("label", "double", "double"),
+        ("scores", "array<float>", "array<float>"),
+        ("scores", "array<double>", "array<double>"),
+        ("hot", "array<int>", "array<int>"),
+        ("hot", "array<long>", "array<bigint>"),
+        ("grid", "array<float>", "array<float>"),
+    ],
+)
+def test_each_output_type_is_a_column_of_that_spark_type(
+    spark, outputs_model, key, output_type, spark_type
+):
     """A number per row as float/double, a class index (the signature's tf.argmax) as
     int/long, a vector per row as an array of each (an output of higher rank flattened row by
     row), each scored by the real SavedModel."""
@@ -412,8 +454,9 @@ def test_each_output_type_is_a_column_of_that_spark_type(spark, outputs_model, k
             assert _close(value, expected[key][i]), (i, value, expected[key][i])
 
 
-def test_several_outputs_go_to_a_struct_column_or_to_columns_of_their_own(spark, outputs_model,
-                                                                          way):
+def test_several_outputs_go_to_a_struct_column_or_to_columns_of_their_own(
+    spark, outputs_model, way
+):
     """output_key lists outputs; one output_col name holds them as a struct (fields named by
     the outputs), a list of names spreads them over as many columns; the rows' other columns
     stay as they were. A partition without rows (3 rows, 4 partitions) is no trouble."""
@@ -421,13 +464,17 @@ def test_several_outputs_go_to_a_struct_column_or_to_columns_of_their_own(spark,
     keys, types = ["label", "scores", "score"], ["long", "array<float>", "double"]
     struct = sparktf.predict(df, outputs_model, ["x"], "out", output_key=keys, output_type=types)
     assert struct.schema.simpleString() == (
-        "struct<id:bigint,x:array<float>,out:struct<label:bigint,scores:array<float>,"
-        "score:double>>")
-    cols = sparktf.predict(df, outputs_model, ["x"], ["cls", "probs", "total"], output_key=keys,
-                           output_type=types)
+        "struct<id:bigint,x:array<float>,out:struct<label:bigint,scores:array<float>,score:double>>"
+    )
+    cols = sparktf.predict(
+        df, outputs_model, ["x"], ["cls", "probs", "total"], output_key=keys, output_type=types
+    )
     assert cols.columns == ["id", "x", "cls", "probs", "total"]
     assert [f.dataType.simpleString() for f in cols.schema.fields[2:]] == [
-        "bigint", "array<float>", "double"]
+        "bigint",
+        "array<float>",
+        "double",
+    ]
     for row in struct.collect():
         assert row.out.label == expected["label"][row.id]
         assert _close(row.out.scores, expected["scores"][row.id])
@@ -435,13 +482,13 @@ def test_several_outputs_go_to_a_struct_column_or_to_columns_of_their_own(spark,
     rows = cols.collect()
     assert sorted(r.id for r in rows) == [0, 1, 2]
     for row in rows:
-        assert row.cls == expected["label"][row.id] and _close(row.total,
-                                                                expected["score"][row.id])
+        assert row.cls == expected["label"][row.id] and _close(row.total, expected["score"][row.id])
         assert _close(row.probs, expected["scores"][row.id])
 
 
-def test_every_output_type_comes_back_from_the_map_in_arrow_way_too(spark, outputs_model,
-                                                                    monkeypatch):
+def test_every_output_type_comes_back_from_the_map_in_arrow_way_too(
+    spark, outputs_model, monkeypatch
+):
     """pyspark 4.0 and Spark Connect score through mapInArrow: each type there, in one call
     of several columns."""
     from sparktf import predictor
@@ -452,31 +499,62 @@ def test_every_output_type_comes_back_from_the_map_in_arrow_way_too(spark, outpu
     types = ["float", "double", "int", "array<double>", "array<long>", "array<float>"]
     out = sparktf.predict(df, outputs_model, ["x"], keys, output_key=keys, output_type=types)
     assert [f.dataType.simpleString() for f in out.schema.fields[2:]] == [
-        "float", "double", "int", "array<double>", "array<bigint>", "array<float>"]
+        "float",
+        "double",
+        "int",
+        "array<double>",
+        "array<bigint>",
+        "array<float>",
+    ]
     assert "MapInArrow" in out._jdf.queryExecution().executedPlan().toString()
     for row in out.collect():
         for key in keys:
             assert _close(row[key], expected[key][row.id]), (key, row)
 
 
-@pytest.mark.parametrize("key, output_type, says", [
-    ("scores", "double", r"output 'scores' has 3 values per row \(shape \(3,\)\); output_type "
-                         r"'double' takes one: use 'array<double>' for a vector per row"),
-    ("grid", "float", r"output 'grid' has 4 values per row \(shape \(2, 2\)\).*'array<float>'"),
-    ("scores", "long", r"output 'scores' holds float32 values; output_type 'long' takes integer "
-                       r"outputs \(a class index: tf.argmax in the signature\): use 'double'"),
-    ("score", "array<int>", r"output 'score' holds float32 values; output_type 'array<int>' "
-                            r"takes integer outputs.*use 'array<double>'"),
-    ("big", "int", r"output 'big' holds int64 values beyond int32's range .*use 'long'"),
-    ("name", "double", r"output 'name' holds object values; output_type 'double' takes numbers"),
-    ("nope", "double", r"output_key 'nope' is no output of 'serving_default' in .*; its outputs: "
-                       r"big \(int64, \(\) per row\), column \(float32, \(1,\) per row\)"),
-])
-def test_an_output_type_that_does_not_fit_the_output_is_named(spark, outputs_model, key,
-                                                              output_type, says, way):
+@pytest.mark.parametrize(
+    "key, output_type, says",
+    [
+        (
+            "scores",
+            "double",
+            r"output 'scores' has 3 values per row \(shape \(3,\)\); output_type "
+            r"'double' takes one: use 'array<double>' for a vector per row",
+        ),
+        ("grid", "float", r"output 'grid' has 4 values per row \(shape \(2, 2\)\).*'array<float>'"),
+        (
+            "scores",
+            "long",
+            r"output 'scores' holds float32 values; output_type 'long' takes integer "
+            r"outputs \(a class index: tf.argmax in the signature\): use 'double'",
+        ),
+        (
+            "score",
+            "array<int>",
+            r"output 'score' holds float32 values; output_type 'array<int>' "
+            r"takes integer outputs.*use 'array<double>'",
+        ),
+        ("big", "int", r"output 'big' holds int64 values beyond int32's range .*use 'long'"),
+        (
+            "name",
+            "double",
+            r"output 'name' holds object values; output_type 'double' takes numbers",
+        ),
+        (
+            "nope",
+            "double",
+            r"output_key 'nope' is no output of 'serving_default' in .*; its outputs: "
+            r"big \(int64, \(\) per row\), column \(float32, \(1,\) per row\)",
+        ),
+    ],
+)
+def test_an_output_type_that_does_not_fit_the_output_is_named(
+    spark, outputs_model, key, output_type, says, way
+):
     """Told on the executor, where the model is loaded, with the output's own dtype and shape
     and the type to ask for instead; nothing is silently rounded, cut or wrapped around."""
     df, _ = _inputs(spark, n=4, parts=1)
     with pytest.raises(Exception, match=says):
-        sparktf.predict(df, outputs_model, ["x"], "p", output_key=key,
-                        output_type=output_type).collect()
+        sparktf.predict(
+            df, outputs_model, ["x"], "p", output_key=key, output_type=output_type
+        ).collect()

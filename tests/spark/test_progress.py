@@ -4,12 +4,12 @@ periodic lines when the console is not a terminal, the summary, cluster.progress
 import contextlib
 import re
 
-import pytest
-
 import feed_jobs
 import jobs
-import sparktf
+import pytest
 from conftest import TF_ENV
+
+import sparktf
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -47,8 +47,13 @@ def test_rows_fed_per_epoch_and_rate(sc_local, capfd):
     data = sc_local.parallelize(range(1, 2001), 2).cache()
     data.count()
     with conf(sc_local, progressInterval="0.3"):
-        cluster = sparktf.run(sc_local, feed_jobs.sum_ids_reporting, None, num_executors=2,
-                              input_mode=sparktf.InputMode.SPARK)
+        cluster = sparktf.run(
+            sc_local,
+            feed_jobs.sum_ids_reporting,
+            None,
+            num_executors=2,
+            input_mode=sparktf.InputMode.SPARK,
+        )
         cluster.train(data, num_epochs=2)
         cluster.shutdown(timeout=120)
     progress = cluster.progress()
@@ -61,16 +66,18 @@ def test_rows_fed_per_epoch_and_rate(sc_local, capfd):
 
 
 def test_progress_off_shows_nothing_but_keeps_the_data(sc_local, capfd):
-    cluster = sparktf.run(sc_local, jobs.reports, {"steps": 2, "pause": 0.6}, num_executors=1,
-                          progress=False)
+    cluster = sparktf.run(
+        sc_local, jobs.reports, {"steps": 2, "pause": 0.6}, num_executors=1, progress=False
+    )
     cluster.shutdown()
     assert cluster.progress()["chief:0"]["step"] == 2
     assert "[sparktf]" not in capfd.readouterr().out
 
 
 def test_a_report_of_the_wrong_type_fails_the_node_with_a_clear_error(sc_local):
-    cluster = sparktf.run(sc_local, jobs.reports, {"steps": 1, "pause": 0, "bad": True},
-                          num_executors=1)
+    cluster = sparktf.run(
+        sc_local, jobs.reports, {"steps": 1, "pause": 0, "bad": True}, num_executors=1
+    )
     with pytest.raises(sparktf.NodeError, match=r"ctx.report: step must be an int, got 'seven'"):
         cluster.shutdown()
 
@@ -85,8 +92,8 @@ def test_a_custom_loop_reports_its_tensors_as_they_are(sc_local):
     assert chief["step"] == 4
     assert chief["metrics"]["lr"] == pytest.approx(0.1)
     # w = 3.0 and SGD(0.1) on w*w: w is 0.8x per step, the last loss (3rd step) 1.92**2
-    assert chief["metrics"]["loss"] == pytest.approx(1.92 ** 2, rel=1e-5)
-    assert chief["metrics"]["w"] == pytest.approx(3.0 * 0.8 ** 3, rel=1e-5)
+    assert chief["metrics"]["loss"] == pytest.approx(1.92**2, rel=1e-5)
+    assert chief["metrics"]["w"] == pytest.approx(3.0 * 0.8**3, rel=1e-5)
     assert "ctx.report: metric 'loss' must be a number or a scalar tensor/array" in said
     assert "shape (2,): one value only" in said
 

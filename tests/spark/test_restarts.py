@@ -2,18 +2,22 @@
 counts the launches, training resumes from the checkpoint, the feed starts over cleanly,
 and nothing of the failed attempt is left running (the no_leaks fixture checks)."""
 
+import jobs
 import pytest
 
-import jobs
 import sparktf
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
 
 def test_a_worker_killed_once_and_the_job_still_reaches_its_final_step(sc_local, tmp_path):
-    cluster = sparktf.run(sc_local, jobs.checkpointed_steps,
-                          {"dir": str(tmp_path / "ckpt"), "steps": 60}, num_executors=2,
-                          max_restarts=2)
+    cluster = sparktf.run(
+        sc_local,
+        jobs.checkpointed_steps,
+        {"dir": str(tmp_path / "ckpt"), "steps": 60},
+        num_executors=2,
+        max_restarts=2,
+    )
     chief = cluster.shutdown(timeout=300)
     assert cluster.attempt == 1
     assert chief["attempt"] == 1 and cluster.results["worker:0"]["attempt"] == 1
@@ -26,8 +30,14 @@ def test_a_worker_killed_once_and_the_job_still_reaches_its_final_step(sc_local,
 
 def test_spark_input_is_fed_again_from_the_start_after_a_restart(sc_local):
     data = sc_local.parallelize(range(1000), 4)
-    cluster = sparktf.run(sc_local, jobs.sum_feed_dying_once, None, num_executors=2,
-                          input_mode=sparktf.InputMode.SPARK, max_restarts=1)
+    cluster = sparktf.run(
+        sc_local,
+        jobs.sum_feed_dying_once,
+        None,
+        num_executors=2,
+        input_mode=sparktf.InputMode.SPARK,
+        max_restarts=1,
+    )
     cluster.train(data, num_epochs=1, equalize=False)
     cluster.shutdown(timeout=120)
     assert cluster.attempt == 1 and len(cluster.failures) == 1
@@ -38,9 +48,13 @@ def test_spark_input_is_fed_again_from_the_start_after_a_restart(sc_local):
 
 
 def test_restarts_run_out_and_the_last_failure_is_raised(sc_local):
-    cluster = sparktf.run(sc_local, jobs.raise_on, {"node": "worker:0", "message": "always",
-                                                    "delay": 1},
-                          num_executors=2, max_restarts=1)
+    cluster = sparktf.run(
+        sc_local,
+        jobs.raise_on,
+        {"node": "worker:0", "message": "always", "delay": 1},
+        num_executors=2,
+        max_restarts=1,
+    )
     with pytest.raises(sparktf.NodeError, match="always") as err:
         cluster.shutdown(timeout=120)
     assert err.value.node == "worker:0"

@@ -6,12 +6,12 @@ import struct
 import threading
 import time
 
-import pytest
-
 import jobs
 import mitm
-import sparktf
+import pytest
 from conftest import wait_until
+
+import sparktf
 from sparktf.common import protocol
 from sparktf.errors import SparkTFError
 
@@ -23,8 +23,12 @@ def test_rogue_clients_are_rejected_while_a_real_job_runs(sc_local, tmp_path):
     cluster = sparktf.run(sc_local, jobs.wait_for_file, {"file": str(done)}, num_executors=2)
     host, port = cluster._runner.server.address
     assert host == sc_local.getConf().get("spark.driver.host") == "127.0.0.1"  # not 0.0.0.0
-    for payload in (b"", b"\x00" * 64, b"GET / HTTP/1.1\r\n\r\n" * 3,
-                    struct.pack("!Q", 2**62) + b"x" * 56):
+    for payload in (
+        b"",
+        b"\x00" * 64,
+        b"GET / HTTP/1.1\r\n\r\n" * 3,
+        struct.pack("!Q", 2**62) + b"x" * 56,
+    ):
         rogue = socket.create_connection((host, port))
         rogue.sendall(payload)
         rogue.settimeout(15)  # the silent one is dropped by the 10 s handshake timeout
@@ -64,8 +68,10 @@ class _Attack:
         self.start = time.monotonic()
         self.dribbler = socket.create_connection(address, timeout=5)
         self.dribbler.recv(64)  # the server's greeting: its handshake clock runs
-        self.threads = [threading.Thread(target=self._dribble, daemon=True),
-                        threading.Thread(target=self._flood, daemon=True)]
+        self.threads = [
+            threading.Thread(target=self._dribble, daemon=True),
+            threading.Thread(target=self._flood, daemon=True),
+        ]
         for t in self.threads:
             t.start()
 
@@ -84,7 +90,7 @@ class _Attack:
                 s.sendall(b"\x01")
                 if s.recv(4096) == b"":
                     break
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 break
@@ -101,8 +107,9 @@ class _Attack:
             s.close()
 
 
-def test_a_flood_and_a_dribbler_while_a_real_job_starts_and_finishes(sc_local, monkeypatch,
-                                                                   tmp_path):
+def test_a_flood_and_a_dribbler_while_a_real_job_starts_and_finishes(
+    sc_local, monkeypatch, tmp_path
+):
     import sparktf.driver.runner as runner
 
     attacks = []
@@ -140,8 +147,12 @@ def _files_holding(secret, roots, since):
                 path = os.path.join(dirpath, name)
                 try:
                     st = os.lstat(path)
-                    if not os.path.isfile(path) or os.path.islink(path) \
-                            or st.st_mtime < since or st.st_size > 1 << 30:
+                    if (
+                        not os.path.isfile(path)
+                        or os.path.islink(path)
+                        or st.st_mtime < since
+                        or st.st_size > 1 << 30
+                    ):
                         continue
                     with open(path, "rb") as f:
                         data = f.read()
@@ -168,8 +179,9 @@ def test_args_over_1_mib_never_put_the_job_secret_on_disk(sc_local, tmp_path):
     cluster = sparktf.run(sc_local, jobs.wait_for_file, args, num_executors=2)
     secret = cluster._runner.attempt_launch.secret
     try:
-        assert wait_until(lambda: all(n.connected for n in
-                                      cluster._runner._current.state.nodes.values()), 60)
+        assert wait_until(
+            lambda: all(n.connected for n in cluster._runner._current.state.nodes.values()), 60
+        )
         during = _files_holding(secret, roots, since)
     finally:
         done.touch()
@@ -178,8 +190,9 @@ def test_args_over_1_mib_never_put_the_job_secret_on_disk(sc_local, tmp_path):
     assert during == [] and after == []
 
 
-def test_a_frame_altered_on_the_wire_fails_the_job_with_a_security_error(sc_local, monkeypatch,
-                                                                        tmp_path):
+def test_a_frame_altered_on_the_wire_fails_the_job_with_a_security_error(
+    sc_local, monkeypatch, tmp_path
+):
     """A man in the middle between the nodes and the driver (the address the nodes are given
     is his) lets every handshake through and flips one bit of one frame: the driver refuses
     it and the job fails, naming the MAC, instead of acting on it."""
@@ -200,8 +213,9 @@ def test_a_frame_altered_on_the_wire_fails_the_job_with_a_security_error(sc_loca
     done = tmp_path / "done"
     try:
         with pytest.raises(SparkTFError, match="failed its MAC") as info:
-            cluster = sparktf.run(sc_local, jobs.wait_for_file,
-                                  {"file": str(done), "timeout": 60}, num_executors=2)
+            cluster = sparktf.run(
+                sc_local, jobs.wait_for_file, {"file": str(done), "timeout": 60}, num_executors=2
+            )
             cluster.shutdown(timeout=60)
         # the refusal itself, typed (the runner's on_security_error), not a node's error
         assert isinstance(info.value, protocol.FrameRejected), repr(info.value)
@@ -227,8 +241,7 @@ def test_a_sustained_flood_does_not_lock_real_nodes_out(sc_local, monkeypatch, t
     monkeypatch.setattr(runner, "ControlServer", Flooded)
     done = tmp_path / "done"
     try:
-        cluster = sparktf.run(sc_local, jobs.wait_for_file, {"file": str(done)},
-                              num_executors=2)
+        cluster = sparktf.run(sc_local, jobs.wait_for_file, {"file": str(done)}, num_executors=2)
         [(server, flood)] = floods
         assert flood.thread.is_alive()  # the nodes started under the flood
         assert wait_until(lambda: time.monotonic() - flood.start >= 10, timeout=30)

@@ -10,18 +10,17 @@ import time
 
 import numpy as np
 import pytest
-
-import sparktf
 import tf_jobs
 from conftest import TF_ENV
+
+import sparktf
 from sparktf.node import tf1
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
 
 
 def test_multi_worker_mirrored_strategy_trains(sc_local):
-    cluster = sparktf.run(sc_local, tf_jobs.mwms_keras, {"epochs": 3}, num_executors=2,
-                          env=TF_ENV)
+    cluster = sparktf.run(sc_local, tf_jobs.mwms_keras, {"epochs": 3}, num_executors=2, env=TF_ENV)
     chief = cluster.shutdown(timeout=300)
     assert chief["num_replicas"] == 2  # really synchronous across both nodes
     assert chief["loss"][-1] < 0.05 * chief["loss"][0]
@@ -31,25 +30,30 @@ def test_multi_worker_mirrored_strategy_trains(sc_local):
 
 
 def test_a_worker_taking_fewer_steps_under_mwms_is_named_while_the_chief_waits(
-        sc_local, caplog, monkeypatch):
+    sc_local, caplog, monkeypatch
+):
     """A user's bug: the worker runs 1 epoch, the chief 3. The chief's next all-reduce waits
     for the worker for ever (the worker's process stays up after its main_fn, as every node's
     does, so TensorFlow sees no peer go). The driver names the idle chief and what to change
     (here after 3 s instead of IDLE_SECS), then fails the job once the chief has idled for
     collective_idle_timeout (here 10 s, set on the session), with no timeout of the user's."""
+    from conftest import wait_until
     from pyspark.sql import SparkSession
 
     from sparktf.driver import state
-    from conftest import wait_until
 
     monkeypatch.setattr(state, "IDLE_SECS", 3.0)
     session = SparkSession(sc_local)
     session.conf.set("spark.sparktf.collectiveIdleTimeout", "10")
     try:
         with caplog.at_level("WARNING", logger="sparktf"):
-            cluster = sparktf.run(sc_local, tf_jobs.mwms_keras,
-                                  {"epochs": 3, "worker_epochs": 1}, num_executors=2,
-                                  env=TF_ENV)
+            cluster = sparktf.run(
+                sc_local,
+                tf_jobs.mwms_keras,
+                {"epochs": 3, "worker_epochs": 1},
+                num_executors=2,
+                env=TF_ENV,
+            )
             assert wait_until(lambda: "same number of steps" in caplog.text, timeout=180)
             with pytest.raises(sparktf.NodeError, match="collective_idle_timeout") as info:
                 cluster.shutdown()
@@ -62,18 +66,25 @@ def test_a_worker_taking_fewer_steps_under_mwms_is_named_while_the_chief_waits(
 
 
 def test_a_sync_replicas_worker_stopping_early_is_named_while_the_chief_waits(
-        sc_local, caplog, monkeypatch):
+    sc_local, caplog, monkeypatch
+):
     """The same bug in classic TF1 code: SyncReplicasOptimizer aggregates one gradient from
     the chief and one from the worker per step; the worker's loop stops after 5 steps, and
     the chief waits for its gradients for ever. Named as under MWMS."""
-    from sparktf.driver import state
     from conftest import wait_until
+
+    from sparktf.driver import state
 
     monkeypatch.setattr(state, "IDLE_SECS", 3.0)
     with caplog.at_level("WARNING", logger="sparktf"):
-        cluster = sparktf.run(sc_local, tf_jobs.sync_replicas_tf1,
-                              {"steps": 400, "late": 0, "worker_steps": 5},
-                              num_executors=3, num_ps=1, env=TF_ENV)
+        cluster = sparktf.run(
+            sc_local,
+            tf_jobs.sync_replicas_tf1,
+            {"steps": 400, "late": 0, "worker_steps": 5},
+            num_executors=3,
+            num_ps=1,
+            env=TF_ENV,
+        )
         assert wait_until(lambda: "same number of steps" in caplog.text, timeout=180)
         with pytest.raises(sparktf.ClusterTimeoutError):
             cluster.shutdown(timeout=0.5)
@@ -96,18 +107,21 @@ def test_the_readme_call_mwms_with_num_ps_2_and_defaults_trains(sc_local):
     assert cluster.results["ps:0"] is None and cluster.results["ps:1"] is None
 
 
-@pytest.mark.parametrize("job, num_ps, strategy, theirs", [
-    (tf_jobs.keras3_under_mwms, 0, "MultiWorkerMirroredStrategy", "PerReplica"),
-    (tf_jobs.keras3_under_pss, 1, "ParameterServerStrategy", "create_per_worker_dataset"),
-])
-def test_keras_3_under_a_strategy_fails_with_the_way_to_tf_keras(sc_local, job, num_ps,
-                                                                  strategy, theirs):
+@pytest.mark.parametrize(
+    "job, num_ps, strategy, theirs",
+    [
+        (tf_jobs.keras3_under_mwms, 0, "MultiWorkerMirroredStrategy", "PerReplica"),
+        (tf_jobs.keras3_under_pss, 1, "ParameterServerStrategy", "create_per_worker_dataset"),
+    ],
+)
+def test_keras_3_under_a_strategy_fails_with_the_way_to_tf_keras(
+    sc_local, job, num_ps, strategy, theirs
+):
     """Keras 3's model.fit under MultiWorkerMirroredStrategy or ParameterServerStrategy fails
     in TensorFlow 2.21 with errors ("Attempt to convert a value (PerReplica:{...})", "pass this
     dataset to ClusterCoordinator.create_per_worker_dataset") that name neither Keras 3 nor the
     way out. The node's error keeps TensorFlow's and says what to use instead."""
-    cluster = sparktf.run(sc_local, job, None, num_executors=2 + num_ps, num_ps=num_ps,
-                          env=TF_ENV)
+    cluster = sparktf.run(sc_local, job, None, num_executors=2 + num_ps, num_ps=num_ps, env=TF_ENV)
     with pytest.raises(sparktf.NodeError) as err:
         cluster.shutdown(timeout=120)
     assert theirs in str(err.value)
@@ -116,8 +130,9 @@ def test_keras_3_under_a_strategy_fails_with_the_way_to_tf_keras(sc_local, job, 
 
 
 def test_parameter_server_strategy_trains_with_variables_on_the_ps(sc_local):
-    cluster = sparktf.run(sc_local, tf_jobs.ps_strategy_keras, {"epochs": 2}, num_executors=4,
-                          num_ps=1, env=TF_ENV)
+    cluster = sparktf.run(
+        sc_local, tf_jobs.ps_strategy_keras, {"epochs": 2}, num_executors=4, num_ps=1, env=TF_ENV
+    )
     chief = cluster.shutdown(timeout=300)
     assert set(chief["variable_devices"].values()) == {"/job:ps/replica:0/task:0/device:CPU:0"}
     assert chief["loss"][-1] < 0.2 * chief["loss"][0]
@@ -132,8 +147,9 @@ def test_parameter_server_strategy_workers_written_as_plain_tf_server_join(sc_lo
     ``tf.distribute.Server(...).join()``, which never returns: the job used to hang after the
     chief finished (the driver waited for the workers' main_fn). join() serves until training
     is over, then returns, and main_fn goes on to its end."""
-    cluster = sparktf.run(sc_local, tf_jobs.ps_strategy_keras, {"epochs": 1, "worker": "join"},
-                          num_ps=1, env=TF_ENV)
+    cluster = sparktf.run(
+        sc_local, tf_jobs.ps_strategy_keras, {"epochs": 1, "worker": "join"}, num_ps=1, env=TF_ENV
+    )
     chief = cluster.shutdown(timeout=180)
     assert set(chief["variable_devices"].values()) == {"/job:ps/replica:0/task:0/device:CPU:0"}
     assert cluster.results["worker:0"] == cluster.results["worker:1"] == "joined"
@@ -145,34 +161,49 @@ def test_a_plain_sidecar_evaluator_ends_after_the_last_checkpoint(sc_local, tmp_
     SidecarEvaluator with max_evaluations=None waits for checkpoints for ever, so the job
     never ended after the chief had finished. On an evaluator node tf.train's
     checkpoints_iterator ends once training is over, after the chief's last checkpoint."""
-    cluster = sparktf.run(sc_local, tf_jobs.sidecar_evaluator, {"dir": str(tmp_path), "epochs": 3},
-                          num_executors=3, eval_node=True, env=TF_ENV)
+    cluster = sparktf.run(
+        sc_local,
+        tf_jobs.sidecar_evaluator,
+        {"dir": str(tmp_path), "epochs": 3},
+        num_executors=3,
+        eval_node=True,
+        env=TF_ENV,
+    )
     chief = cluster.shutdown(timeout=180)
     evaluator = cluster.results["evaluator:0"]
     assert evaluator["evaluations"] >= 1
     assert evaluator["last_loss"] == pytest.approx(chief["final_loss"], rel=1e-4)  # epoch 3's
 
 
-@pytest.mark.parametrize("job, args", [
-    ("seed_style_tf1_late_worker", {"steps": 30, "late": 0}),
-    ("ps_strategy_keras", {"epochs": 1}),
-])
+@pytest.mark.parametrize(
+    "job, args",
+    [
+        ("seed_style_tf1_late_worker", {"steps": 30, "late": 0}),
+        ("ps_strategy_keras", {"epochs": 1}),
+    ],
+)
 def test_an_evaluator_without_a_server_holds_up_no_training(sc_local, job, args):
     """The evaluator is in every node's TF_CONFIG but runs no TF server of its own. The seeds'
     TF1 code (sessions without device filters) and a ParameterServerStrategy coordinator
     reach every task of their cluster, so both waited for the evaluator for ever; training
     nodes now leave it out of those connections, and TF_CONFIG stays complete."""
-    cluster = sparktf.run(sc_local, tf_jobs.beside_an_idle_evaluator,
-                          dict(args, job=getattr(tf_jobs, job)),
-                          num_ps=1, eval_node=True, env=TF_ENV)
+    cluster = sparktf.run(
+        sc_local,
+        tf_jobs.beside_an_idle_evaluator,
+        dict(args, job=getattr(tf_jobs, job)),
+        num_ps=1,
+        eval_node=True,
+        env=TF_ENV,
+    )
     cluster.shutdown(timeout=180)
     assert cluster.results["evaluator:0"] == ["chief", "evaluator", "ps", "worker"]
     assert cluster.results["chief:0"] and cluster.results["ps:0"] is None
 
 
 def test_async_between_graph_training_through_tf_compat_v1(sc_local):
-    cluster = sparktf.run(sc_local, tf_jobs.async_between_graph, {"steps": 200},
-                          num_executors=3, num_ps=1, env=TF_ENV)
+    cluster = sparktf.run(
+        sc_local, tf_jobs.async_between_graph, {"steps": 200}, num_executors=3, num_ps=1, env=TF_ENV
+    )
     cluster.shutdown(timeout=300)
     chief, worker = cluster.results["chief:0"], cluster.results["worker:0"]
     assert chief["w_device"] == worker["w_device"] == "/job:ps/task:0"
@@ -189,8 +220,14 @@ def test_classic_tf1_code_with_a_worker_15_s_late_never_hangs(sc_local):
     MonitoredTrainingSession 15 s later, which needs every task's server, the chief's too.
     sparktf keeps the chief's process (and its server) up until every training node's
     main_fn has returned, so the worker sees the last step and ends."""
-    cluster = sparktf.run(sc_local, tf_jobs.seed_style_tf1_late_worker,
-                          {"late": 15, "steps": 50}, num_executors=3, num_ps=1, env=TF_ENV)
+    cluster = sparktf.run(
+        sc_local,
+        tf_jobs.seed_style_tf1_late_worker,
+        {"late": 15, "steps": 50},
+        num_executors=3,
+        num_ps=1,
+        env=TF_ENV,
+    )
     cluster.shutdown(timeout=180)
     assert cluster.results["chief:0"]["my_steps"] == 50
     # it came after the last step: its session opened (on every task's server) and stopped
@@ -206,8 +243,14 @@ def test_tf1_sync_replicas_training_ends_without_waiting_out_tensorflows_grace(s
     TensorFlow too. In sparktf's node processes that default is a few seconds: the job ends
     promptly, with a worker ready at once or late."""
     start = time.monotonic()
-    cluster = sparktf.run(sc_local, tf_jobs.sync_replicas_tf1, {"steps": 40, "late": late},
-                          num_executors=3, num_ps=1, env=TF_ENV)
+    cluster = sparktf.run(
+        sc_local,
+        tf_jobs.sync_replicas_tf1,
+        {"steps": 40, "late": late},
+        num_executors=3,
+        num_ps=1,
+        env=TF_ENV,
+    )
     cluster.shutdown(timeout=90)
     chief, worker = cluster.results["chief:0"], cluster.results["worker:0"]
     assert chief["stop_grace"] == worker["stop_grace"] == tf1.STOP_GRACE_SECS
@@ -223,8 +266,9 @@ def test_classic_tf1_code_under_the_mission_call_does_not_idle_for_the_chief(sc_
     for the chief's initialized variables every 30 s, so the worker (and the job) idled for
     half a minute. In sparktf's node processes a SessionManager made without
     recovery_wait_secs checks every second; the job ends with both nodes' steps done."""
-    cluster = sparktf.run(sc_local, tf_jobs.seed_style_tf1_late_worker,
-                          {"late": 0, "steps": 60}, num_ps=2, env=TF_ENV)
+    cluster = sparktf.run(
+        sc_local, tf_jobs.seed_style_tf1_late_worker, {"late": 0, "steps": 60}, num_ps=2, env=TF_ENV
+    )
     cluster.shutdown(timeout=300)
     chief, worker = cluster.results["chief:0"], cluster.results["worker:0"]
     assert chief["recovery_wait_secs"] == worker["recovery_wait_secs"] == 1.0
@@ -232,8 +276,7 @@ def test_classic_tf1_code_under_the_mission_call_does_not_idle_for_the_chief(sc_
     assert chief["my_steps"] + worker["my_steps"] >= 60
 
 
-def test_a_tensorflowonspark_program_runs_with_one_import_changed(sc_local, tmp_path,
-                                                                   monkeypatch):
+def test_a_tensorflowonspark_program_runs_with_one_import_changed(sc_local, tmp_path, monkeypatch):
     """A TensorFlowOnSpark program, driver and TF1 main_fn, as its examples write them, with
     ``from sparktf import TFCluster``: ``TFCluster.run(sc, fn, args, 3, 1, False,
     InputMode.SPARK)`` (positional, its master_node=None default), ``cluster.train(rdd, 2)``,
@@ -245,8 +288,9 @@ def test_a_tensorflowonspark_program_runs_with_one_import_changed(sc_local, tmp_
     rng = np.random.RandomState(0)
     rows = [((float(a), float(b)), float(2 * a - b)) for a, b in rng.rand(4000, 2)]
     args = {"mode": "train", "steps": 150, "batch_size": 20, "model": "tfos"}
-    cluster = TFCluster.run(sc_local, tf_jobs.tfos_style_tf1, args, 3, 1, False,
-                            TFCluster.InputMode.SPARK)
+    cluster = TFCluster.run(
+        sc_local, tf_jobs.tfos_style_tf1, args, 3, 1, False, TFCluster.InputMode.SPARK
+    )
     cluster.train(sc_local.parallelize(rows, 2), 2)
     chief = cluster.shutdown()
     worker1 = cluster.results["worker:1"]
@@ -254,8 +298,10 @@ def test_a_tensorflowonspark_program_runs_with_one_import_changed(sc_local, tmp_
     assert chief["defaultFS"].startswith("file:")
     assert chief["working_dir"] == str(tmp_path)
     assert chief["logdir"] == f"file://{tmp_path}/tfos"
-    saved = [int(p.name.split("-")[1].split(".")[0])
-             for p in (tmp_path / "tfos").glob("model.ckpt-*.index")]
+    saved = [
+        int(p.name.split("-")[1].split(".")[0])
+        for p in (tmp_path / "tfos").glob("model.ckpt-*.index")
+    ]
     assert (tmp_path / "tfos" / "checkpoint").exists() and max(saved) >= 150, saved
     assert chief["step"] > 0 and worker1["step"] > 0  # both trained, asynchronously
     assert chief["w"] == pytest.approx([2.0, -1.0], abs=0.35)
@@ -265,8 +311,9 @@ def test_the_keras_callback_reports_batch_metrics_as_means_under_mwms(sc_local):
     """tf-keras sums a batch's logs over every worker under MultiWorkerMirroredStrategy: the
     driver's progress showed accuracy=1.98 on two nodes (a new user saw it). The callback
     reports their mean: every batch accuracy in [0, 1], near the epoch's."""
-    cluster = sparktf.run(sc_local, tf_jobs.mwms_keras_callback_values, None, num_executors=2,
-                          env=TF_ENV)
+    cluster = sparktf.run(
+        sc_local, tf_jobs.mwms_keras_callback_values, None, num_executors=2, env=TF_ENV
+    )
     cluster.shutdown(timeout=300)
     for node in ("chief:0", "worker:0"):
         out = cluster.results[node]

@@ -5,9 +5,9 @@ outside the cluster's own Spark job."""
 
 import time
 
+import feed_jobs
 import pytest
 
-import feed_jobs
 import sparktf
 from sparktf.driver.runner import jobs_tagged
 
@@ -33,8 +33,9 @@ def test_slow_upstream_work_before_a_deal_out_does_not_count_as_reservation(sc_l
     4 partitions out to 2 nodes: with reservation_timeout=4 the nodes still start and train
     (before: ClusterTimeoutError blaming busy task slots)."""
     data = sc_local.parallelize(range(64), 4).map(slow)
-    cluster = sparktf.run(sc_local, feed_jobs.sum_ids, {}, num_executors=2, input_mode=SPARK,
-                          reservation_timeout=4)
+    cluster = sparktf.run(
+        sc_local, feed_jobs.sum_ids, {}, num_executors=2, input_mode=SPARK, reservation_timeout=4
+    )
     started = time.monotonic()
     cluster.train(data, num_epochs=1)
     assert time.monotonic() - started > 6  # the upstream work did take longer than 4 s
@@ -52,16 +53,28 @@ def test_slow_upstream_shuffles_of_a_dataframe_under_aqe_do_not_count(spark):
 
     sc = spark.sparkContext
     slow_udf = F.udf(slow, "long")
-    df = (spark.range(0, 32, numPartitions=4).withColumn("id", slow_udf("id"))
-          .groupBy((F.col("id") % 32).alias("id")).count().select("id"))
+    df = (
+        spark.range(0, 32, numPartitions=4)
+        .withColumn("id", slow_udf("id"))
+        .groupBy((F.col("id") % 32).alias("id"))
+        .count()
+        .select("id")
+    )
     before = set(sc.statusTracker().getJobIdsForGroup())
-    cluster = sparktf.run(sc, feed_jobs.sum_ids, {"col": "id"}, num_executors=2,
-                          input_mode=SPARK, reservation_timeout=3)
+    cluster = sparktf.run(
+        sc,
+        feed_jobs.sum_ids,
+        {"col": "id"},
+        num_executors=2,
+        input_mode=SPARK,
+        reservation_timeout=3,
+    )
     cluster.train(df, num_epochs=1)
     cluster.shutdown()
     assert sum(r["sum"] for r in cluster.results.values() if r) == sum(range(32))
-    untagged = set(sc.statusTracker().getJobIdsForGroup()) - before \
-        - set(jobs_tagged(sc, cluster.job_id))
+    untagged = (
+        set(sc.statusTracker().getJobIdsForGroup()) - before - set(jobs_tagged(sc, cluster.job_id))
+    )
     assert not untagged, f"Spark jobs ran outside the cluster's job: {sorted(untagged)}"
 
 
@@ -70,8 +83,14 @@ def test_inference_deals_out_and_counts_inside_the_clusters_job(sc_local):
     of the caller's thread, untagged, comes before it."""
     data = sc_local.parallelize(range(40), 5).map(slow)
     before = set(sc_local.statusTracker().getJobIdsForGroup())
-    cluster = sparktf.run(sc_local, feed_jobs.infer_double, {}, num_executors=2,
-                          input_mode=SPARK, reservation_timeout=3)
+    cluster = sparktf.run(
+        sc_local,
+        feed_jobs.infer_double,
+        {},
+        num_executors=2,
+        input_mode=SPARK,
+        reservation_timeout=3,
+    )
     out = cluster.inference(data)
     cluster.shutdown()
     assert out.collect() == [2 * x for x in range(40)]
@@ -91,11 +110,22 @@ def test_busy_slots_still_time_out_within_the_reservation(sc_local):
     holder.start()
     from conftest import wait_until
 
-    assert wait_until(lambda: sum(s.numActiveTasks for s in (
-        sc_local.statusTracker().getStageInfo(i)
-        for i in sc_local.statusTracker().getActiveStageIds()) if s) == 4)
-    cluster = sparktf.run(sc_local, feed_jobs.sum_ids, {}, num_executors=2,
-                          input_mode=SPARK, reservation_timeout=2)
+    assert wait_until(
+        lambda: (
+            sum(
+                s.numActiveTasks
+                for s in (
+                    sc_local.statusTracker().getStageInfo(i)
+                    for i in sc_local.statusTracker().getActiveStageIds()
+                )
+                if s
+            )
+            == 4
+        )
+    )
+    cluster = sparktf.run(
+        sc_local, feed_jobs.sum_ids, {}, num_executors=2, input_mode=SPARK, reservation_timeout=2
+    )
     started = time.monotonic()
     with pytest.raises(sparktf.ClusterTimeoutError, match="reservation_timeout"):
         cluster.train(sc_local.parallelize(range(8), 2))
@@ -106,8 +136,9 @@ def test_busy_slots_still_time_out_within_the_reservation(sc_local):
 def test_upstream_work_that_fails_is_the_error_not_a_reservation_timeout(sc_local):
     """The user's map raises before any node started: the Spark job's own error, at once."""
     data = sc_local.parallelize(range(8), 4).map(lambda x: 1 // (x - x))
-    cluster = sparktf.run(sc_local, feed_jobs.sum_ids, {}, num_executors=2, input_mode=SPARK,
-                          reservation_timeout=60)
+    cluster = sparktf.run(
+        sc_local, feed_jobs.sum_ids, {}, num_executors=2, input_mode=SPARK, reservation_timeout=60
+    )
     started = time.monotonic()
     with pytest.raises(sparktf.SparkJobError, match="ZeroDivisionError"):
         cluster.train(data)
@@ -120,14 +151,18 @@ def test_a_large_slow_share_fed_as_it_is_keeps_every_feed_alive(sc_local):
     end (equalizing moves rows once both counts are known) far longer than feed_timeout=3,
     while rows still flow: it does not time out (before: FeedError, no progress from the
     other training nodes' feeds)."""
+
     def rows(index, items):
         for i in items:
             if index == 1:
                 time.sleep(0.05)
             yield (i, b"x" * 20_000)  # big rows: Spark sends them a few at a time
 
-    data = sc_local.parallelize([0, 1], 2).flatMap(
-        lambda p: range(10) if p == 0 else range(10, 130)).mapPartitionsWithIndex(rows)
+    data = (
+        sc_local.parallelize([0, 1], 2)
+        .flatMap(lambda p: range(10) if p == 0 else range(10, 130))
+        .mapPartitionsWithIndex(rows)
+    )
     cluster = sparktf.run(sc_local, feed_jobs.sum_ids, {}, num_executors=2, input_mode=SPARK)
     cluster.train(data, num_epochs=1, feed_timeout=3)
     cluster.shutdown()
@@ -139,8 +174,9 @@ def test_a_large_slow_share_fed_as_it_is_keeps_every_feed_alive(sc_local):
 def test_train_and_inference_take_a_timeout_as_shutdown_does(sc_local, call):
     """A node that never ends its feed: the call gives up after timeout=, stops every node
     (no_leaks) and raises ClusterTimeoutError naming the call; a bad timeout is a ConfigError."""
-    cluster = sparktf.run(sc_local, feed_jobs.read_one_then_sleep, {"sleep": 120}, num_executors=2,
-                          input_mode=SPARK)
+    cluster = sparktf.run(
+        sc_local, feed_jobs.read_one_then_sleep, {"sleep": 120}, num_executors=2, input_mode=SPARK
+    )
     with pytest.raises(sparktf.ConfigError, match="timeout must be a positive number"):
         getattr(cluster, call)(sc_local.parallelize(range(10), 2), timeout=-1)
     started = time.monotonic()

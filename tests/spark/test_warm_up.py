@@ -5,16 +5,18 @@ MultiWorkerMirroredStrategy (its gRPC and collectives start after the fork, as t
 
 import threading
 
+import feed_jobs
 import numpy as np
 import pytest
 
-import feed_jobs
 import sparktf
 from sparktf.driver import warmup
 
 #: This module's own SparkContext: the daemon preloads TensorFlow and tf_keras.
-DAEMON_CONF = (("spark.python.daemon.module", "sparktf.daemon"),
-               ("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras"))
+DAEMON_CONF = (
+    ("spark.python.daemon.module", "sparktf.daemon"),
+    ("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras"),
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +41,11 @@ def test_warm_up_starts_the_daemons_that_later_stages_use(spark, warmed):
     # One daemon per environment: Spark SQL's Python stages have one more variable.
     assert len(dataframe_daemons) == len(rdd_daemons) == 1
     assert dataframe_daemons != rdd_daemons
-    later = (spark.range(4, numPartitions=4)
-             .mapInArrow(warmup._report, "daemon long, tensorflow boolean").collect())
+    later = (
+        spark.range(4, numPartitions=4)
+        .mapInArrow(warmup._report, "daemon long, tensorflow boolean")
+        .collect()
+    )
     assert {r.daemon for r in later} == dataframe_daemons
     assert all(r.tensorflow for r in later)
     later = spark.sparkContext.parallelize(range(4), 4).mapPartitions(warmup._report_rdd).collect()
@@ -55,16 +60,24 @@ def test_a_finished_warm_up_says_what_it_did(warmed):
 
 @pytest.mark.slow
 def test_nodes_forked_from_the_preloading_daemon_train_with_mirrored_strategy(
-        spark, warmed, no_leaks):
+    spark, warmed, no_leaks
+):
     from conftest import TF_ENV
 
     rng = np.random.RandomState(0)
     x = rng.randn(1200, 4)
     y = x @ np.array([1.0, 2.0, 3.0, 4.0]) + 0.5
-    df = spark.createDataFrame([(x[i].tolist(), float(y[i])) for i in range(1200)],
-                               "x array<float>, y float").repartition(2)
-    cluster = sparktf.run(spark.sparkContext, feed_jobs.preloaded_mwms, {"batch": 32, "epochs": 3},
-                          num_executors=2, input_mode=sparktf.InputMode.SPARK, env=TF_ENV)
+    df = spark.createDataFrame(
+        [(x[i].tolist(), float(y[i])) for i in range(1200)], "x array<float>, y float"
+    ).repartition(2)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        feed_jobs.preloaded_mwms,
+        {"batch": 32, "epochs": 3},
+        num_executors=2,
+        input_mode=sparktf.InputMode.SPARK,
+        env=TF_ENV,
+    )
     cluster.train(df, num_epochs=3)
     chief = cluster.shutdown(timeout=300)
     worker = cluster.results["worker:0"]
@@ -74,12 +87,14 @@ def test_nodes_forked_from_the_preloading_daemon_train_with_mirrored_strategy(
 
 
 def test_without_pysparks_internals_a_dataframe_stage_reaches_the_same_daemon(
-        spark, warmed, monkeypatch):
+    spark, warmed, monkeypatch
+):
     monkeypatch.setattr(warmup, "_rdd_job", lambda sc, tasks, extra: None)  # pyspark moved
     handle = sparktf.warm_up(spark)
     assert handle.wait(120) and handle.error is None, handle
-    assert ({pid for pid, _ in handle.reports["dataframes"]}
-            == {pid for pid, _ in warmed.reports["dataframes"]})
+    assert {pid for pid, _ in handle.reports["dataframes"]} == {
+        pid for pid, _ in warmed.reports["dataframes"]
+    }
 
 
 def test_a_failed_warm_up_is_reported_on_its_handle_not_raised(spark, monkeypatch):
@@ -116,15 +131,22 @@ def test_a_program_that_fails_right_after_warm_up_ends_with_its_own_error_last(t
         "spark.sparkContext.setLogLevel('WARN')\n"
         "sparktf.warm_up(spark)\n"
         "import time; time.sleep(1.5)  # the program reads its input and fails\n"
-        "raise SystemExit('the program failed: ' + str(spark.sparkContext.defaultParallelism))\n")
+        "raise SystemExit('the program failed: ' + str(spark.sparkContext.defaultParallelism))\n"
+    )
     spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
-    out = subprocess.run([spark_submit, "--conf", "spark.ui.showConsoleProgress=false",
-                          str(script)], capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+    out = subprocess.run(
+        [spark_submit, "--conf", "spark.ui.showConsoleProgress=false", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+    )
     console = out.stdout + out.stderr  # spark-submit passes the driver's stderr to stdout
     assert out.returncode == 1 and "the program failed: 2" in console, console[-3000:]
-    errors = [line for line in console.splitlines() if " ERROR " in line
-              or "exited unexpectedly" in line]
+    errors = [
+        line for line in console.splitlines() if " ERROR " in line or "exited unexpectedly" in line
+    ]
     assert not errors, console[-3000:]
 
 
@@ -136,7 +158,8 @@ def test_stopping_spark_under_a_warm_up_ends_it(spark_pool, spark):
     handle = sparktf.warm_up(spark, rdds=True)
     spark_pool.stop()
     assert handle.wait(60), handle  # ended: failed, or done if it beat the stop
-    assert wait_until(lambda: not any(t.name == handle.job_group
-                                      for t in threading.enumerate()), timeout=10)
+    assert wait_until(
+        lambda: not any(t.name == handle.job_group for t in threading.enumerate()), timeout=10
+    )
     with pytest.raises(sparktf.ConfigError, match="has been stopped"):
         sparktf.warm_up(sc)

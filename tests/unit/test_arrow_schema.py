@@ -12,9 +12,13 @@ from pyspark.sql.pandas import types as pandas_types
 
 from sparktf.driver.stages import schema_to_arrow
 
-SCHEMA = T.StructType([T.StructField("x", T.ArrayType(T.FloatType())),
-                       T.StructField("at", T.TimestampType()),
-                       T.StructField("name", T.StringType())])
+SCHEMA = T.StructType(
+    [
+        T.StructField("x", T.ArrayType(T.FloatType())),
+        T.StructField("at", T.TimestampType()),
+        T.StructField("name", T.StringType()),
+    ]
+)
 
 
 TAKES_ZONE = "timezone" in inspect.signature(pandas_types.to_arrow_schema).parameters
@@ -33,17 +37,22 @@ def test_the_schema_has_the_session_time_zone_and_large_strings_when_asked():
 def test_pyspark_4_0s_to_arrow_schema_without_timezone_is_called_as_it_takes_it(monkeypatch):
     real = pandas_types.to_arrow_schema
 
-    def to_arrow_schema_4_0(schema, error_on_duplicated_field_names_in_struct=False,
-                            timestamp_utc=True, prefers_large_types=False):
+    def to_arrow_schema_4_0(
+        schema,
+        error_on_duplicated_field_names_in_struct=False,
+        timestamp_utc=True,
+        prefers_large_types=False,
+    ):
         """PySpark 4.0.5's signature; the schema it builds for it (UTC timestamps)."""
-        return real(schema, timezone="UTC" if timestamp_utc else None,
-                    error_on_duplicated_field_names_in_struct=(
-                        error_on_duplicated_field_names_in_struct),
-                    prefers_large_types=prefers_large_types)
+        return real(
+            schema,
+            timezone="UTC" if timestamp_utc else None,
+            error_on_duplicated_field_names_in_struct=(error_on_duplicated_field_names_in_struct),
+            prefers_large_types=prefers_large_types,
+        )
 
     monkeypatch.setattr(pandas_types, "to_arrow_schema", to_arrow_schema_4_0)
     schema = schema_to_arrow(SCHEMA, "Europe/Paris", large=False)
     # the same instants: Arrow keeps timestamps in UTC, the zone only names how to show them
     assert schema.field("at").type == pa.timestamp("us", tz="UTC")
     assert schema.field("name").type == pa.string()
-

@@ -8,14 +8,13 @@ import socket
 import threading
 import time
 
+import mitm
 import pytest
+from test_protocol import Recorder, hello
 
 from sparktf.common import protocol
 from sparktf.driver.control import ControlServer
 from sparktf.errors import SparkTFError
-
-import mitm
-from test_protocol import Recorder, hello
 
 
 class Guard(Recorder):
@@ -275,12 +274,12 @@ def run_moves(tmp_path, shares, tamper):
     """Two real DataFeeds fed unequal shares (as test_feed_moves runs them), consumed in
     lockstep, with a man in the middle in front of each node's row exchange. Returns each
     consumer's error (None if it finished) and the proxies."""
+    from feed_wire import serve_partition
+    from test_feed_moves import SECRET, Driver, arrow_frames
+
     from sparktf.common.spec import FeedConfig
     from sparktf.common.topology import assign_roles, format_address, split_address
     from sparktf.node.feed.datafeed import DataFeed
-
-    from feed_wire import serve_partition
-    from test_feed_moves import SECRET, Driver, arrow_frames
 
     names = [r.name for r in assign_roles(len(shares), 0, "chief", False)]
     driver = Driver(names)
@@ -296,10 +295,10 @@ def run_moves(tmp_path, shares, tamper):
             if msg.get("exchange"):
                 with lock:
                     if name not in proxies:
-                        proxies[name] = mitm.Mitm(split_address(msg["exchange"]), mitm.FEED,
-                                                  tamper)
+                        proxies[name] = mitm.Mitm(split_address(msg["exchange"]), mitm.FEED, tamper)
                 msg = dict(msg, exchange=format_address(*proxies[name].address))
             apply(msg)
+
         return through_proxy
 
     feeds = {}
@@ -309,11 +308,17 @@ def run_moves(tmp_path, shares, tamper):
         spool = tmp_path / name.replace(":", "")
         spool.mkdir()
         feeds[name] = DataFeed(
-            path, train_mode=True, input_mapping=None,
-            config=FeedConfig(num_epochs=1, equalize=True, exchange=True, read_ahead=2,
-                              feed_timeout=20),
-            spool_dir=str(spool), report=report(name), bound=driver.bounds[name],
-            peer=(name, "127.0.0.1", SECRET))
+            path,
+            train_mode=True,
+            input_mapping=None,
+            config=FeedConfig(
+                num_epochs=1, equalize=True, exchange=True, read_ahead=2, feed_timeout=20
+            ),
+            spool_dir=str(spool),
+            report=report(name),
+            bound=driver.bounds[name],
+            peer=(name, "127.0.0.1", SECRET),
+        )
     step = threading.Barrier(len(names), timeout=30)
     errors = dict.fromkeys(names)
 
@@ -327,7 +332,7 @@ def run_moves(tmp_path, shares, tamper):
         except threading.BrokenBarrierError:  # the other node failed: stop, as sparktf would
             feed.terminate()
             feed.close()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:
             errors[name] = exc
             step.abort()
             feed.terminate()
@@ -342,8 +347,10 @@ def run_moves(tmp_path, shares, tamper):
     for p in proxies.values():
         p.close()
     deadline = time.monotonic() + 10  # every feed's and exchange's thread is gone
-    while any(t.name.startswith("sparktf") for t in threading.enumerate()) \
-            and time.monotonic() < deadline:
+    while (
+        any(t.name.startswith("sparktf") for t in threading.enumerate())
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     assert not [t.name for t in threading.enumerate() if t.name.startswith("sparktf")]
     return errors, proxies

@@ -16,13 +16,16 @@ from sparktf import daemon
 from sparktf.driver import warmup
 
 
-@pytest.mark.parametrize("value, names", [
-    (None, ("tensorflow",)),
-    ("", ()),
-    ("tensorflow,tf_keras", ("tensorflow", "tf_keras")),
-    (" tensorflow , tf_keras,,tensorflow ", ("tensorflow", "tf_keras")),
-    ("numpy pandas", ("numpy", "pandas")),
-])
+@pytest.mark.parametrize(
+    "value, names",
+    [
+        (None, ("tensorflow",)),
+        ("", ()),
+        ("tensorflow,tf_keras", ("tensorflow", "tf_keras")),
+        (" tensorflow , tf_keras,,tensorflow ", ("tensorflow", "tf_keras")),
+        ("numpy pandas", ("numpy", "pandas")),
+    ],
+)
 def test_preload_names_come_from_the_environment(value, names):
     env = {} if value is None else {"SPARKTF_PRELOAD": value}
     assert daemon.preload_names(env) == names
@@ -30,24 +33,34 @@ def test_preload_names_come_from_the_environment(value, names):
 
 def _start(tmp_path, preload):
     """``python -m sparktf.daemon`` with a module that writes to stdout while it is imported."""
-    (tmp_path / "noisy_import.py").write_text(textwrap.dedent("""
+    (tmp_path / "noisy_import.py").write_text(
+        textwrap.dedent("""
         import os
         print("noise from print")
         os.write(1, b"noise on fd 1\\n")
-    """))
-    env = dict(os.environ, SPARKTF_PRELOAD=preload, SPARKTF_DAEMON_VERBOSE="1",
-               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.Popen([sys.executable, "-m", "sparktf.daemon"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    """)
+    )
+    env = dict(
+        os.environ,
+        SPARKTF_PRELOAD=preload,
+        SPARKTF_DAEMON_VERBOSE="1",
+        PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "sparktf.daemon"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
 
 
-def test_the_daemon_tells_its_port_alone_on_stdout_and_starts_despite_a_failed_preload(
-        tmp_path):
+def test_the_daemon_tells_its_port_alone_on_stdout_and_starts_despite_a_failed_preload(tmp_path):
     proc = _start(tmp_path, "noisy_import,sparktf_no_such_module,colorsys")
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60)
         assert ready, "the daemon told no port within 60 s"
-        port, = struct.unpack("!i", proc.stdout.read(4))  # what Spark reads: an int, no more
+        (port,) = struct.unpack("!i", proc.stdout.read(4))  # what Spark reads: an int, no more
         assert 0 < port < 65536
         assert proc.poll() is None  # serving
     finally:
@@ -57,8 +70,7 @@ def test_the_daemon_tells_its_port_alone_on_stdout_and_starts_despite_a_failed_p
     err = proc.stderr.read().decode()
     assert rest == b""  # the import's output went to stderr, not into Spark's protocol
     assert "noise from print" in err and "noise on fd 1" in err
-    assert ("sparktf.daemon: could not preload sparktf_no_such_module (ModuleNotFoundError"
-            in err)
+    assert "sparktf.daemon: could not preload sparktf_no_such_module (ModuleNotFoundError" in err
     assert "preloaded colorsys" in err  # the modules after a failure still load
 
 
@@ -68,11 +80,14 @@ def test_preload_reports_each_module():
     assert outcome["sparktf_no_such_module"].startswith("ModuleNotFoundError")
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    ({"dataframes": "yes"}, "dataframes must be True or False, not 'yes' (str)"),
-    ({"rdds": 1}, "rdds must be True or False, not 1 (int)"),
-    ({"dataframes": False}, "nothing to warm up"),
-])
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        ({"dataframes": "yes"}, "dataframes must be True or False, not 'yes' (str)"),
+        ({"rdds": 1}, "rdds must be True or False, not 1 (int)"),
+        ({"dataframes": False}, "nothing to warm up"),
+    ],
+)
 def test_warm_up_checks_its_flags_before_anything(kwargs, says):
     with pytest.raises(sparktf.ConfigError) as err:
         sparktf.warm_up(object(), **kwargs)
@@ -90,12 +105,17 @@ class _Conf(dict):
         return super().get(key, default)
 
 
-@pytest.mark.parametrize("conf, env", [
-    ({}, {"SPARK_SIMPLIFIED_TRACEBACK": "1"}),  # Spark's defaults
-    ({"spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false"}, {}),
-    ({"spark.sql.execution.pyspark.udf.hideTraceback.enabled": "true"},
-     {"SPARK_SIMPLIFIED_TRACEBACK": "1", "SPARK_HIDE_TRACEBACK": "1"}),
-])
+@pytest.mark.parametrize(
+    "conf, env",
+    [
+        ({}, {"SPARK_SIMPLIFIED_TRACEBACK": "1"}),  # Spark's defaults
+        ({"spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false"}, {}),
+        (
+            {"spark.sql.execution.pyspark.udf.hideTraceback.enabled": "true"},
+            {"SPARK_SIMPLIFIED_TRACEBACK": "1", "SPARK_HIDE_TRACEBACK": "1"},
+        ),
+    ],
+)
 def test_the_dataframe_daemons_environment_follows_the_sql_settings(conf, env):
     assert warmup._sql_worker_env(_Conf(conf)) == env
 
@@ -108,5 +128,7 @@ def test_a_small_pyspark_memory_cap_turns_the_preload_off(memory, preloads, caps
     names = daemon.names_to_preload(env)
     assert names == (("tensorflow", "tf_keras") if preloads else ())
     if not preloads:
-        assert "spark.executor.pyspark.memory gives each Python worker 2048 MB" in \
-            capsys.readouterr().err
+        assert (
+            "spark.executor.pyspark.memory gives each Python worker 2048 MB"
+            in capsys.readouterr().err
+        )

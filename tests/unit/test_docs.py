@@ -32,18 +32,24 @@ def test_each_generated_page_is_what_the_code_gives_now(page):
     made = gen_docs().PAGES[page]()
     path = ROOT / page
     committed = path.read_text(encoding="utf-8") if path.exists() else ""
-    diff = "".join(difflib.unified_diff(committed.splitlines(True), made.splitlines(True),
-                                        page, "from the code"))
+    diff = "".join(
+        difflib.unified_diff(
+            committed.splitlines(True), made.splitlines(True), page, "from the code"
+        )
+    )
     assert committed == made, f"{page} is stale: run python3 bin/gen_docs.py\n{diff[:3000]}"
 
 
 def test_generating_the_pages_imports_no_tensorflow():
-    script = ("import json, sys; sys.argv = ['gen_docs']; "
-              "import runpy; g = runpy.run_path('bin/gen_docs.py'); "
-              "[make() for make in g['PAGES'].values()]; "
-              "print(json.dumps('tensorflow' in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    script = (
+        "import json, sys; sys.argv = ['gen_docs']; "
+        "import runpy; g = runpy.run_path('bin/gen_docs.py'); "
+        "[make() for make in g['PAGES'].values()]; "
+        "print(json.dumps('tensorflow' in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) is False
 
@@ -53,8 +59,11 @@ def names_in_code():
     found = {}
     for folder in ("sparktf", "bin", "conf"):
         for path in sorted((ROOT / folder).rglob("*")):
-            if not path.is_file() or path.suffix in (".pyc", ".jar") \
-                    or path == ROOT / "sparktf" / "common" / "envvars.py":
+            if (
+                not path.is_file()
+                or path.suffix in (".pyc", ".jar")
+                or path == ROOT / "sparktf" / "common" / "envvars.py"
+            ):
                 continue
             try:
                 text = path.read_text(encoding="utf-8")

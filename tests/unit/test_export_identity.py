@@ -13,9 +13,12 @@ from sparktf import fs, predictor
 
 def _write(root, fingerprint=b"fp-1", graph=b"graph", index=b"index"):
     os.makedirs(os.path.join(root, "variables"), exist_ok=True)
-    for rel, data in (("fingerprint.pb", fingerprint), ("saved_model.pb", graph),
-                      ("variables/variables.index", index),
-                      ("variables/variables.data-00000-of-00001", b"weights")):
+    for rel, data in (
+        ("fingerprint.pb", fingerprint),
+        ("saved_model.pb", graph),
+        ("variables/variables.index", index),
+        ("variables/variables.data-00000-of-00001", b"weights"),
+    ):
         if data is not None:
             with open(os.path.join(root, rel), "wb") as f:
                 f.write(data)
@@ -34,12 +37,15 @@ def test_an_untouched_export_keeps_its_identity(tmp_path):
     assert predictor.export_identity(f"file://{tmp_path}") == first
 
 
-@pytest.mark.parametrize("change", [
-    "another fingerprint (other weights, same file sizes)",
-    "saved_model.pb rewritten",
-    "variables.index rewritten",
-    "a SavedModel without a fingerprint rewritten",
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "another fingerprint (other weights, same file sizes)",
+        "saved_model.pb rewritten",
+        "variables.index rewritten",
+        "a SavedModel without a fingerprint rewritten",
+    ],
+)
 def test_each_kind_of_new_export_has_another_identity(tmp_path, change):
     root = str(tmp_path)
     no_fingerprint = change.startswith("a SavedModel without")
@@ -49,7 +55,7 @@ def test_each_kind_of_new_export_has_another_identity(tmp_path, change):
         names = ("fingerprint.pb", "saved_model.pb", "variables/variables.index")
         times = {n: os.stat(os.path.join(root, n)).st_mtime_ns for n in names}
         _write(root, fingerprint=b"fp-2")  # the same sizes, and the same times (as a copy
-        for n in names:                    # that keeps times, or one clock tick, gives)
+        for n in names:  # that keeps times, or one clock tick, gives)
             os.utime(os.path.join(root, n), ns=(times[n], times[n]))
     elif change == "saved_model.pb rewritten" or no_fingerprint:
         _later(os.path.join(root, "saved_model.pb"))
@@ -84,9 +90,12 @@ def test_the_identity_is_plain_data_that_pickles_and_imports_no_tensorflow(tmp_p
     ident = predictor.export_identity(str(tmp_path))
     assert pickle.loads(pickle.dumps(ident)) == ident
     # in a fresh interpreter: another test of this process may have imported TensorFlow
-    code = ("import sys; from sparktf import predictor; "
-            f"predictor.export_identity({str(tmp_path)!r}); "
-            "print('tensorflow' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    code = (
+        "import sys; from sparktf import predictor; "
+        f"predictor.export_identity({str(tmp_path)!r}); "
+        "print('tensorflow' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "False"

@@ -8,6 +8,7 @@ import pickle
 import numpy as np
 import pyarrow as pa
 import pytest
+from feed_wire import serve_partition
 
 from sparktf.common import feedwire
 from sparktf.common.spec import FeedConfig
@@ -15,23 +16,30 @@ from sparktf.errors import FeedError
 from sparktf.node.feed.datafeed import DataFeed
 from sparktf.node.feed.equalize import Bound
 
-from feed_wire import serve_partition
-
 tf = pytest.importorskip("tensorflow")
 
 
 def feed_of(tmp_path, frames, epochs, **config):
     path = serve_partition(os.path.join(tmp_path, "feed.sock"), frames)
-    return DataFeed(path, train_mode=True, input_mapping=None,
-                    config=FeedConfig(num_epochs=epochs, **config), spool_dir=str(tmp_path),
-                    report=lambda msg: None, bound=Bound())
+    return DataFeed(
+        path,
+        train_mode=True,
+        input_mapping=None,
+        config=FeedConfig(num_epochs=epochs, **config),
+        spool_dir=str(tmp_path),
+        report=lambda msg: None,
+        bound=Bound(),
+    )
 
 
 def arrow_frames(n, per_frame):
-    batch = pa.RecordBatch.from_pydict({
-        "x": pa.array(np.arange(n, dtype=np.float64)),
-        "tag": pa.array([f"r{i}" for i in range(n)]),
-        "vec": pa.array([[float(i)] * 3 for i in range(n)], type=pa.list_(pa.float32(), 3))})
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "x": pa.array(np.arange(n, dtype=np.float64)),
+            "tag": pa.array([f"r{i}" for i in range(n)]),
+            "vec": pa.array([[float(i)] * 3 for i in range(n)], type=pa.list_(pa.float32(), 3)),
+        }
+    )
     frames = [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0)]
     for start in range(0, n, per_frame):
         part = batch.slice(start, per_frame)
@@ -67,10 +75,13 @@ def test_columns_keep_their_types_and_shapes(tmp_path):
 def test_a_string_column_with_nulls_is_an_error_that_names_it(tmp_path):
     """TensorFlow cannot hold None in a string tensor: say which column, and what to do,
     instead of TensorFlow's own error from inside the dataset's function."""
-    batch = pa.RecordBatch.from_pydict({"x": pa.array([1.0, 2.0, 3.0]),
-                                        "tag": pa.array(["a", None, "c"])})
-    frames = [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
-              (feedwire.ARROW, batch.serialize().to_pybytes(), 3)]
+    batch = pa.RecordBatch.from_pydict(
+        {"x": pa.array([1.0, 2.0, 3.0]), "tag": pa.array(["a", None, "c"])}
+    )
+    frames = [
+        (feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
+        (feedwire.ARROW, batch.serialize().to_pybytes(), 3),
+    ]
     feed = feed_of(tmp_path, frames, epochs=1)
     with pytest.raises(Exception, match="column 'tag' has nulls.*fill or drop them"):
         list(feed.to_dataset(3))
@@ -79,8 +90,10 @@ def test_a_string_column_with_nulls_is_an_error_that_names_it(tmp_path):
 
 def test_rdd_tuples_follow_a_given_signature_converting_dtypes(tmp_path):
     elements = [(np.full(4, i, np.float64), i % 3) for i in range(30)]
-    frames = [(feedwire.PICKLED, pickle.dumps(elements[:20]), 20),
-              (feedwire.PICKLED, pickle.dumps(elements[20:]), 10)]
+    frames = [
+        (feedwire.PICKLED, pickle.dumps(elements[:20]), 20),
+        (feedwire.PICKLED, pickle.dumps(elements[20:]), 10),
+    ]
     feed = feed_of(tmp_path, frames, epochs=2, shuffle=True)
     sig = (tf.TensorSpec((None, 4), tf.float32), tf.TensorSpec((None,), tf.int32))
     ds = feed.to_dataset(8, output_signature=sig)
@@ -97,10 +110,13 @@ def test_a_decimal_column_becomes_float64(tmp_path):
     """Spark SQL makes decimals of literals like 1.5 and of many CSV and JDBC columns."""
     import decimal
 
-    batch = pa.RecordBatch.from_pydict({"d": pa.array([decimal.Decimal("1.25")] * 3,
-                                                       type=pa.decimal128(5, 2))})
-    frames = [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
-              (feedwire.ARROW, batch.serialize().to_pybytes(), 3)]
+    batch = pa.RecordBatch.from_pydict(
+        {"d": pa.array([decimal.Decimal("1.25")] * 3, type=pa.decimal128(5, 2))}
+    )
+    frames = [
+        (feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
+        (feedwire.ARROW, batch.serialize().to_pybytes(), 3),
+    ]
     feed = feed_of(tmp_path, frames, epochs=1)
     (b,) = list(feed.to_dataset(3))
     assert b["d"].dtype == tf.float64 and b["d"].numpy().tolist() == [1.25] * 3
@@ -110,10 +126,13 @@ def test_a_decimal_column_becomes_float64(tmp_path):
 def test_a_timestamp_column_is_an_error_that_names_it(tmp_path):
     import datetime
 
-    batch = pa.RecordBatch.from_pydict({"x": pa.array([1.0]),
-                                        "when": pa.array([datetime.datetime(2020, 1, 1)])})
-    frames = [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
-              (feedwire.ARROW, batch.serialize().to_pybytes(), 1)]
+    batch = pa.RecordBatch.from_pydict(
+        {"x": pa.array([1.0]), "when": pa.array([datetime.datetime(2020, 1, 1)])}
+    )
+    frames = [
+        (feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
+        (feedwire.ARROW, batch.serialize().to_pybytes(), 1),
+    ]
     feed = feed_of(tmp_path, frames, epochs=1)
     with pytest.raises(FeedError, match="column 'when' holds dates or times"):
         feed.to_dataset(1)
@@ -169,18 +188,25 @@ def test_a_share_without_rows_says_so_and_takes_an_output_signature(tmp_path, fr
     assert list(ds) == [] and list(ds) == []
 
 
-@pytest.mark.parametrize("column, says", [
-    (pa.array([{"a": 1, "b": 2.0}] * 3), "column 'x' holds dict values"),  # a struct column
-    (pa.array([[("k", 1)]] * 3, type=pa.map_(pa.string(), pa.int64())),
-     "column 'x' holds list values"),  # a map column
-])
+@pytest.mark.parametrize(
+    "column, says",
+    [
+        (pa.array([{"a": 1, "b": 2.0}] * 3), "column 'x' holds dict values"),  # a struct column
+        (
+            pa.array([[("k", 1)]] * 3, type=pa.map_(pa.string(), pa.int64())),
+            "column 'x' holds list values",
+        ),  # a map column
+    ],
+)
 def test_a_column_a_tensor_cannot_hold_is_an_error_that_names_it(tmp_path, column, says):
     """A struct or map column reaches next_batch as an object array of dicts or lists, which
     no tensor holds: to_dataset says which column and what to do, at once, instead of
     TensorFlow's "Unsupported object type dict" from inside the dataset's function."""
     batch = pa.RecordBatch.from_pydict({"x": column, "y": pa.array([1.0, 2.0, 3.0])})
-    frames = [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
-              (feedwire.ARROW, batch.serialize().to_pybytes(), 3)]
+    frames = [
+        (feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
+        (feedwire.ARROW, batch.serialize().to_pybytes(), 3),
+    ]
     feed = feed_of(tmp_path, frames, epochs=1)
     with pytest.raises(FeedError, match=f"to_dataset\\(\\): {says}.*input_mapping"):
         feed.to_dataset(3)

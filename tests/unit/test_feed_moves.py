@@ -10,12 +10,13 @@ while its consumer waits for the other node.
 """
 
 import os
-import socket
 import queue
+import socket
 import threading
 
 import pyarrow as pa
 import pytest
+from feed_wire import serve_partition
 
 from sparktf.common import feedwire, messages, protocol
 from sparktf.common.spec import FeedConfig
@@ -24,8 +25,6 @@ from sparktf.driver.state import JobState, Limits
 from sparktf.errors import FeedError
 from sparktf.node.feed.datafeed import DataFeed
 from sparktf.node.feed.equalize import Bound
-
-from feed_wire import serve_partition
 
 SECRET = b"s" * 32
 
@@ -42,8 +41,10 @@ def arrow_frames(ids, per_frame):
 def pickled_frames(ids, per_frame):
     import pickle
 
-    return [(feedwire.PICKLED, pickle.dumps(ids[i:i + per_frame]), len(ids[i:i + per_frame]))
-            for i in range(0, len(ids), per_frame)]
+    return [
+        (feedwire.PICKLED, pickle.dumps(ids[i : i + per_frame]), len(ids[i : i + per_frame]))
+        for i in range(0, len(ids), per_frame)
+    ]
 
 
 class Driver:
@@ -66,9 +67,13 @@ class Driver:
     def _deliver(self):
         while True:
             to, m = self.outbox.get()
-            self.bounds[to].update(m["bound"], m["final"], m.get("ended", False),
-                                   {k: m[k] for k in ("give", "take") if m.get(k)},
-                                   m.get("others"))  # as the node's runtime does
+            self.bounds[to].update(
+                m["bound"],
+                m["final"],
+                m.get("ended", False),
+                {k: m[k] for k in ("give", "take") if m.get(k)},
+                m.get("others"),
+            )  # as the node's runtime does
 
     def report(self, name):
         def apply(msg):
@@ -79,11 +84,13 @@ class Driver:
                 for send in sends:
                     for to in send.to:
                         self.outbox.put((to, send.message))
+
         return apply
 
 
-def run_lockstep(tmp_path, shares, epochs, make_frames, per_frame=10, batch=8, delays=None,
-                 **config):
+def run_lockstep(
+    tmp_path, shares, epochs, make_frames, per_frame=10, batch=8, delays=None, **config
+):
     """Feed each node its share (``delays``: seconds before each frame, per node), consume
     in lockstep; the ids each node took, per epoch."""
     names = [r.name for r in assign_roles(len(shares), 0, "chief", False)]
@@ -95,11 +102,22 @@ def run_lockstep(tmp_path, shares, epochs, make_frames, per_frame=10, batch=8, d
         spool_dir = tmp_path / name.replace(":", "")
         spool_dir.mkdir()
         feeds[name] = DataFeed(
-            path, train_mode=True, input_mapping=None,
-            config=FeedConfig(num_epochs=epochs, equalize=True, exchange=True, read_ahead=2,
-                              feed_timeout=20, **config),
-            spool_dir=str(spool_dir), report=driver.report(name), bound=driver.bounds[name],
-            peer=(name, "127.0.0.1", SECRET))
+            path,
+            train_mode=True,
+            input_mapping=None,
+            config=FeedConfig(
+                num_epochs=epochs,
+                equalize=True,
+                exchange=True,
+                read_ahead=2,
+                feed_timeout=20,
+                **config,
+            ),
+            spool_dir=str(spool_dir),
+            report=driver.report(name),
+            bound=driver.bounds[name],
+            peer=(name, "127.0.0.1", SECRET),
+        )
     step = threading.Barrier(len(names), timeout=30)
     out = {name: [[] for _ in range(epochs)] for name in names}
     errors = []
@@ -114,7 +132,7 @@ def run_lockstep(tmp_path, shares, epochs, make_frames, per_frame=10, batch=8, d
                 out[name][epoch].extend(ids)
                 step.wait()  # the all-reduce: nobody steps ahead
             feed.close()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:
             errors.append((name, exc))
             step.abort()
 
@@ -132,8 +150,9 @@ def run_lockstep(tmp_path, shares, epochs, make_frames, per_frame=10, batch=8, d
 @pytest.mark.parametrize("make_frames", [arrow_frames, pickled_frames])
 def test_the_surplus_moves_while_both_nodes_train_in_lockstep(tmp_path, epochs, make_frames):
     chief_ids, worker_ids = list(range(30)), list(range(1000, 1171))
-    out, feeds, driver = run_lockstep(tmp_path, [chief_ids, worker_ids], epochs, make_frames,
-                                      shuffle=epochs > 1)
+    out, feeds, driver = run_lockstep(
+        tmp_path, [chief_ids, worker_ids], epochs, make_frames, shuffle=epochs > 1
+    )
     chief, worker = out["chief:0"], out["worker:0"]
     # the chief's own rows as they came, then the worker's last 70; the worker's first 100
     assert chief[0][:30] == chief_ids and sorted(chief[0][30:]) == list(range(1101, 1171))
@@ -148,21 +167,22 @@ def test_the_surplus_moves_while_both_nodes_train_in_lockstep(tmp_path, epochs, 
 
 
 def test_three_nodes_one_giving_to_two(tmp_path):
-    shares = [list(range(0, 5)), list(range(100, 300)), list(range(1000, 1010))]
+    shares = [list(range(5)), list(range(100, 300)), list(range(1000, 1010))]
     out, feeds, driver = run_lockstep(tmp_path, shares, 2, arrow_frames, per_frame=7)
     # 215 rows: 71 each; worker:0 gives 66 to the chief and 61 to worker:1, holds back 2
     every = set()
     for name in out:
         assert [len(e) for e in out[name]] == [71, 71]
         every |= set(out[name][0])
-    assert len(every) == 213 and every <= set(i for s in shares for i in s)
+    assert len(every) == 213 and every <= {i for s in shares for i in s}
     assert driver.state.rows_moved == 66 + 61
     assert [feeds[n].rows_held_back for n in ("chief:0", "worker:0", "worker:1")] == [0, 4, 0]
 
 
 def test_equal_enough_shares_move_nothing_and_spool_nothing_for_one_epoch(tmp_path):
-    out, feeds, driver = run_lockstep(tmp_path, [list(range(100)), list(range(100, 201))], 1,
-                                      arrow_frames)
+    out, feeds, driver = run_lockstep(
+        tmp_path, [list(range(100)), list(range(100, 201))], 1, arrow_frames
+    )
     assert [len(out[n][0]) for n in out] == [100, 100]
     assert driver.state.rows_moved == 0
     assert not os.path.exists(tmp_path / "chief0" / "epoch1.spool")
@@ -206,8 +226,9 @@ def test_a_node_ahead_of_the_bound_holds_its_progress_back_until_the_bound_reach
     the slow node's); the slow node reports as its rows come. Every row still arrives, and nobody waits on a report held back: the worker's
     Spark side is slow (a frame every 10 ms), the chief's is not."""
     share = list(range(400))
-    out, feeds, driver = run_lockstep(tmp_path, [share, [i + 1000 for i in share]], 1,
-                                      pickled_frames, delays=[0.0, 0.01])
+    out, feeds, driver = run_lockstep(
+        tmp_path, [share, [i + 1000 for i in share]], 1, pickled_frames, delays=[0.0, 0.01]
+    )
     assert out["chief:0"][0] == share and out["worker:0"][0] == [i + 1000 for i in share]
     chief, worker = driver.reports["chief:0"], driver.reports["worker:0"]
     assert chief[-1]["ended"] and worker[-1]["ended"]
@@ -245,8 +266,7 @@ def test_a_node_goes_as_far_as_its_own_fresh_count_and_the_others_reported():
     assert not consumer.is_alive()
 
 
-def test_rows_move_between_nodes_whose_sockets_are_numbered_above_1024(tmp_path,
-                                                                       many_descriptors):
+def test_rows_move_between_nodes_whose_sockets_are_numbered_above_1024(tmp_path, many_descriptors):
     """A TensorFlow process may hold over 1024 descriptors: the exchange's listener still
     accepts the rows a peer gives (select() would fail on it, and the taker wait in vain)."""
     out, feeds, driver = run_lockstep(tmp_path, [[], list(range(51))], 1, pickled_frames)

@@ -26,8 +26,10 @@ def test_the_bound_only_grows_and_final_sticks():
     assert (b.value, b.final) == (12, True)
 
 
-@pytest.mark.parametrize("value,delivered,want,allowed", [
-    (0, 0, 5, 0), (10, 0, 5, 5), (10, 8, 5, 2), (10, 10, 5, 0), (10, 12, 5, 0)])
+@pytest.mark.parametrize(
+    "value,delivered,want,allowed",
+    [(0, 0, 5, 0), (10, 0, 5, 5), (10, 8, 5, 2), (10, 10, 5, 0), (10, 12, 5, 0)],
+)
 def test_the_bound_allows_no_row_beyond_it(value, delivered, want, allowed):
     b = Bound()
     b.update(value, False)
@@ -77,8 +79,10 @@ def test_a_spool_over_its_limit_names_the_setting(tmp_path):
 
 def test_arrow_chunks_become_numpy_batches_with_list_columns_as_a_dimension():
     schema = pa.schema([("x", pa.list_(pa.float32())), ("y", pa.int64())])
-    rb = pa.record_batch([pa.array([[1, 2], [3, 4], [5, 6]], pa.list_(pa.float32())),
-                          pa.array([7, 8, 9])], schema=schema)
+    rb = pa.record_batch(
+        [pa.array([[1, 2], [3, 4], [5, 6]], pa.list_(pa.float32())), pa.array([7, 8, 9])],
+        schema=schema,
+    )
     batch = batches.assemble([batches.cut(rb, 1, 2)], schema, {"x": "image", "y": "label"})
     assert batch["image"].shape == (2, 2) and batch["image"].dtype == np.float32
     assert batch["label"].tolist() == [8, 9]
@@ -94,11 +98,18 @@ def test_ragged_or_null_columns_are_feed_errors_naming_the_column():
         batches.column_to_numpy("y", pa.array([1, None]))
 
 
-@pytest.mark.parametrize("values, type_", [
-    ([1.5, -2.0, 3.25, 4.0, 5.5], pa.float32()), ([1.5, -2.0, 3.25, 4.0, 5.5], pa.float64()),
-    ([1.5, -2.0, 3.25, 4.0, 5.5], pa.float16()), ([1, -2, 3, 4, 5], pa.int8()),
-    ([1, 2, 3, 4, 5], pa.uint16()), ([1, -2, 3, 2**40, 5], pa.int64()),
-    ([True, False, True, True, False, False, True, False, True, True], pa.bool_())])
+@pytest.mark.parametrize(
+    "values, type_",
+    [
+        ([1.5, -2.0, 3.25, 4.0, 5.5], pa.float32()),
+        ([1.5, -2.0, 3.25, 4.0, 5.5], pa.float64()),
+        ([1.5, -2.0, 3.25, 4.0, 5.5], pa.float16()),
+        ([1, -2, 3, 4, 5], pa.int8()),
+        ([1, 2, 3, 4, 5], pa.uint16()),
+        ([1, -2, 3, 2**40, 5], pa.int64()),
+        ([True, False, True, True, False, False, True, False, True, True], pa.bool_()),
+    ],
+)
 def test_numeric_and_boolean_columns_become_numpy_at_any_offset(values, type_):
     arr = pa.array(values, type_)
     for piece in (arr, arr.slice(1), arr.slice(3, 2), arr.slice(len(values))):
@@ -106,8 +117,11 @@ def test_numeric_and_boolean_columns_become_numpy_at_any_offset(values, type_):
         want = piece.to_numpy(zero_copy_only=False)
         assert got.dtype == want.dtype and got.tolist() == want.tolist(), (piece, got)
         assert got.flags.writeable == want.flags.writeable  # Arrow's memory stays read-only
-    image = pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], pa.list_(type_)) \
-        if type_ != pa.bool_() else pa.array([[True, False], [False, True], [True, True]])
+    image = (
+        pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], pa.list_(type_))
+        if type_ != pa.bool_()
+        else pa.array([[True, False], [False, True], [True, True]])
+    )
     assert batches.column_to_numpy("x", image.slice(1)).tolist() == image.slice(1).to_pylist()
 
 
@@ -117,9 +131,13 @@ def test_a_dataframe_batch_of_numbers_does_not_import_pandas(tmp_path):
     import subprocess
     import sys
 
-    batch = pa.RecordBatch.from_pydict({
-        "image": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32())),
-        "label": pa.array([1, 2], pa.int64()), "flag": pa.array([True, False])})
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "image": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32())),
+            "label": pa.array([1, 2], pa.int64()),
+            "flag": pa.array([True, False]),
+        }
+    )
     path = tmp_path / "batch.arrow"
     with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, batch.schema) as w:
         w.write_batch(batch)
@@ -130,8 +148,9 @@ parts = list(pa.ipc.open_stream(open({str(path)!r}, "rb").read()))
 got = batches.assemble(parts, parts[0].schema, None)
 print("pandas" in sys.modules, got["image"].tolist(), got["label"].tolist(), got["flag"].tolist())
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "False [[1.0, 2.0], [3.0, 4.0]] [1, 2] [True, False]"
 
 
@@ -202,18 +221,28 @@ def _feed(tmp_path, frames, input_mapping=None):
     import os
 
     from feed_wire import serve_partition
+
     from sparktf.common.spec import FeedConfig
     from sparktf.node.feed import DataFeed
 
     path = serve_partition(os.path.join(tmp_path, "feed.sock"), frames)
-    return DataFeed(path, train_mode=True, config=FeedConfig(), spool_dir=str(tmp_path),
-                    report=lambda m: None, bound=Bound(), input_mapping=input_mapping)
+    return DataFeed(
+        path,
+        train_mode=True,
+        config=FeedConfig(),
+        spool_dir=str(tmp_path),
+        report=lambda m: None,
+        bound=Bound(),
+        input_mapping=input_mapping,
+    )
 
 
 def _arrow_frames():
-    batch = pa.RecordBatch.from_pydict({"id": pa.array([1, 2, 3]), "x": pa.array([.5, 1., 2.])})
-    return [(feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
-            (feedwire.ARROW, batch.serialize().to_pybytes(), 3)]
+    batch = pa.RecordBatch.from_pydict({"id": pa.array([1, 2, 3]), "x": pa.array([0.5, 1.0, 2.0])})
+    return [
+        (feedwire.SCHEMA, batch.schema.serialize().to_pybytes(), 0),
+        (feedwire.ARROW, batch.serialize().to_pybytes(), 3),
+    ]
 
 
 @pytest.mark.parametrize("mapping", [["x"], "x", {"x": 3}, {1: "x"}])
@@ -232,8 +261,9 @@ def test_an_input_mapping_of_a_missing_column_names_the_columns_there_are(tmp_pa
 
 
 def test_an_input_mapping_over_an_rdd_is_an_error_not_ignored(tmp_path):
-    feed = _feed(tmp_path, [(feedwire.PICKLED, pickle.dumps([1, 2, 3]), 3)],
-                 input_mapping={"x": "x"})
+    feed = _feed(
+        tmp_path, [(feedwire.PICKLED, pickle.dumps([1, 2, 3]), 3)], input_mapping={"x": "x"}
+    )
     with pytest.raises(FeedError, match="RDD"):
         feed.next_batch(2)
     feed.close()
@@ -242,7 +272,7 @@ def test_an_input_mapping_over_an_rdd_is_an_error_not_ignored(tmp_path):
 def test_an_input_mapping_picks_and_renames_columns(tmp_path):
     feed = _feed(tmp_path, _arrow_frames(), input_mapping={"x": "features"})
     batch = feed.next_batch(5)
-    assert list(batch) == ["features"] and batch["features"].tolist() == [.5, 1., 2.]
+    assert list(batch) == ["features"] and batch["features"].tolist() == [0.5, 1.0, 2.0]
     feed.close()
 
 
@@ -261,8 +291,17 @@ def test_get_data_feed_takes_train_mode_as_a_bool(mode):
     from sparktf.errors import ConfigError
     from sparktf.node.context import NodeContext
 
-    ctx = NodeContext(job_name="worker", task_index=0, cluster_spec={}, tf_config={}, rank=0,
-                      host="h", port=1, num_cpus=1, train_mode=True)
+    ctx = NodeContext(
+        job_name="worker",
+        task_index=0,
+        cluster_spec={},
+        tf_config={},
+        rank=0,
+        host="h",
+        port=1,
+        num_cpus=1,
+        train_mode=True,
+    )
     with pytest.raises(ConfigError, match="train_mode must be True or False"):
         ctx.get_data_feed(train_mode=mode)
 
@@ -276,16 +315,27 @@ def test_a_should_stop_loop_never_gets_an_empty_batch(tmp_path, epochs, train_mo
     import os
 
     from feed_wire import serve_partition
+
     from sparktf.common.spec import FeedConfig
     from sparktf.node.feed import DataFeed
 
     rows = list(range(8))
-    path = serve_partition(os.path.join(tmp_path, "feed.sock"),
-                           [(feedwire.PICKLED, pickle.dumps(rows[:5]), 5),
-                            (feedwire.PICKLED, pickle.dumps(rows[5:]), 3)])
-    feed = DataFeed(path, train_mode=train_mode, config=FeedConfig(num_epochs=epochs),
-                    spool_dir=str(tmp_path), report=lambda m: None, bound=Bound(),
-                    input_mapping=None)
+    path = serve_partition(
+        os.path.join(tmp_path, "feed.sock"),
+        [
+            (feedwire.PICKLED, pickle.dumps(rows[:5]), 5),
+            (feedwire.PICKLED, pickle.dumps(rows[5:]), 3),
+        ],
+    )
+    feed = DataFeed(
+        path,
+        train_mode=train_mode,
+        config=FeedConfig(num_epochs=epochs),
+        spool_dir=str(tmp_path),
+        report=lambda m: None,
+        bound=Bound(),
+        input_mapping=None,
+    )
     got = []
     while not feed.should_stop():
         epoch = feed.epoch

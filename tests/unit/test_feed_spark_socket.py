@@ -34,7 +34,7 @@ def data_section(elements, per_batch):
     """What the JVM writes for a partition: each batch's length and pickle, then -1."""
     out = b""
     for i in range(0, len(elements), per_batch):
-        batch = pickle.dumps(elements[i:i + per_batch], protocol=5)
+        batch = pickle.dumps(elements[i : i + per_batch], protocol=5)
         out += struct.pack("!i", len(batch)) + batch
     return out + struct.pack("!i", END_OF_DATA)
 
@@ -48,7 +48,7 @@ def executor(payload, chunk=7_000, pause=0.0):
         data = payload + struct.pack("!i", END_OF_STREAM)
         try:
             for i in range(0, len(data), chunk):
-                jvm.sendall(data[i:i + chunk])
+                jvm.sendall(data[i : i + chunk])
                 if pause:
                     time.sleep(pause)
         except OSError:
@@ -86,8 +86,9 @@ def test_records_are_read_to_the_end_of_data_and_not_a_byte_further(head_bytes):
     section = data_section(elements, per_batch=37)
     worker, jvm = executor(section[head_bytes:])
     try:
-        records = SparkRecords(wrap(os.dup(worker.fileno())), section[:head_bytes], timeout=10,
-                               frame_bytes=16_384)
+        records = SparkRecords(
+            wrap(os.dup(worker.fileno())), section[:head_bytes], timeout=10, frame_bytes=16_384
+        )
         payloads = []
         while (p := records.next_payload()) is not None:
             payloads.append(bytes(p))
@@ -162,8 +163,10 @@ def test_a_length_that_is_not_data_is_an_error(special):
 
 def test_a_socket_that_closes_mid_record_is_an_error():
     batch = pickle.dumps(list(range(100)))
-    with records_on_a_quiet_socket(struct.pack("!i", len(batch)) + batch[:10],
-                                   timeout=5) as (records, jvm):
+    with records_on_a_quiet_socket(struct.pack("!i", len(batch)) + batch[:10], timeout=5) as (
+        records,
+        jvm,
+    ):
         jvm.close()
         with pytest.raises(FeedError, match="closed in the middle"):
             records.next_payload()
@@ -341,8 +344,9 @@ def test_a_terminated_feed_reads_no_further_even_while_data_flows():
     worker, jvm = executor(section, chunk=1 << 20)
     stopped = threading.Event()
     try:
-        records = SparkRecords(wrap(os.dup(worker.fileno())), b"", timeout=10,
-                               stopped=stopped.is_set, frame_bytes=4096)
+        records = SparkRecords(
+            wrap(os.dup(worker.fileno())), b"", timeout=10, stopped=stopped.is_set, frame_bytes=4096
+        )
         assert records.next_payload() is not None
         stopped.set()
         with pytest.raises(FeedError, match="terminated"):

@@ -6,7 +6,7 @@ import pickle
 import threading
 import time
 
-import pytest
+from feed_wire import serve_partition
 
 from sparktf.common import feedwire
 from sparktf.common.spec import FeedConfig
@@ -15,15 +15,13 @@ from sparktf.node.feed.equalize import Bound
 from sparktf.node.feed.spool import Spool
 from sparktf.node.feed.stream import EOF, Stream
 
-from feed_wire import serve_partition
-
 
 def multi_frames(ids, per_part, parts_per_frame):
     """Frames as the barrier task forwards Spark's own pickled batches (``M`` frames)."""
-    parts = [pickle.dumps(ids[i:i + per_part], protocol=5) for i in range(0, len(ids), per_part)]
+    parts = [pickle.dumps(ids[i : i + per_part], protocol=5) for i in range(0, len(ids), per_part)]
     frames = []
     for i in range(0, len(parts), parts_per_frame):
-        group = parts[i:i + parts_per_frame]
+        group = parts[i : i + parts_per_frame]
         payload = b"".join(bytes(b) for b in feedwire.multi_frame(group)[1:])
         frames.append((feedwire.MULTI, payload, sum(len(pickle.loads(p)) for p in group)))
     return frames
@@ -48,8 +46,13 @@ def test_rdd_frames_share_one_receive_buffer_and_every_element_is_its_own(tmp_pa
     ids = [(np.full(64, i, dtype="float32"), i) for i in range(300)]
     path = str(tmp_path / "feed.sock")
     serve_partition(path, multi_frames(ids, per_part=7, parts_per_frame=5))
-    stream = Stream(path, FeedConfig(equalize=True, exchange=True, feed_timeout=20), None, None,
-                    spool_factory=lambda: Spool(str(tmp_path / "spool"), None, 1))
+    stream = Stream(
+        path,
+        FeedConfig(equalize=True, exchange=True, feed_timeout=20),
+        None,
+        None,
+        spool_factory=lambda: Spool(str(tmp_path / "spool"), None, 1),
+    )
     try:
         chunks = read_all(stream)
         got = [e for chunk in chunks for e in chunk]
@@ -84,8 +87,9 @@ def feed_a_burst_then_pause(tmp_path, check_stream=None):
         if msg["received"] == 40:
             reported_all.set()
 
-    frames = [(feedwire.PICKLED, pickle.dumps(list(range(i, i + 10))), 10)
-              for i in range(0, 40, 10)]
+    frames = [
+        (feedwire.PICKLED, pickle.dumps(list(range(i, i + 10))), 10) for i in range(0, 40, 10)
+    ]
     path = str(tmp_path / "feed.sock")
     serve_partition(path, frames, before_end=lambda: reported_all.wait(10))
     stream = Stream(path, FeedConfig(equalize=True, feed_timeout=20), None, report)
@@ -144,7 +148,8 @@ def test_a_consumer_held_by_the_others_count_is_not_woken_by_its_own_rows():
 
 
 def test_a_feed_whose_socket_is_numbered_above_1024_still_reports_and_reads(
-        tmp_path, many_descriptors):
+    tmp_path, many_descriptors
+):
     """select() fails on a descriptor numbered 1024 or more; the feed's waits use poll()."""
 
     def numbered_above_1024(stream):
@@ -175,8 +180,9 @@ def test_a_full_read_ahead_waits_without_spinning_when_nobody_needs_progress(tmp
     """Without equalization (nobody to report progress to) a reader whose read-ahead is full
     waits for the consumer; it used to loop on "rows not reported yet" with the GIL held,
     a core burnt for as long as the consumer was slower than Spark (asynchronous training)."""
-    frames = [(feedwire.PICKLED, pickle.dumps(list(range(i, i + 10))), 10)
-              for i in range(0, 200, 10)]
+    frames = [
+        (feedwire.PICKLED, pickle.dumps(list(range(i, i + 10))), 10) for i in range(0, 200, 10)
+    ]
     path = str(tmp_path / "feed.sock")
     serve_partition(path, frames)
     stream = Stream(path, FeedConfig(feed_timeout=20, read_ahead=2), None, None)
@@ -197,8 +203,9 @@ def test_an_equalizing_reader_reads_on_while_its_consumer_waits_for_a_peers_coun
     Spark's ~350-row RDD batches at full speed. The default read-ahead covers such a lag, so
     the reader goes on reading Spark's socket meanwhile instead of stalling Spark's side
     (bench/feed_throughput.py (h); docs/benchmarks.md, session 26)."""
-    frames = [(feedwire.PICKLED, pickle.dumps(list(range(i, i + 10))), 10)
-              for i in range(0, 200, 10)]
+    frames = [
+        (feedwire.PICKLED, pickle.dumps(list(range(i, i + 10))), 10) for i in range(0, 200, 10)
+    ]
     path = str(tmp_path / "feed.sock")
     serve_partition(path, frames)
     reports = []
@@ -208,7 +215,8 @@ def test_an_equalizing_reader_reads_on_while_its_consumer_waits_for_a_peers_coun
         while stream.received < 120 and time.monotonic() < deadline:
             time.sleep(0.01)  # the consumer takes nothing: held back by its peers' count
         assert stream.received >= 120, (
-            f"the reader stopped after {stream.received} rows ({stream.received // 10} frames)")
+            f"the reader stopped after {stream.received} rows ({stream.received // 10} frames)"
+        )
         assert reports and reports[-1]["received"] >= 100  # the peers hear of them
         assert [r for c in read_all(stream) for r in c] == list(range(200))
     finally:

@@ -11,19 +11,19 @@ from sparktf.node.feed.unpickle import loads
 
 def _arrays():
     rng = np.random.RandomState(0)
-    yield rng.rand(784).astype("float32")                        # the usual feature vector
-    yield rng.rand(3, 4)                                         # 2-D, C order
-    yield np.asfortranarray(rng.rand(3, 4))                      # F order
-    yield rng.rand(2, 3, 4)[:, ::2, :]                           # not contiguous
-    yield rng.rand(4, 3).T                                       # F-contiguous view
-    yield np.arange(24, dtype=">i4").reshape(2, 3, 4)            # big-endian
-    yield np.zeros((0, 784), dtype="float32")                    # empty
-    yield np.array(3.5)                                          # 0-d
-    yield np.array([True, False])                                # bool
+    yield rng.rand(784).astype("float32")  # the usual feature vector
+    yield rng.rand(3, 4)  # 2-D, C order
+    yield np.asfortranarray(rng.rand(3, 4))  # F order
+    yield rng.rand(2, 3, 4)[:, ::2, :]  # not contiguous
+    yield rng.rand(4, 3).T  # F-contiguous view
+    yield np.arange(24, dtype=">i4").reshape(2, 3, 4)  # big-endian
+    yield np.zeros((0, 784), dtype="float32")  # empty
+    yield np.array(3.5)  # 0-d
+    yield np.array([True, False])  # bool
     yield np.array([(1, 2.0), (3, 4.0)], dtype=[("a", "i8"), ("b", "f4")])  # structured
-    yield np.array(["ab", "c"])                                  # unicode
-    yield np.array([b"x", b"yz"])                                # bytes
-    yield np.array([1, "mixed", None], dtype=object)             # objects
+    yield np.array(["ab", "c"])  # unicode
+    yield np.array([b"x", b"yz"])  # bytes
+    yield np.array([1, "mixed", None], dtype=object)  # objects
     yield np.arange(6, dtype="complex64").reshape(2, 3)
     yield np.array(["2026-11-23"], dtype="datetime64[D]")
     read_only = rng.rand(5)
@@ -55,12 +55,13 @@ def test_every_kind_of_array_comes_back_as_pickle_loads_gives_it(protocol):
 
 
 def test_it_reads_a_part_of_a_larger_buffer_in_place():
-    parts = [pickle.dumps([np.full(4, i, "float32"), {"k": [i, "v"]}], protocol=5)
-             for i in range(3)]
+    parts = [
+        pickle.dumps([np.full(4, i, "float32"), {"k": [i, "v"]}], protocol=5) for i in range(3)
+    ]
     frame = bytearray(b"".join(parts))
     view, pos, out = memoryview(frame), 0, []
     for p in parts:
-        out.append(loads(view[pos:pos + len(p)]))
+        out.append(loads(view[pos : pos + len(p)]))
         pos += len(p)
     assert [o[0].tolist() for o in out] == [[float(i)] * 4 for i in range(3)]
     assert [o[1] for o in out] == [{"k": [i, "v"]} for i in range(3)]
@@ -70,7 +71,7 @@ def test_it_reads_a_part_of_a_larger_buffer_in_place():
 
 def test_plain_python_pickles_and_truncated_ones():
     value = {"a": [1, 2.5, "x", None, (True,)], "b": b"\n\nbytes\n", "c": {3, 4}}
-    for protocol in range(0, pickle.HIGHEST_PROTOCOL + 1):
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
         assert loads(pickle.dumps(value, protocol=protocol)) == value
     with pytest.raises((pickle.UnpicklingError, EOFError)):
         loads(pickle.dumps(value, protocol=5)[:-5])

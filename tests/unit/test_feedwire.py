@@ -77,10 +77,12 @@ def test_a_partitions_arrow_batches_go_out_as_their_own_buffers_and_arrive_as_se
 
     n = 3000
     features = pa.FixedSizeListArray.from_arrays(
-        pa.array(np.arange(n * 8, dtype="float32")), 8).cast(pa.list_(pa.float32()))
+        pa.array(np.arange(n * 8, dtype="float32")), 8
+    ).cast(pa.list_(pa.float32()))
     batch = pa.RecordBatch.from_arrays(
         [features, pa.array(np.arange(n)), pa.array([str(i) for i in range(n)])],
-        ["features", "label", "name"])
+        ["features", "label", "name"],
+    )
     sent = [batch, batch.slice(100, 1000), batch.slice(0, 0), batch]
     schema = batch.schema.serialize().to_pybytes()
     counted = [0]
@@ -92,8 +94,9 @@ def test_a_partitions_arrow_batches_go_out_as_their_own_buffers_and_arrive_as_se
     ours, theirs = socket.socketpair()
     try:
         got = []
-        reader = threading.Thread(target=lambda: got.extend(
-            feedwire.recv_frame(ours, batches.buffer_for) for _ in frames))
+        reader = threading.Thread(
+            target=lambda: got.extend(feedwire.recv_frame(ours, batches.buffer_for) for _ in frames)
+        )
         reader.start()
         for buffers in frames:
             feedwire.send_buffers(theirs, buffers)
@@ -108,6 +111,7 @@ def test_a_partitions_arrow_batches_go_out_as_their_own_buffers_and_arrive_as_se
 
     coded = pa.RecordBatch.from_arrays([pa.array(["a", "b", "a"]).dictionary_encode()], ["d"])
     other = pa.RecordBatch.from_arrays([pa.array(["c", "a"]).dictionary_encode()], ["d"])
-    for b, (header, *buffers) in zip([coded, other], list(feeder._frames(
-            iter([coded, other]), "arrow", b"", 256, [0]))[1:]):
+    for b, (_header, *buffers) in zip(
+        [coded, other], list(feeder._frames(iter([coded, other]), "arrow", b"", 256, [0]))[1:]
+    ):
         assert b"".join(bytes(v) for v in buffers) == b.serialize().to_pybytes()

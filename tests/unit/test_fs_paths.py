@@ -8,20 +8,33 @@ import pytest
 from sparktf import fs
 
 
-@pytest.mark.parametrize("path,hadoop", [
-    ("hdfs://nn:8020/x", True), ("hdfs:///x", True), ("viewfs://c/x", True),
-    ("webhdfs://nn:9870/x", True), ("/tmp/x", False), ("x", False), ("file:///x", False),
-    ("s3a://b/x", False), (None, False)])
+@pytest.mark.parametrize(
+    "path,hadoop",
+    [
+        ("hdfs://nn:8020/x", True),
+        ("hdfs:///x", True),
+        ("viewfs://c/x", True),
+        ("webhdfs://nn:9870/x", True),
+        ("/tmp/x", False),
+        ("x", False),
+        ("file:///x", False),
+        ("s3a://b/x", False),
+        (None, False),
+    ],
+)
 def test_which_paths_are_hadoop_paths(path, hadoop):
     assert fs.is_hadoop(path) is hadoop
 
 
-@pytest.mark.parametrize("path,default,expected", [
-    ("hdfs://other:1/data", "hdfs://nn:8020", "hdfs://other:1/data"),
-    ("/data/mnist", "hdfs://nn:8020", "hdfs://nn:8020/data/mnist"),
-    ("mnist/model", "hdfs://nn:8020/", "hdfs://nn:8020/user/alice/mnist/model"),
-    ("file:///tmp/x", "hdfs://nn:8020", "file:///tmp/x"),
-])
+@pytest.mark.parametrize(
+    "path,default,expected",
+    [
+        ("hdfs://other:1/data", "hdfs://nn:8020", "hdfs://other:1/data"),
+        ("/data/mnist", "hdfs://nn:8020", "hdfs://nn:8020/data/mnist"),
+        ("mnist/model", "hdfs://nn:8020/", "hdfs://nn:8020/user/alice/mnist/model"),
+        ("file:///tmp/x", "hdfs://nn:8020", "file:///tmp/x"),
+    ],
+)
 def test_absolute_path_resolves_against_the_default_fs_and_home(path, default, expected):
     assert fs.absolute_path(path, default=default, user="alice") == expected
 
@@ -48,7 +61,8 @@ def test_the_default_fs_comes_from_the_driver_or_hadoop_conf(tmp_path, monkeypat
     monkeypatch.delenv("SPARKTF_DEFAULT_FS", raising=False)
     (tmp_path / "core-site.xml").write_text(
         "<configuration><property><name>fs.defaultFS</name><value>hdfs://conf:9000</value>"
-        "</property></configuration>")
+        "</property></configuration>"
+    )
     monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
     assert fs.default_fs() == "hdfs://conf:9000"
     assert fs.absolute_path("/d", user="u") == "hdfs://conf:9000/d"
@@ -80,8 +94,10 @@ def test_local_paths_work_the_same_way(tmp_path):
     assert fs.read_bytes(target) == b"abc" and fs.listdir(str(tmp_path / "d")) == ["f.bin"]
     with fs.export_dir(str(tmp_path / "model")) as local:
         open(os.path.join(local, "saved_model.pb"), "w").write("m")
-    assert fs.list_files(str(tmp_path)) == [str(tmp_path / "d" / "f.bin"),
-                                            str(tmp_path / "model" / "saved_model.pb")]
+    assert fs.list_files(str(tmp_path)) == [
+        str(tmp_path / "d" / "f.bin"),
+        str(tmp_path / "model" / "saved_model.pb"),
+    ]
     with fs.SyncedDir(str(tmp_path / "ck")) as local:
         assert local == str(tmp_path / "ck")
 
@@ -109,23 +125,42 @@ def test_every_call_takes_path_objects(tmp_path):
     assert fs.absolute_path(d, default="file:///") == f"file://{d}"
 
 
-@pytest.mark.parametrize("call", [
-    lambda: fs.exists(None), lambda: fs.isdir(3), lambda: fs.listdir(b"/tmp"),
-    lambda: fs.makedirs(""), lambda: fs.read_bytes(None), lambda: fs.write_bytes(None, b""),
-    lambda: fs.delete(None), lambda: fs.rename(None, "/tmp/x"), lambda: fs.list_files(1.5),
-    lambda: fs.upload(None, "/tmp/x"), lambda: fs.download("/tmp", None),
-    lambda: fs.SyncedDir(None)])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: fs.exists(None),
+        lambda: fs.isdir(3),
+        lambda: fs.listdir(b"/tmp"),
+        lambda: fs.makedirs(""),
+        lambda: fs.read_bytes(None),
+        lambda: fs.write_bytes(None, b""),
+        lambda: fs.delete(None),
+        lambda: fs.rename(None, "/tmp/x"),
+        lambda: fs.list_files(1.5),
+        lambda: fs.upload(None, "/tmp/x"),
+        lambda: fs.download("/tmp", None),
+        lambda: fs.SyncedDir(None),
+    ],
+)
 def test_a_path_of_the_wrong_type_is_named(call):
     with pytest.raises(TypeError, match=r"must be a non-empty str or os\.PathLike"):
         call()
 
 
-@pytest.mark.parametrize("call", [
-    lambda p: fs.write_bytes(p, b"abc"), lambda p: fs.exists(p), lambda p: fs.read_bytes(p),
-    lambda p: fs.makedirs(p), lambda p: fs.listdir(p)])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda p: fs.write_bytes(p, b"abc"),
+        lambda p: fs.exists(p),
+        lambda p: fs.read_bytes(p),
+        lambda p: fs.makedirs(p),
+        lambda p: fs.listdir(p),
+    ],
+)
 @pytest.mark.parametrize("url", ["s3://bucket/x.bin", "gs://bucket/x.bin", "s3a://bucket/x"])
-def test_a_url_of_another_filesystem_is_refused_not_taken_as_a_local_path(tmp_path, monkeypatch,
-                                                                          call, url):
+def test_a_url_of_another_filesystem_is_refused_not_taken_as_a_local_path(
+    tmp_path, monkeypatch, call, url
+):
     """fs.write_bytes("s3://bucket/x") wrote ./s3:/bucket/x on the local disk, and
     fs.exists() of it said False: a URL sparktf.fs cannot reach is now an error that says
     which schemes it reads."""
@@ -137,8 +172,11 @@ def test_a_url_of_another_filesystem_is_refused_not_taken_as_a_local_path(tmp_pa
 
 # ------------------------------------------------------- an export whose last step fails
 def _model_files(root):
-    return {os.path.relpath(os.path.join(d, f), root): open(os.path.join(d, f), "rb").read()
-            for d, _, files in os.walk(root) for f in files}
+    return {
+        os.path.relpath(os.path.join(d, f), root): open(os.path.join(d, f), "rb").read()
+        for d, _, files in os.walk(root)
+        for f in files
+    }
 
 
 def _export(path, content):

@@ -7,9 +7,9 @@ decides. The clock is a number: nothing sleeps.
 import pytest
 
 from sparktf.common import messages
+from sparktf.common.topology import assign_roles
 from sparktf.driver.state import JobState, Limits, Status
 from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError
-from sparktf.common.topology import assign_roles
 
 NODE, AGENT, TASK = messages.NODE, messages.AGENT, messages.TASK
 
@@ -86,8 +86,9 @@ def test_a_parameter_server_still_starting_is_stopped_with_the_others():
     actions = s.step(2.0)
     assert sent(actions, "stop") == {"chief:0", "worker:0", "ps:0", "ps:1"}
     # it reports serving after all (the stop crossed its start): told again, harmlessly
-    assert sent(s.apply("ps:1", NODE, messages.make("state", state="serving"), 2.1),
-                "stop") == {"ps:1"}
+    assert sent(s.apply("ps:1", NODE, messages.make("state", state="serving"), 2.1), "stop") == {
+        "ps:1"
+    }
 
 
 def test_the_last_result_is_never_lost_to_its_processes_exit():
@@ -206,8 +207,9 @@ def test_every_attempt_has_a_reservation_timeout():
 def test_an_error_waits_for_its_exit_or_the_settle_time_then_fails():
     s = job(num=2)
     start(s)
-    err = messages.make("error", where="main_fn", exc_type="ValueError", message="bad",
-                        traceback="")
+    err = messages.make(
+        "error", where="main_fn", exc_type="ValueError", message="bad", traceback=""
+    )
     s.apply("worker:0", NODE, err, 2.0)
     s.step(2.5)
     assert s.outcome is None  # its last output lines are on their way
@@ -262,19 +264,20 @@ def test_feed_bound_is_the_fewest_rows_and_final_once_known():
     # worker:0 has reported nothing yet: nobody may hand out a row
     assert by_node(a) == {
         "chief:0": messages.make("feed_bound", bound=0, final=False, others=0),
-        "worker:0": messages.make("feed_bound", bound=0, final=False, others=10)}
+        "worker:0": messages.make("feed_bound", bound=0, final=False, others=10),
+    }
     # the worker's report moves the bound, but what the worker decides by (its others: the
     # chief's 10) does not change: the chief alone hears it
     b = s.apply("worker:0", NODE, messages.make("feed_progress", received=6, ended=False), 1.0)
-    assert by_node(b) == {
-        "chief:0": messages.make("feed_bound", bound=6, final=False, others=6)}
+    assert by_node(b) == {"chief:0": messages.make("feed_bound", bound=6, final=False, others=6)}
     # the chief's own count changes only what the worker may take: the worker alone hears it
     c = s.apply("chief:0", NODE, messages.make("feed_progress", received=12, ended=False), 1.0)
-    assert by_node(c) == {"worker:0": messages.make("feed_bound", bound=6, final=False,
-                                                 others=12)}
+    assert by_node(c) == {"worker:0": messages.make("feed_bound", bound=6, final=False, others=12)}
     d = s.apply("worker:0", NODE, messages.make("feed_progress", received=8, ended=True), 1.0)
-    assert by_node(d) == {name: messages.make("feed_bound", bound=8, final=True, ended=True)
-                       for name in ("chief:0", "worker:0")}
+    assert by_node(d) == {
+        name: messages.make("feed_bound", bound=8, final=True, ended=True)
+        for name in ("chief:0", "worker:0")
+    }
 
 
 def test_a_single_training_node_hears_every_move_of_the_bound():
@@ -283,15 +286,18 @@ def test_a_single_training_node_hears_every_move_of_the_bound():
     s = job(num=1)
     start(s)
     for received in (5, 9):
-        sent = s.apply("chief:0", NODE, messages.make("feed_progress", received=received,
-                                                       ended=False), 1.0)
+        sent = s.apply(
+            "chief:0", NODE, messages.make("feed_progress", received=received, ended=False), 1.0
+        )
         assert by_node(sent) == {
-            "chief:0": messages.make("feed_bound", bound=received, final=False)}
+            "chief:0": messages.make("feed_bound", bound=received, final=False)
+        }
 
 
 def progress(s, name, received, ended, **extra):
-    return s.apply(name, NODE, messages.make("feed_progress", received=received, ended=ended,
-                                             **extra), 1.0)
+    return s.apply(
+        name, NODE, messages.make("feed_progress", received=received, ended=ended, **extra), 1.0
+    )
 
 
 def test_shares_fed_as_they_are_wait_for_every_end_then_move_only_the_surplus():
@@ -304,17 +310,21 @@ def test_shares_fed_as_they_are_wait_for_every_end_then_move_only_the_surplus():
     assert by_node(a) == {
         "chief:0": messages.make("feed_bound", bound=0, final=False, ended=True, others=0),
         "worker:0": messages.make("feed_bound", bound=0, final=False, ended=True, others=0),
-        "worker:1": messages.make("feed_bound", bound=0, final=False, ended=True, others=0)}
+        "worker:1": messages.make("feed_bound", bound=0, final=False, ended=True, others=0),
+    }
     progress(s, "chief:0", 50, False)
     assert progress(s, "worker:0", 40, True)[0].message["final"] is False
     final = {x.to: x.message for x in progress(s, "chief:0", 70, True)}
     # 120 rows: 40 each; the chief gives its last 30 to worker:1, which had 10
     assert final == {
-        ("chief:0",): messages.make("feed_bound", bound=40, final=True, ended=True,
-                                    give=[["worker:1", "h:3", 30]]),
+        ("chief:0",): messages.make(
+            "feed_bound", bound=40, final=True, ended=True, give=[["worker:1", "h:3", 30]]
+        ),
         ("worker:0",): messages.make("feed_bound", bound=40, final=True, ended=True),
-        ("worker:1",): messages.make("feed_bound", bound=40, final=True, ended=True,
-                                     take=[["chief:0", 30]])}
+        ("worker:1",): messages.make(
+            "feed_bound", bound=40, final=True, ended=True, take=[["chief:0", 30]]
+        ),
+    }
     assert s.rows_moved == 30
     assert progress(s, "chief:0", 70, True) == []  # final sticks
     # a node connecting again is told its part of the plan
@@ -336,14 +346,16 @@ def test_nodes_waiting_for_a_share_still_flowing_hear_that_rows_flow():
     heard = []
     for i in range(1, 9):
         now = 1.0 + i * FLOW_EVERY / 2
-        sends = s.apply("worker:1", NODE, messages.make("feed_progress", received=100 + i,
-                                                        ended=False), now)
+        sends = s.apply(
+            "worker:1", NODE, messages.make("feed_progress", received=100 + i, ended=False), now
+        )
         heard.append(sorted(n for x in sends for n in x.to))
     waiting = [h for h in heard if "chief:0" in h and "worker:0" in h]
     assert 3 <= len(waiting) <= 5, heard  # every other report: not on each one
     # a report that brings no new rows is not flow
-    again = s.apply("worker:1", NODE, messages.make("feed_progress", received=108,
-                                                    ended=False), 100.0)
+    again = s.apply(
+        "worker:1", NODE, messages.make("feed_progress", received=108, ended=False), 100.0
+    )
     assert again == []
 
 
@@ -352,15 +364,19 @@ def test_nearly_equal_shares_or_a_share_stopped_early_move_nothing():
     start(s)
     progress(s, "chief:0", 500, True, exchange="h:1")
     final = progress(s, "worker:0", 501, True, exchange="h:2")
-    assert by_node(final) == {name: messages.make("feed_bound", bound=500, final=True,
-                                                  ended=True) for name in ("chief:0", "worker:0")}
+    assert by_node(final) == {
+        name: messages.make("feed_bound", bound=500, final=True, ended=True)
+        for name in ("chief:0", "worker:0")
+    }
     s = job(num=2)
     start(s)
     progress(s, "chief:0", 0, False, exchange="h:1")
     progress(s, "worker:0", 3, True, exchange="h:2", stopped=True)  # terminate()
     final = progress(s, "chief:0", 900, False)
-    assert by_node(final) == {name: messages.make("feed_bound", bound=3, final=True, ended=True)
-                              for name in ("chief:0", "worker:0")}
+    assert by_node(final) == {
+        name: messages.make("feed_bound", bound=3, final=True, ended=True)
+        for name in ("chief:0", "worker:0")
+    }
 
 
 def test_the_rendezvous_answers_every_task_once_every_address_is_in():
@@ -382,8 +398,7 @@ def test_the_rendezvous_answers_every_task_once_every_address_is_in():
 
 
 def _error(exc_type, message, where="main_fn"):
-    return messages.make("error", where=where, exc_type=exc_type, message=message,
-                         traceback="")
+    return messages.make("error", where=where, exc_type=exc_type, message=message, traceback="")
 
 
 def test_a_broken_pipe_waits_for_its_cause_from_the_other_side():
@@ -394,8 +409,12 @@ def test_a_broken_pipe_waits_for_its_cause_from_the_other_side():
     s.apply("chief:0", NODE, _error("BrokenPipeError", "[Errno 32] Broken pipe"), 2.0)
     s.apply("chief:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.1)
     assert s.failure(2.2) is None  # not yet: the cause may be on its way
-    s.apply("chief:0", TASK, _error("TaskFeedError", "cannot be read in the Spark task",
-                                    where="feed"), 2.5)
+    s.apply(
+        "chief:0",
+        TASK,
+        _error("TaskFeedError", "cannot be read in the Spark task", where="feed"),
+        2.5,
+    )
     err = s.failure(2.6)
     assert isinstance(err, NodeError) and "cannot be read in the Spark task" in str(err)
 
@@ -418,8 +437,14 @@ def test_an_error_report_behind_the_exit_report_is_what_the_job_fails_with():
     start(s)
     s.apply("worker:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.0)
     assert s.failure(2.1) is None
-    s.apply("worker:0", NODE, messages.make("error", where="exit", exc_type="SystemExit",
-                                            message="3", traceback="", code="3"), 2.2)
+    s.apply(
+        "worker:0",
+        NODE,
+        messages.make(
+            "error", where="exit", exc_type="SystemExit", message="3", traceback="", code="3"
+        ),
+        2.2,
+    )
     s.apply("worker:0", NODE, {"type": "closed"}, 2.2)
     err = s.failure(2.3)
     assert isinstance(err, NodeError) and err.node == "worker:0"
@@ -427,8 +452,7 @@ def test_an_error_report_behind_the_exit_report_is_what_the_job_fails_with():
 
 
 @pytest.mark.parametrize("closed_at, failed_at", [(2.1, 2.1), (None, 5.0)])
-def test_an_exit_with_an_error_code_and_no_report_fails_once_its_channel_ends(closed_at,
-                                                                              failed_at):
+def test_an_exit_with_an_error_code_and_no_report_fails_once_its_channel_ends(closed_at, failed_at):
     """os._exit(3): no report comes; the node's channel closes with its process (or, lost,
     the settle time passes) and the exit code is the reason."""
     s = job(num=2)
@@ -453,8 +477,7 @@ def test_a_real_error_is_not_replaced_by_the_broken_connection_it_caused():
     s = job(num=2)
     start(s)
     s.apply("chief:0", NODE, _error("ValueError", "bad input in main_fn"), 2.0)
-    s.apply("chief:0", TASK, _error("BrokenPipeError", "[Errno 32] Broken pipe",
-                                    where="feed"), 2.1)
+    s.apply("chief:0", TASK, _error("BrokenPipeError", "[Errno 32] Broken pipe", where="feed"), 2.1)
     s.apply("chief:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.2)
     err = s.failure(2.3)
     assert isinstance(err, NodeError) and "bad input in main_fn" in str(err)
@@ -464,9 +487,11 @@ def test_a_real_error_is_not_replaced_by_the_broken_connection_it_caused():
 def test_a_trainer_that_returns_without_reading_its_feed_fails_instead_of_a_long_wait(order):
     s = job(num=2)
     start(s)
-    events = [("worker:0", messages.done(None)),
-              ("chief:0", messages.make("feed_progress", received=10, ended=False))]
-    for name, msg in (events if order == "done first" else events[::-1]):
+    events = [
+        ("worker:0", messages.done(None)),
+        ("chief:0", messages.make("feed_progress", received=10, ended=False)),
+    ]
+    for name, msg in events if order == "done first" else events[::-1]:
         s.apply(name, NODE, msg, 1.0)
     s.step(1.0 + s.limits.error_settle + 0.1)
     assert isinstance(s.outcome, NodeError) and s.outcome.node == "worker:0"
@@ -490,11 +515,14 @@ def test_trainers_that_all_ignore_the_feed_or_all_read_it_are_no_failure():
     assert s.outcome is None
 
 
-@pytest.mark.parametrize("spark_says", [
-    "An error occurred while calling o97.collectAndServe.\n: org.apache.spark.SparkException: "
-    "[SPARK_JOB_CANCELLED] Job 4 cancelled part of cancelled job group cell-7 SQLSTATE: XXKDA",
-    ": org.apache.spark.SparkException: Job 0 cancelled as part of cancellation of all jobs",
-])
+@pytest.mark.parametrize(
+    "spark_says",
+    [
+        "An error occurred while calling o97.collectAndServe.\n: org.apache.spark.SparkException: "
+        "[SPARK_JOB_CANCELLED] Job 4 cancelled part of cancelled job group cell-7 SQLSTATE: XXKDA",
+        ": org.apache.spark.SparkException: Job 0 cancelled as part of cancellation of all jobs",
+    ],
+)
 def test_a_spark_job_cancelled_by_someone_else_says_it_was_cancelled(spark_says):
     from sparktf.driver.runner import spark_error_text
 
@@ -504,9 +532,11 @@ def test_a_spark_job_cancelled_by_someone_else_says_it_was_cancelled(spark_says)
     s.step(5.1)
     text = str(s.outcome)
     assert isinstance(s.outcome, SparkJobError)
-    assert text.startswith("the Spark job holding the TensorFlow nodes was cancelled "
-                           "(cancelJobGroup, cancelJobsWithTag, cancelAllJobs or the Spark UI's "
-                           "kill); every node was stopped:"), text
+    assert text.startswith(
+        "the Spark job holding the TensorFlow nodes was cancelled "
+        "(cancelJobGroup, cancelJobsWithTag, cancelAllJobs or the Spark UI's "
+        "kill); every node was stopped:"
+    ), text
     assert "cancelled part of cancelled job group cell-7" in text or "cancellation of all" in text
     assert "org.apache" not in text and "SQLSTATE" not in text and "\n  :" not in text
 
@@ -514,12 +544,17 @@ def test_a_spark_job_cancelled_by_someone_else_says_it_was_cancelled(spark_says)
 def test_a_spark_job_failure_reads_without_py4js_leading_colon():
     from sparktf.driver.runner import spark_error_text
 
-    text = spark_error_text(Exception(
-        "An error occurred while calling o97.collectAndServe.\n: org.apache.spark.SparkException:"
-        " Job aborted due to stage failure: Task 1 in stage 3.0 failed 1 times\n\tat org.apache"
-        ".spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2898)"))
-    assert text == ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 "
-                    "in stage 3.0 failed 1 times"), text
+    text = spark_error_text(
+        Exception(
+            "An error occurred while calling o97.collectAndServe.\n: org.apache.spark.SparkException:"
+            " Job aborted due to stage failure: Task 1 in stage 3.0 failed 1 times\n\tat org.apache"
+            ".spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2898)"
+        )
+    )
+    assert text == (
+        "org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 "
+        "in stage 3.0 failed 1 times"
+    ), text
 
 
 def test_an_exit_reported_before_the_nodes_own_connection_waits_for_its_report():
@@ -557,8 +592,14 @@ def mwms_beats(state, name, start, end, cpu_per_s, collective=MWMS):
     """Heartbeats every second from ``start`` to ``end`` (inclusive) with the process's CPU
     seconds growing at ``cpu_per_s``."""
     for t in range(int(start), int(end) + 1):
-        state.apply(name, NODE, messages.make("heartbeat", step=None, rows=None,
-                                              cpu=cpu_per_s * t, collective=collective), float(t))
+        state.apply(
+            name,
+            NODE,
+            messages.make(
+                "heartbeat", step=None, rows=None, cpu=cpu_per_s * t, collective=collective
+            ),
+            float(t),
+        )
 
 
 def test_a_collective_chief_idle_after_a_worker_returned_is_named_with_what_to_change():
@@ -575,14 +616,22 @@ def test_a_collective_chief_idle_after_a_worker_returned_is_named_with_what_to_c
     s.apply("worker:0", NODE, messages.done(None), 10.0)
     # the chief, blocked: its CPU barely moves (the worker, done, beats on until 'stop')
     for t in range(11, 10 + int(IDLE_SECS)):
-        s.apply("chief:0", NODE, messages.make("heartbeat", step=None, rows=None,
-                                               cpu=9.0 + 0.001 * t, collective=MWMS), float(t))
+        s.apply(
+            "chief:0",
+            NODE,
+            messages.make("heartbeat", step=None, rows=None, cpu=9.0 + 0.001 * t, collective=MWMS),
+            float(t),
+        )
         beat(s, float(t), ["worker:0"])
         s.step(float(t))
     assert not s.take_notes()  # not idle for IDLE_SECS yet
     t = 10 + IDLE_SECS
-    s.apply("chief:0", NODE, messages.make("heartbeat", step=None, rows=None,
-                                           cpu=9.0 + 0.001 * t, collective=MWMS), t)
+    s.apply(
+        "chief:0",
+        NODE,
+        messages.make("heartbeat", step=None, rows=None, cpu=9.0 + 0.001 * t, collective=MWMS),
+        t,
+    )
     beat(s, t, ["worker:0"])
     s.step(t)
     notes = s.take_notes()
@@ -609,8 +658,12 @@ def test_a_collective_node_idle_for_collective_idle_timeout_fails_the_job(limit)
     s.apply("worker:0", NODE, messages.done(None), 10.0)
     failed_at = None
     for t in range(11, 200):
-        s.apply("chief:0", NODE, messages.make("heartbeat", step=None, rows=None,
-                                               cpu=9.0 + 0.001 * t, collective=MWMS), float(t))
+        s.apply(
+            "chief:0",
+            NODE,
+            messages.make("heartbeat", step=None, rows=None, cpu=9.0 + 0.001 * t, collective=MWMS),
+            float(t),
+        )
         beat(s, float(t), ["worker:0"])
         s.step(float(t))
         if s.status is Status.FAILED:
@@ -641,8 +694,12 @@ def test_a_chief_still_working_or_not_collective_is_not_named(case):
     # busy: exporting a model after training, CPU moving; otherwise idle
     rate = 0.8 if case == "busy" else 0.001
     for t in range(1, int(end) + 1):
-        s.apply("chief:0", NODE, messages.make("heartbeat", step=None, rows=None,
-                                               cpu=rate * t, collective=collective), float(t))
+        s.apply(
+            "chief:0",
+            NODE,
+            messages.make("heartbeat", step=None, rows=None, cpu=rate * t, collective=collective),
+            float(t),
+        )
         if case != "nobody returned":
             beat(s, float(t), ["worker:0"])
         s.step(float(t))
@@ -684,12 +741,14 @@ def test_a_driver_paused_longer_than_heartbeat_timeout_does_not_kill_live_nodes(
     assert s.status is Status.FAILED and s.outcome.node == "worker:0"
 
 
-YARN_KILL = ("org.apache.spark.SparkException: Job aborted due to stage failure: Could not "
-             "recover from a failed barrier ResultStage. Most recent failure reason: Stage "
-             "failed because barrier task ResultTask(1, 1) finished unsuccessfully.\n  "
-             "ExecutorLostFailure (executor 2 exited caused by one of the running tasks) "
-             "Reason: Container killed by YARN for exceeding physical memory limits. 2.7 GB of "
-             "2.5 GB physical memory used. Consider boosting spark.executor.memoryOverhead.")
+YARN_KILL = (
+    "org.apache.spark.SparkException: Job aborted due to stage failure: Could not "
+    "recover from a failed barrier ResultStage. Most recent failure reason: Stage "
+    "failed because barrier task ResultTask(1, 1) finished unsuccessfully.\n  "
+    "ExecutorLostFailure (executor 2 exited caused by one of the running tasks) "
+    "Reason: Container killed by YARN for exceeding physical memory limits. 2.7 GB of "
+    "2.5 GB physical memory used. Consider boosting spark.executor.memoryOverhead."
+)
 
 
 def test_a_node_lost_with_its_executor_says_why_spark_lost_it():
@@ -704,8 +763,9 @@ def test_a_node_lost_with_its_executor_says_why_spark_lost_it():
     s.step(5.9)
     error = s.outcome
     assert isinstance(error, NodeError) and error.node == "worker:0"
-    assert "lost with its executor: Container killed by YARN for exceeding physical memory" \
-        in str(error)
+    assert "lost with its executor: Container killed by YARN for exceeding physical memory" in str(
+        error
+    )
     assert "spark.executor.memoryOverhead" in str(error)
 
 

@@ -47,16 +47,22 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 needs_netns = pytest.mark.skipif(
-    shutil.which("unshare") is None or shutil.which("ip") is None
+    shutil.which("unshare") is None
+    or shutil.which("ip") is None
     or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0,
-    reason="needs unshare -n and ip (a private network namespace)")
+    reason="needs unshare -n and ip (a private network namespace)",
+)
 
 
 def _run(mode, watched):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run(["unshare", "-n", sys.executable, "-c", SCRIPT, mode,
-                          "watched" if watched else "plain"], capture_output=True, text=True,
-                         timeout=60, env=dict(os.environ, PYTHONPATH=root))
+    out = subprocess.run(
+        ["unshare", "-n", sys.executable, "-c", SCRIPT, mode, "watched" if watched else "plain"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=root),
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 

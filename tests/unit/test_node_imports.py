@@ -14,6 +14,7 @@ def test_every_patch_asked_for_a_module_runs_once_it_is_imported(tmp_path, monke
     assert seen == []  # not imported yet
     try:
         import sparktf_probe_module  # noqa: F401
+
         assert seen == [("first", 1), ("second", 1)]
         imports.after_import("sparktf_probe_module", lambda m: seen.append(("now", m.value)))
         assert seen[-1] == ("now", 1)  # already imported: at once

@@ -34,10 +34,17 @@ PS_STILL_STARTING = textwrap.dedent("""
 def _node(exit_on_stop, stop_first=False):
     ours, theirs = socket.socketpair()
     proc = subprocess.Popen(
-        [sys.executable, "-c",
-         PS_STILL_STARTING.format(exit_on_stop=exit_on_stop, stop_first=stop_first),
-         str(theirs.fileno())], pass_fds=[theirs.fileno()], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            PS_STILL_STARTING.format(exit_on_stop=exit_on_stop, stop_first=stop_first),
+            str(theirs.fileno()),
+        ],
+        pass_fds=[theirs.fileno()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     theirs.close()
     chan = protocol.Channel(ours)
     if stop_first:

@@ -5,16 +5,38 @@ import pytest
 from sparktf.driver import partition
 
 
-@pytest.mark.parametrize("counts,ok", [
-    ([500, 500], True), ([501, 500], True), ([502, 500], True), ([503, 500], False),
-    ([50000, 50040], True), ([50000, 50120], False), ([0, 0], True), ([10, 0], False)])
+@pytest.mark.parametrize(
+    "counts,ok",
+    [
+        ([500, 500], True),
+        ([501, 500], True),
+        ([502, 500], True),
+        ([503, 500], False),
+        ([50000, 50040], True),
+        ([50000, 50120], False),
+        ([0, 0], True),
+        ([10, 0], False),
+    ],
+)
 def test_partitions_equal_enough_are_fed_without_a_shuffle(counts, ok):
     assert partition.tolerable(counts) is ok
 
 
-@pytest.mark.parametrize("counts", [
-    [1000, 10], [10, 1000], [0, 7], [7, 0, 0], [5, 5, 20], [300, 0, 0, 1], [3, 3, 3],
-    [1, 2], [0, 0], [100, 1, 1, 1, 97]])
+@pytest.mark.parametrize(
+    "counts",
+    [
+        [1000, 10],
+        [10, 1000],
+        [0, 7],
+        [7, 0, 0],
+        [5, 5, 20],
+        [300, 0, 0, 1],
+        [3, 3, 3],
+        [1, 2],
+        [0, 0],
+        [100, 1, 1, 1, 97],
+    ],
+)
 def test_moves_equalize_the_shares_and_hold_back_less_than_a_row_per_node(counts):
     target, moves = partition.moves(counts)
     assert target == sum(counts) // len(counts)
@@ -29,8 +51,9 @@ def test_moves_equalize_the_shares_and_hold_back_less_than_a_row_per_node(counts
         assert not (given[i] and taken[i])  # a node gives or takes, never both
         assert c + taken[i] - given[i] >= target  # every share reaches the target
         assert given[i] <= max(0, c - target) and c + taken[i] <= max(c, target)
-    assert sum(c + taken[i] - given[i] - target for i, c in enumerate(counts)) \
-        == sum(counts) % len(counts)  # held back: fewer than one row per node
+    assert sum(c + taken[i] - given[i] - target for i, c in enumerate(counts)) == sum(counts) % len(
+        counts
+    )  # held back: fewer than one row per node
 
 
 def test_moves_are_none_for_equal_shares_and_in_rank_order_otherwise():

@@ -8,10 +8,9 @@ import threading
 import pytest
 
 from sparktf.common import topology
-
-from sparktf.driver import preflight
-from sparktf.task.barrier import build_node_spec, barrier_task, node_cpus
 from sparktf.common.spec import LaunchSpec
+from sparktf.driver import preflight
+from sparktf.task.barrier import barrier_task, build_node_spec, node_cpus
 
 
 def two(args, ctx): ...
@@ -22,29 +21,44 @@ def varargs(*a): ...
 def three(a, b, c): ...
 def none(): ...
 def kwonly(args, ctx, *, must): ...
-def generator(args, ctx): yield 1
+def generator(args, ctx):
+    yield 1
+
+
 async def coroutine(args, ctx): ...
-async def async_generator(ctx): yield 1
+async def async_generator(ctx):
+    yield 1
 
 
-@pytest.mark.parametrize("fn, n", [
-    (two, 2), (one, 1), (one_with_default, 2), (two_with_defaults, 2), (varargs, 2),
-    (lambda ctx: None, 1), (lambda args, ctx: None, 2),
-])
+@pytest.mark.parametrize(
+    "fn, n",
+    [
+        (two, 2),
+        (one, 1),
+        (one_with_default, 2),
+        (two_with_defaults, 2),
+        (varargs, 2),
+        (lambda ctx: None, 1),
+        (lambda args, ctx: None, 2),
+    ],
+)
 def test_accepted_main_fn_signatures(fn, n):
     assert preflight.main_fn_params(fn) == (n, None)
 
 
-@pytest.mark.parametrize("fn, fragment", [
-    (three, "must take (args, ctx) or (ctx)"),
-    (none, "must take (args, ctx) or (ctx)"),
-    (kwonly, "required keyword-only"),
-    (generator, "is a generator function"),
-    (coroutine, "is a coroutine function (async def)"),
-    (async_generator, "is an async generator function"),
-    ("main", "main_fn must be a function"),
-    (None, "main_fn must be a function"),
-])
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (three, "must take (args, ctx) or (ctx)"),
+        (none, "must take (args, ctx) or (ctx)"),
+        (kwonly, "required keyword-only"),
+        (generator, "is a generator function"),
+        (coroutine, "is a coroutine function (async def)"),
+        (async_generator, "is an async generator function"),
+        ("main", "main_fn must be a function"),
+        (None, "main_fn must be a function"),
+    ],
+)
 def test_rejected_main_fn_signatures(fn, fragment):
     n, problem = preflight.main_fn_params(fn)
     assert n is None and fragment in problem
@@ -61,45 +75,55 @@ def test_main_fn_capturing_a_lock_is_named():
     assert payload is None and "main_fn cannot be pickled" in problem
 
 
-@pytest.mark.parametrize("master, conf, cpus, expected", [
-    ("local", {}, 8, 1),
-    ("local[4]", {}, 8, 4),
-    ("local[*]", {}, 8, 8),
-    ("local[4, 2]", {}, 8, 4),
-    ("local[4]", {"spark.task.cpus": "2"}, 8, 2),
-    ("local-cluster[2,1,1024]", {}, 8, 2),
-    ("local-cluster[3, 2, 512]", {"spark.task.cpus": "2"}, 8, 3),
-    ("spark://127.0.0.1:7077", {}, 8, None),
-    ("spark://127.0.0.1:7077", {"spark.cores.max": "4", "spark.task.cpus": "2"}, 8, 2),
-    ("yarn", {"spark.executor.instances": "4", "spark.executor.cores": "2"}, 8, 8),
-])
+@pytest.mark.parametrize(
+    "master, conf, cpus, expected",
+    [
+        ("local", {}, 8, 1),
+        ("local[4]", {}, 8, 4),
+        ("local[*]", {}, 8, 8),
+        ("local[4, 2]", {}, 8, 4),
+        ("local[4]", {"spark.task.cpus": "2"}, 8, 2),
+        ("local-cluster[2,1,1024]", {}, 8, 2),
+        ("local-cluster[3, 2, 512]", {"spark.task.cpus": "2"}, 8, 3),
+        ("spark://127.0.0.1:7077", {}, 8, None),
+        ("spark://127.0.0.1:7077", {"spark.cores.max": "4", "spark.task.cpus": "2"}, 8, 2),
+        ("yarn", {"spark.executor.instances": "4", "spark.executor.cores": "2"}, 8, 8),
+    ],
+)
 def test_expected_slots(master, conf, cpus, expected):
     assert preflight.expected_slots(master, conf, cpus) == expected
 
 
-@pytest.mark.parametrize("master, conf, expected", [
-    ("local", {}, 1),
-    ("local[2]", {}, 2),
-    ("local[*]", {}, 8),
-    ("local-cluster[2,3,1024]", {}, 3),
-    ("spark://127.0.0.1:7077", {}, None),
-    ("yarn", {"spark.executor.cores": "4"}, 4),
-])
+@pytest.mark.parametrize(
+    "master, conf, expected",
+    [
+        ("local", {}, 1),
+        ("local[2]", {}, 2),
+        ("local[*]", {}, 8),
+        ("local-cluster[2,3,1024]", {}, 3),
+        ("spark://127.0.0.1:7077", {}, None),
+        ("yarn", {"spark.executor.cores": "4"}, 4),
+    ],
+)
 def test_executor_cores(master, conf, expected):
     assert preflight.executor_cores(master, conf, 8) == expected
 
 
-@pytest.mark.parametrize("task_cpus, executor_cores, addresses, expected", [
-    (1, 2, ["h:1"], 2),  # local[2], one node: both cores, not one and an idle one
-    (1, 2, ["h:1", "h:2"], 1),  # local[2], two nodes: one each
-    (1, 3, ["h:1", "h:2", "h:3"], 1),
-    (1, 8, ["h:1", "h:2", "g:3"], 4),  # two of the three on this host
-    (2, 2, ["h:1"], 2),  # never below spark.task.cpus
-    (2, None, ["h:1"], 2),  # executor size unknown: the task's cpus
-    (1, 1, ["h:1", "h:2"], 1),  # local-cluster[2,1,..]: two executors on one host
-])
-def test_node_threads_take_the_idle_cores_of_their_host(task_cpus, executor_cores, addresses,
-                                                        expected):
+@pytest.mark.parametrize(
+    "task_cpus, executor_cores, addresses, expected",
+    [
+        (1, 2, ["h:1"], 2),  # local[2], one node: both cores, not one and an idle one
+        (1, 2, ["h:1", "h:2"], 1),  # local[2], two nodes: one each
+        (1, 3, ["h:1", "h:2", "h:3"], 1),
+        (1, 8, ["h:1", "h:2", "g:3"], 4),  # two of the three on this host
+        (2, 2, ["h:1"], 2),  # never below spark.task.cpus
+        (2, None, ["h:1"], 2),  # executor size unknown: the task's cpus
+        (1, 1, ["h:1", "h:2"], 1),  # local-cluster[2,1,..]: two executors on one host
+    ],
+)
+def test_node_threads_take_the_idle_cores_of_their_host(
+    task_cpus, executor_cores, addresses, expected
+):
     assert node_cpus(task_cpus, executor_cores, addresses, "h") == expected
 
 
@@ -114,8 +138,13 @@ def test_conf_problems_dynamic_allocation():
 
 
 def test_the_shipped_closure_is_plain_data():
-    launch = LaunchSpec(job_id="j", roles=topology.assign_roles(3, 1), secret=b"s" * 32,
-                        driver_address=("127.0.0.1", 1), payload=b"p")
+    launch = LaunchSpec(
+        job_id="j",
+        roles=topology.assign_roles(3, 1),
+        secret=b"s" * 32,
+        driver_address=("127.0.0.1", 1),
+        payload=b"p",
+    )
     assert pickle.loads(pickle.dumps(launch)) == launch  # standard pickle, no driver objects
     import cloudpickle
 
@@ -124,8 +153,13 @@ def test_the_shipped_closure_is_plain_data():
 
 
 def test_node_spec_from_the_rendezvous_addresses():
-    launch = LaunchSpec(job_id="j", roles=topology.assign_roles(3, 1), secret=b"s" * 32,
-                        driver_address=("127.0.0.1", 1), payload=b"p")
+    launch = LaunchSpec(
+        job_id="j",
+        roles=topology.assign_roles(3, 1),
+        secret=b"s" * 32,
+        driver_address=("127.0.0.1", 1),
+        payload=b"p",
+    )
     addresses = ["a:1", "b:2", "[::1]:3"]
     spec = build_node_spec(launch, 2, addresses, num_cpus=2, python_path=["/nonexistent"])
     assert spec.name == "ps:0" and spec.host == "::1" and spec.port == 3
@@ -142,16 +176,21 @@ def _modules(package):
 
     pkg = __import__(f"sparktf.{package}", fromlist=["_"])
     del sparktf
-    return [m.name for m in pkgutil.walk_packages(pkg.__path__, f"sparktf.{package}.")
-            if not m.name.endswith("__main__")]
+    return [
+        m.name
+        for m in pkgutil.walk_packages(pkg.__path__, f"sparktf.{package}.")
+        if not m.name.endswith("__main__")
+    ]
 
 
 #: Each side and what it may never import (the package docstrings say the same).
-LAYERS = ([(m, "tensorflow") for m in ["sparktf"] + _modules("driver") + _modules("task")]
-          + [(m, "pyspark") for m in _modules("node") + _modules("common")]
-          + [(m, "tensorflow") for m in _modules("common")]
-          + [("sparktf.fs", "tensorflow"), ("sparktf.fs", "pyspark")]
-          + [("sparktf.daemon", "tensorflow")])  # only once it runs as the daemon
+LAYERS = (
+    [(m, "tensorflow") for m in ["sparktf"] + _modules("driver") + _modules("task")]
+    + [(m, "pyspark") for m in _modules("node") + _modules("common")]
+    + [(m, "tensorflow") for m in _modules("common")]
+    + [("sparktf.fs", "tensorflow"), ("sparktf.fs", "pyspark")]
+    + [("sparktf.daemon", "tensorflow")]
+)  # only once it runs as the daemon
 
 
 @pytest.mark.parametrize("module, forbidden", LAYERS)
@@ -161,13 +200,24 @@ def test_layering(module, forbidden):
     assert out.stdout.strip() == "False"
 
 
-@pytest.mark.parametrize("master, conf, expected", [
-    ("local[2]", {}, "--master local[3]"),
-    ("local", {}, "--master local[3]"),
-    ("local[*]", {"spark.task.cpus": "2"}, "--master local[6] (spark.task.cpus=2)"),
-    ("local-cluster[2,1,1024]", {}, "more local-cluster[workers,cores,memory] workers or cores"),
-    ("spark://127.0.0.1:7077", {}, "more executors or cores (--num-executors, --executor-cores"),
-])
+@pytest.mark.parametrize(
+    "master, conf, expected",
+    [
+        ("local[2]", {}, "--master local[3]"),
+        ("local", {}, "--master local[3]"),
+        ("local[*]", {"spark.task.cpus": "2"}, "--master local[6] (spark.task.cpus=2)"),
+        (
+            "local-cluster[2,1,1024]",
+            {},
+            "more local-cluster[workers,cores,memory] workers or cores",
+        ),
+        (
+            "spark://127.0.0.1:7077",
+            {},
+            "more executors or cores (--num-executors, --executor-cores",
+        ),
+    ],
+)
 def test_more_slots_says_how_on_each_master(master, conf, expected):
     assert preflight.more_slots(master, 3, conf).startswith(expected)
 

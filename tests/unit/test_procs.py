@@ -5,8 +5,9 @@ import sys
 
 
 def _run(code: str) -> list[str]:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=60).stdout.split()
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
 
 
 def test_has_children_sees_a_running_child_and_a_zombie_and_nothing_once_reaped():
@@ -56,6 +57,8 @@ print(alive, gone, procs.has_children())
 
 def test_kill_tree_with_no_children_returns_at_once():
     """Nothing to stop: no scan, no grace waited, nothing killed."""
-    out = _run("import time; from sparktf.common import procs; t = time.monotonic(); "
-               "print(procs.kill_tree(grace=5.0), time.monotonic() - t < 1.0)")
+    out = _run(
+        "import time; from sparktf.common import procs; t = time.monotonic(); "
+        "print(procs.kill_tree(grace=5.0), time.monotonic() - t < 1.0)"
+    )
     assert out == ["[]", "True"]

@@ -11,27 +11,50 @@ from sparktf.driver.state import JobState, Limits
 def _state():
     state = JobState(assign_roles(3, 1), Limits(), 0.0)
     for t, name in enumerate(("chief:0", "worker:0", "ps:0")):
-        state.apply(name, messages.NODE, messages.hello(messages.NODE, name, "h", pid=1,
-                                                         port=1), 1.0 + t * 0.0)
+        state.apply(
+            name,
+            messages.NODE,
+            messages.hello(messages.NODE, name, "h", pid=1, port=1),
+            1.0 + t * 0.0,
+        )
     return state
 
 
 def beat(state, node, now, **fields):
-    state.apply(node, messages.NODE, messages.make(
-        "heartbeat", step=fields.pop("step", None), rows=fields.pop("rows", None), **fields),
-        now)
+    state.apply(
+        node,
+        messages.NODE,
+        messages.make(
+            "heartbeat", step=fields.pop("step", None), rows=fields.pop("rows", None), **fields
+        ),
+        now,
+    )
 
 
 def test_snapshot_has_rows_per_epoch_rate_step_and_metrics():
     state = _state()
-    beat(state, "chief:0", 2.0, rows=1000, epoch=0, epoch_rows=1000, step=10,
-         metrics={"loss": 0.5})
-    beat(state, "chief:0", 3.0, rows=3000, epoch=0, epoch_rows=3000, step=30,
-         metrics={"loss": 0.4})
-    beat(state, "chief:0", 4.0, rows=4500, epoch=1, epoch_rows=500, step=45,
-         metrics={"loss": 0.3, "accuracy": 0.9})
-    beat(state, "chief:0", 5.0, rows=6000, epoch=1, epoch_rows=2000, step=60,
-         metrics={"loss": 0.2, "accuracy": 0.95})
+    beat(state, "chief:0", 2.0, rows=1000, epoch=0, epoch_rows=1000, step=10, metrics={"loss": 0.5})
+    beat(state, "chief:0", 3.0, rows=3000, epoch=0, epoch_rows=3000, step=30, metrics={"loss": 0.4})
+    beat(
+        state,
+        "chief:0",
+        4.0,
+        rows=4500,
+        epoch=1,
+        epoch_rows=500,
+        step=45,
+        metrics={"loss": 0.3, "accuracy": 0.9},
+    )
+    beat(
+        state,
+        "chief:0",
+        5.0,
+        rows=6000,
+        epoch=1,
+        epoch_rows=2000,
+        step=60,
+        metrics={"loss": 0.2, "accuracy": 0.95},
+    )
     snap = state.progress_snapshot(6.0)
     chief = snap["chief:0"]
     assert chief["epoch"] == 2 and chief["step"] == 60 and chief["rows"] == 6000
@@ -59,8 +82,16 @@ def test_a_feed_shorter_than_a_heartbeat_still_has_a_rate():
 def test_lines_show_only_nodes_that_report():
     state = _state()
     assert status_line(state.progress_snapshot(2.0)) is None  # nothing reported yet
-    beat(state, "chief:0", 2.0, rows=1200, epoch=0, epoch_rows=1200, step=20,
-         metrics={"loss": 0.51234})
+    beat(
+        state,
+        "chief:0",
+        2.0,
+        rows=1200,
+        epoch=0,
+        epoch_rows=1200,
+        step=20,
+        metrics={"loss": 0.51234},
+    )
     beat(state, "worker:0", 2.0, rows=1100, epoch=0, epoch_rows=1100, step=20)
     line = status_line(state.progress_snapshot(2.5))
     assert line.startswith("[sparktf] progress: chief:0: epoch 1, step 20, 1,200 rows")

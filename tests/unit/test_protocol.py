@@ -7,12 +7,11 @@ import struct
 import threading
 import time
 
+import mitm
 import pytest
 
 from sparktf.common import protocol
 from sparktf.driver.control import ControlServer
-
-import mitm
 
 
 class Recorder:
@@ -104,16 +103,19 @@ def _closed_by_server(s):
         return True
     except ConnectionResetError:
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 
-@pytest.mark.parametrize("payload", [
-    b"",                                   # connects, says nothing
-    b"\x00" * 64,                          # zeros where the MAC goes
-    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 3,  # garbage
-    struct.pack("!Q", 2**62) + b"x" * 56,  # a huge length prefix, as if authenticated
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",  # connects, says nothing
+        b"\x00" * 64,  # zeros where the MAC goes
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 3,  # garbage
+        struct.pack("!Q", 2**62) + b"x" * 56,  # a huge length prefix, as if authenticated
+    ],
+)
 def test_rogue_clients_are_rejected_and_the_job_goes_on(server, payload):
     srv, rec, secret = server
     rogue = _raw(srv)
@@ -202,8 +204,9 @@ def _peer_closed(s):
 def test_a_flood_of_silent_connections_cannot_lock_out_a_real_node():
     rec = Recorder()
     secret = protocol.new_secret()
-    srv = ControlServer("127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=30.0,
-                        max_pending=16)
+    srv = ControlServer(
+        "127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=30.0, max_pending=16
+    )
     flood = []
     try:
         for _ in range(40):  # far over the cap, each held open and silent
@@ -223,8 +226,9 @@ def test_a_flood_of_silent_connections_cannot_lock_out_a_real_node():
 def test_a_fresh_flood_turns_new_peers_away_and_real_clients_get_in_later():
     rec = Recorder()
     secret = protocol.new_secret()
-    srv = ControlServer("127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=30.0,
-                        max_pending=8)
+    srv = ControlServer(
+        "127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=30.0, max_pending=8
+    )
     flood = [socket.create_connection(srv.address) for _ in range(8)]
     try:
         # the cap is full of young connections: the client is turned away and tries again
@@ -282,8 +286,9 @@ def test_the_acceptor_survives_running_out_of_file_descriptors(tmp_path):
     import sys
 
     root = str(pathlib.Path(__file__).resolve().parents[2])
-    out = subprocess.run([sys.executable, "-c", EMFILE_SCRIPT, root], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", EMFILE_SCRIPT, root], capture_output=True, text=True, timeout=60
+    )
     assert "ACCEPTOR ALIVE" in out.stdout, out.stdout + out.stderr
     assert "cannot accept" in out.stderr  # it met EMFILE, logged it, and went on
 
@@ -392,7 +397,7 @@ def test_a_sustained_flood_does_not_lock_real_clients_out():
                 chan = protocol.connect(srv.address, secret, timeout=15)
                 hello(chan, f"worker:{len(got_in)}")
                 got_in.append(chan)
-            except Exception as exc:  # noqa: BLE001 - reported below
+            except Exception as exc:
                 failures.append(exc)
             most_threads = max(most_threads, threading.active_count())
             time.sleep(0.3)
@@ -443,12 +448,18 @@ class FlakyListener(socket.socket):
 def test_the_acceptor_survives_transient_accept_errors(caplog):
     import errno
 
-    listener = FlakyListener([errno.ECONNABORTED, errno.ENFILE, errno.EPROTO, errno.EMFILE,
-                              errno.ECONNABORTED])
+    listener = FlakyListener(
+        [errno.ECONNABORTED, errno.ENFILE, errno.EPROTO, errno.EMFILE, errno.ECONNABORTED]
+    )
     secret = protocol.new_secret()
     admitted = []
-    gate = protocol.Gatekeeper(listener, secret, lambda s, session, d: admitted.append(s),
-                               what="test server", handshake_timeout=5)
+    gate = protocol.Gatekeeper(
+        listener,
+        secret,
+        lambda s, session, d: admitted.append(s),
+        what="test server",
+        handshake_timeout=5,
+    )
     try:
         with caplog.at_level("WARNING"):
             chan = protocol.connect(listener.getsockname(), secret, timeout=10)

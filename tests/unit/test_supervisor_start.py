@@ -8,11 +8,14 @@ import sys
 def test_the_supervisor_is_not_forked_from_a_process_with_other_threads():
     """A fork copies only the calling thread (a lock another one holds stays held): then the
     supervisor gets an interpreter of its own."""
-    code = ("import threading; from sparktf.task.barrier import _may_fork; a = _may_fork(); "
-            "e = threading.Event(); t = threading.Thread(target=e.wait); t.start(); "
-            "b = _may_fork(); e.set(); t.join(); print(a, b)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
+    code = (
+        "import threading; from sparktf.task.barrier import _may_fork; a = _may_fork(); "
+        "e = threading.Event(); t = threading.Thread(target=e.wait); t.start(); "
+        "b = _may_fork(); e.set(); t.join(); print(a, b)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["True", "False"]
 
 
@@ -43,8 +46,9 @@ other = start("some_pool")
 b = _may_fork()
 print(a, b)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["True", "False"]
 
 
@@ -71,8 +75,14 @@ print(a, os.waitstatus_to_exitcode(status), b, len(barrier._PRELOADED_THREADS) >
 """
     env = {**os.environ, "OMP_NUM_THREADS": "2"}
     env.pop("OPENBLAS_NUM_THREADS", None)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=env, timeout=60).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        timeout=60,
+    ).stdout.split()
     assert out[:3] == ["True", "0", "False"], out
 
 

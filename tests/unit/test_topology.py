@@ -12,48 +12,60 @@ def names(roles):
     return [r.name for r in roles]
 
 
-@pytest.mark.parametrize("n, num_ps, master, evaluator, expected", [
-    (1, 0, "chief", False, ["chief:0"]),
-    (1, 0, None, False, ["worker:0"]),
-    (2, 0, "chief", False, ["chief:0", "worker:0"]),
-    (3, 0, None, False, ["worker:0", "worker:1", "worker:2"]),
-    (3, 1, "chief", False, ["chief:0", "worker:0", "ps:0"]),
-    (4, 2, "chief", False, ["chief:0", "worker:0", "ps:0", "ps:1"]),
-    (4, 1, "master", False, ["master:0", "worker:0", "worker:1", "ps:0"]),
-    (4, 1, "chief", True, ["chief:0", "worker:0", "ps:0", "evaluator:0"]),
-    (3, 1, None, True, ["worker:0", "ps:0", "evaluator:0"]),
-    (2, 0, "chief", True, ["chief:0", "evaluator:0"]),
-    (5, 0, None, True, ["worker:0", "worker:1", "worker:2", "worker:3", "evaluator:0"]),
-])
+@pytest.mark.parametrize(
+    "n, num_ps, master, evaluator, expected",
+    [
+        (1, 0, "chief", False, ["chief:0"]),
+        (1, 0, None, False, ["worker:0"]),
+        (2, 0, "chief", False, ["chief:0", "worker:0"]),
+        (3, 0, None, False, ["worker:0", "worker:1", "worker:2"]),
+        (3, 1, "chief", False, ["chief:0", "worker:0", "ps:0"]),
+        (4, 2, "chief", False, ["chief:0", "worker:0", "ps:0", "ps:1"]),
+        (4, 1, "master", False, ["master:0", "worker:0", "worker:1", "ps:0"]),
+        (4, 1, "chief", True, ["chief:0", "worker:0", "ps:0", "evaluator:0"]),
+        (3, 1, None, True, ["worker:0", "ps:0", "evaluator:0"]),
+        (2, 0, "chief", True, ["chief:0", "evaluator:0"]),
+        (5, 0, None, True, ["worker:0", "worker:1", "worker:2", "worker:3", "evaluator:0"]),
+    ],
+)
 def test_assign_roles(n, num_ps, master, evaluator, expected):
     roles = topology.assign_roles(n, num_ps, master, evaluator)
     assert names(roles) == expected
     assert topology.chief_role(roles) == roles[0]  # rank 0 always returns the job's result
 
 
-@pytest.mark.parametrize("kwargs, fragment", [
-    (dict(num_nodes=2, num_ps=2), "num_ps=2 leaves no node to train"),
-    (dict(num_nodes=2, num_ps=3), "use num_executors >= 4"),
-    (dict(num_nodes=2, num_ps=1, eval_node=True), "plus the evaluator"),
-    (dict(num_nodes=1, eval_node=True), "leaves no node to train"),
-    (dict(num_nodes=0), "num_executors must be a positive int"),
-    (dict(num_nodes=2.0), "num_executors must be a positive int"),
-    (dict(num_nodes=True), "num_executors must be a positive int"),
-    (dict(num_nodes=3, num_ps=-1), "num_ps must be an int >= 0"),
-    (dict(num_nodes=3, master_node="boss"), "master_node must be one of 'chief', 'master' or None"),
-    (dict(num_nodes=3, eval_node="yes"), "eval_node must be True or False"),
-    (dict(num_nodes=2, num_ps=2, every_slot=("local[2]", "--master local[3]")),
-     "num_ps=2 leaves no node to train among num_executors=2 (left unset, every task slot of "
-     "local[2]): give Spark at least 3 task slots (--master local[3]) or ask for fewer"),
-])
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(num_nodes=2, num_ps=2), "num_ps=2 leaves no node to train"),
+        (dict(num_nodes=2, num_ps=3), "use num_executors >= 4"),
+        (dict(num_nodes=2, num_ps=1, eval_node=True), "plus the evaluator"),
+        (dict(num_nodes=1, eval_node=True), "leaves no node to train"),
+        (dict(num_nodes=0), "num_executors must be a positive int"),
+        (dict(num_nodes=2.0), "num_executors must be a positive int"),
+        (dict(num_nodes=True), "num_executors must be a positive int"),
+        (dict(num_nodes=3, num_ps=-1), "num_ps must be an int >= 0"),
+        (
+            dict(num_nodes=3, master_node="boss"),
+            "master_node must be one of 'chief', 'master' or None",
+        ),
+        (dict(num_nodes=3, eval_node="yes"), "eval_node must be True or False"),
+        (
+            dict(num_nodes=2, num_ps=2, every_slot=("local[2]", "--master local[3]")),
+            "num_ps=2 leaves no node to train among num_executors=2 (left unset, every task slot of "
+            "local[2]): give Spark at least 3 task slots (--master local[3]) or ask for fewer",
+        ),
+    ],
+)
 def test_invalid_roles_say_what_to_change(kwargs, fragment):
     args = dict(num_ps=0, master_node="chief", eval_node=False)
     args.update(kwargs)
     problems = topology.topology_problems(args.pop("num_nodes"), **args)
     assert any(fragment in p for p in problems), problems
     with pytest.raises(ValueError):
-        topology.assign_roles(kwargs["num_nodes"],
-                              **{k: v for k, v in args.items() if k != "every_slot"})
+        topology.assign_roles(
+            kwargs["num_nodes"], **{k: v for k, v in args.items() if k != "every_slot"}
+        )
 
 
 def test_several_problems_reported_at_once():
@@ -61,12 +73,15 @@ def test_several_problems_reported_at_once():
     assert len(problems) == 4
 
 
-@pytest.mark.parametrize("host, port, text", [
-    ("127.0.0.1", 2222, "127.0.0.1:2222"),
-    ("node-1.example", 80, "node-1.example:80"),
-    ("::1", 2222, "[::1]:2222"),
-    ("fe80::1:2", 9, "[fe80::1:2]:9"),
-])
+@pytest.mark.parametrize(
+    "host, port, text",
+    [
+        ("127.0.0.1", 2222, "127.0.0.1:2222"),
+        ("node-1.example", 80, "node-1.example:80"),
+        ("::1", 2222, "[::1]:2222"),
+        ("fe80::1:2", 9, "[fe80::1:2]:9"),
+    ],
+)
 def test_addresses_round_trip(host, port, text):
     assert topology.format_address(host, port) == text
     assert topology.split_address(text) == (host, port)
@@ -81,17 +96,25 @@ def test_cluster_spec_orders_jobs_and_tasks():
     roles = topology.assign_roles(5, 2, "chief", True)
     addresses = [f"h{i}:{1000 + i}" for i in range(5)]
     spec = topology.cluster_spec(roles, addresses)
-    assert spec == {"chief": ["h0:1000"], "worker": ["h1:1001"],
-                    "ps": ["h2:1002", "h3:1003"], "evaluator": ["h4:1004"]}
+    assert spec == {
+        "chief": ["h0:1000"],
+        "worker": ["h1:1001"],
+        "ps": ["h2:1002", "h3:1003"],
+        "evaluator": ["h4:1004"],
+    }
     assert list(spec) == ["chief", "worker", "ps", "evaluator"]
 
 
 def test_cluster_spec_full_topology():
-    roles = (NodeRole("chief", 0), NodeRole("worker", 0), NodeRole("worker", 1),
-             NodeRole("ps", 0), NodeRole("evaluator", 0))
+    roles = (
+        NodeRole("chief", 0),
+        NodeRole("worker", 0),
+        NodeRole("worker", 1),
+        NodeRole("ps", 0),
+        NodeRole("evaluator", 0),
+    )
     spec = topology.cluster_spec(roles, ["a:1", "b:2", "c:3", "d:4", "e:5"])
-    assert spec == {"chief": ["a:1"], "worker": ["b:2", "c:3"], "ps": ["d:4"],
-                    "evaluator": ["e:5"]}
+    assert spec == {"chief": ["a:1"], "worker": ["b:2", "c:3"], "ps": ["d:4"], "evaluator": ["e:5"]}
     assert list(spec) == ["chief", "worker", "ps", "evaluator"]
     assert topology.num_training_nodes(spec) == 3
 
@@ -105,14 +128,21 @@ def test_cluster_spec_rejects_duplicates_gaps_and_mismatch():
         topology.cluster_spec([NodeRole("worker", 0), NodeRole("worker", 1)], ["a:1"])
 
 
-@pytest.mark.parametrize("n, num_ps, master, evaluator", [
-    (1, 0, None, False), (2, 0, "chief", False), (3, 1, "chief", False),
-    (4, 1, "master", True), (6, 2, None, True),
-])
+@pytest.mark.parametrize(
+    "n, num_ps, master, evaluator",
+    [
+        (1, 0, None, False),
+        (2, 0, "chief", False),
+        (3, 1, "chief", False),
+        (4, 1, "master", True),
+        (6, 2, None, True),
+    ],
+)
 def test_every_node_gets_a_complete_tf_config(n, num_ps, master, evaluator):
     roles = topology.assign_roles(n, num_ps, master, evaluator)
-    addresses = [topology.format_address("::1" if i % 2 else "127.0.0.1", 2000 + i)
-                 for i in range(n)]
+    addresses = [
+        topology.format_address("::1" if i % 2 else "127.0.0.1", 2000 + i) for i in range(n)
+    ]
     spec = topology.cluster_spec(roles, addresses)
     for rank, role in enumerate(roles):
         config = json.loads(topology.tf_config_json(spec, role))
@@ -126,11 +156,14 @@ def test_tf_config_refuses_a_role_outside_the_cluster():
         topology.tf_config({"worker": ["a:1"]}, NodeRole("worker", 3))
 
 
-@pytest.mark.parametrize("spec, chief", [
-    ({"chief": ["a:1"], "worker": ["b:2"]}, "chief:0"),
-    ({"master": ["a:1"], "worker": ["b:2"], "ps": ["c:3"]}, "master:0"),
-    ({"worker": ["a:1", "b:2"], "ps": ["c:3"]}, "worker:0"),
-])
+@pytest.mark.parametrize(
+    "spec, chief",
+    [
+        ({"chief": ["a:1"], "worker": ["b:2"]}, "chief:0"),
+        ({"master": ["a:1"], "worker": ["b:2"], "ps": ["c:3"]}, "master:0"),
+        ({"worker": ["a:1", "b:2"], "ps": ["c:3"]}, "worker:0"),
+    ],
+)
 def test_chief_role(spec, chief):
     assert topology.chief_role(spec).name == chief
 

@@ -48,8 +48,8 @@ EXCLUDE = ("*/site-packages/tensorflow/include/*", "*/site-packages/pyspark/jars
 
 def cache_dir() -> str:
     return os.environ.get("SPARKTF_YARN_ENV_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sparktf",
-        "yarn-env")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sparktf", "yarn-env"
+    )
 
 
 def log(msg: str) -> None:
@@ -59,15 +59,25 @@ def log(msg: str) -> None:
 def constraints() -> str:
     """``pip freeze --exclude-editable`` of this Python: the archive gets the driver's
     versions (pyspark's above all: the driver and its Python workers must match)."""
-    out = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
-                         capture_output=True, text=True, check=True).stdout
-    return "".join(line + "\n" for line in sorted(out.splitlines())
-                   if line.strip() and " @ " not in line and not line.startswith("-"))
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return "".join(
+        line + "\n"
+        for line in sorted(out.splitlines())
+        if line.strip() and " @ " not in line and not line.startswith("-")
+    )
 
 
 def _sources() -> list[str]:
-    return sorted(p for p in glob.glob(os.path.join(ROOT, "sparktf", "**", "*"), recursive=True)
-                  if os.path.isfile(p) and "__pycache__" not in p)
+    return sorted(
+        p
+        for p in glob.glob(os.path.join(ROOT, "sparktf", "**", "*"), recursive=True)
+        if os.path.isfile(p) and "__pycache__" not in p
+    )
 
 
 def keys(pins: str) -> tuple[str, str]:
@@ -90,8 +100,11 @@ def _snapshot(dest: str) -> str:
     os.makedirs(src)
     for name in ("setup.py", "README.md"):
         shutil.copy2(os.path.join(ROOT, name), src)
-    shutil.copytree(os.path.join(ROOT, "sparktf"), os.path.join(src, "sparktf"),
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        os.path.join(ROOT, "sparktf"),
+        os.path.join(src, "sparktf"),
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     return src
 
 
@@ -99,14 +112,17 @@ def _run(cmd: list[str], cwd: str) -> None:
     started = time.monotonic()
     out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if out.returncode:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}):\n"
-                           f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+        raise RuntimeError(
+            f"{' '.join(cmd)} failed ({out.returncode}):\n"
+            f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+        )
     log(f"{os.path.basename(cmd[0])} {' '.join(cmd[1:3])}... {time.monotonic() - started:.0f}s")
 
 
 def _prune(cache: str, keep: set[str]) -> None:
-    for path in glob.glob(os.path.join(cache, "venv-*")) + \
-            glob.glob(os.path.join(cache, "sparktf_env-*.tar.gz")):
+    for path in glob.glob(os.path.join(cache, "venv-*")) + glob.glob(
+        os.path.join(cache, "sparktf_env-*.tar.gz")
+    ):
         if os.path.basename(path) not in keep:
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
 
@@ -127,19 +143,45 @@ def build() -> str:
             src = _snapshot(tmp)
             pip = os.path.join(venv, "bin", "pip")
             if os.path.exists(os.path.join(venv, "bin", "venv-pack")):
-                _run([pip, "install", "--no-deps", "--force-reinstall", "--no-cache-dir", "."],
-                     cwd=src)
+                _run(
+                    [pip, "install", "--no-deps", "--force-reinstall", "--no-cache-dir", "."],
+                    cwd=src,
+                )
             else:
                 shutil.rmtree(venv, ignore_errors=True)
                 with open(os.path.join(tmp, "constraints.txt"), "w") as f:
                     f.write(pins)
                 _run([sys.executable, "-m", "venv", venv], cwd=src)
-                _run([pip, "install", "-q", "-c", os.path.join(tmp, "constraints.txt"), ".",
-                      "venv-pack"], cwd=src)
+                _run(
+                    [
+                        pip,
+                        "install",
+                        "-q",
+                        "-c",
+                        os.path.join(tmp, "constraints.txt"),
+                        ".",
+                        "venv-pack",
+                    ],
+                    cwd=src,
+                )
             partial = archive + ".partial"
-            _run([os.path.join(venv, "bin", "venv-pack"), "-p", venv, "-o", partial,
-                  "--format", "tar.gz", "--compress-level", str(COMPRESS_LEVEL), "--force",
-                  "--quiet", *[a for p in EXCLUDE for a in ("--exclude", p)]], cwd=tmp)
+            _run(
+                [
+                    os.path.join(venv, "bin", "venv-pack"),
+                    "-p",
+                    venv,
+                    "-o",
+                    partial,
+                    "--format",
+                    "tar.gz",
+                    "--compress-level",
+                    str(COMPRESS_LEVEL),
+                    "--force",
+                    "--quiet",
+                    *[a for p in EXCLUDE for a in ("--exclude", p)],
+                ],
+                cwd=tmp,
+            )
             os.replace(partial, archive)
         _prune(cache, {os.path.basename(venv), os.path.basename(archive)})
         log(f"{archive}: {os.path.getsize(archive) / 1e9:.2f} GB")

@@ -13,7 +13,6 @@ import time
 
 import psutil
 import pytest
-
 from conftest import sparktf_processes, wait_until
 from yarn_harness import kill_tree
 
@@ -74,8 +73,13 @@ def _start(yarn, tmp_path, text, conf):
     script = tmp_path / "driver.py"
     script.write_text(text)
     log = open(tmp_path / "driver.log", "w+")
-    driver = subprocess.Popen(yarn.submit_cmd(script, conf=conf), cwd=tmp_path,
-                              env=yarn.env(), stdout=log, stderr=subprocess.STDOUT)
+    driver = subprocess.Popen(
+        yarn.submit_cmd(script, conf=conf),
+        cwd=tmp_path,
+        env=yarn.env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     return driver, log
 
 
@@ -90,21 +94,30 @@ def _sparktf_in(yarn):
 
 def _running_nodes(yarn, tmp_path, driver):
     said = lambda: (tmp_path / "driver.log").read_text()  # noqa: E731
-    assert wait_until(lambda: "SPARKTF_TEST_RUNNING" in said() or driver.poll() is not None,
-                      timeout=240), \
-        said()[-3000:]
+    assert wait_until(
+        lambda: "SPARKTF_TEST_RUNNING" in said() or driver.poll() is not None, timeout=240
+    ), said()[-3000:]
     assert driver.poll() is None, said()[-3000:]
-    assert wait_until(lambda: len([p for p in _sparktf_in(yarn)
-                                   if p.info["name"] == "sparktf-node"]) == 3, timeout=60)
+    assert wait_until(
+        lambda: len([p for p in _sparktf_in(yarn) if p.info["name"] == "sparktf-node"]) == 3,
+        timeout=60,
+    )
     app_id = re.search(r"SPARKTF_TEST_APP (application_\d+_\d+)", said()).group(1)
     return app_id, said
 
 
 def _gone(yarn, started):
-    alive = [p for p in started if psutil.pid_exists(p)
-             and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-    return (not alive and not _sparktf_in(yarn) and not yarn.container_processes()
-            and not yarn.containers())
+    alive = [
+        p
+        for p in started
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
+    return (
+        not alive
+        and not _sparktf_in(yarn)
+        and not yarn.container_processes()
+        and not yarn.containers()
+    )
 
 
 def test_an_application_killed_through_the_rest_api_leaves_nothing(yarn, tmp_path):
@@ -114,12 +127,12 @@ def test_an_application_killed_through_the_rest_api_leaves_nothing(yarn, tmp_pat
     driver, log = _start(yarn, tmp_path, WAITS, THREE)
     try:
         app_id, said = _running_nodes(yarn, tmp_path, driver)
-        started = [p.pid for p in _sparktf_in(yarn)] + \
-            [p.pid for p in yarn.container_processes()]
+        started = [p.pid for p in _sparktf_in(yarn)] + [p.pid for p in yarn.container_processes()]
         t0 = time.monotonic()
         yarn.kill(app_id)
-        assert wait_until(lambda: _gone(yarn, started) and driver.poll() is not None,
-                          timeout=GONE_WITHIN), (yarn.describe_leftovers(), said()[-3000:])
+        assert wait_until(
+            lambda: _gone(yarn, started) and driver.poll() is not None, timeout=GONE_WITHIN
+        ), (yarn.describe_leftovers(), said()[-3000:])
         print(f"\n[yarn] killed application gone in {time.monotonic() - t0:.1f}s")
         assert yarn.app(app_id)["state"] == "KILLED"
         assert driver.returncode != 0, said()[-3000:]
@@ -135,17 +148,23 @@ def test_a_sigkilled_client_mode_driver_leaves_nothing(yarn, tmp_path):
     driver, log = _start(yarn, tmp_path, WAITS, THREE)
     try:
         app_id, said = _running_nodes(yarn, tmp_path, driver)
-        started = [driver.pid] + [p.pid for p in psutil.Process(driver.pid).children(True)] \
-            + [p.pid for p in _sparktf_in(yarn)] + [p.pid for p in yarn.container_processes()]
+        started = (
+            [driver.pid]
+            + [p.pid for p in psutil.Process(driver.pid).children(True)]
+            + [p.pid for p in _sparktf_in(yarn)]
+            + [p.pid for p in yarn.container_processes()]
+        )
         t0 = time.monotonic()
         for pid in [driver.pid] + [p.pid for p in psutil.Process(driver.pid).children(True)]:
             os.kill(pid, signal.SIGKILL)
         driver.wait(30)
-        assert wait_until(lambda: _gone(yarn, started), timeout=GONE_WITHIN), \
+        assert wait_until(lambda: _gone(yarn, started), timeout=GONE_WITHIN), (
             yarn.describe_leftovers()
+        )
         print(f"\n[yarn] SIGKILLed driver's application gone in {time.monotonic() - t0:.1f}s")
-        assert wait_until(lambda: yarn.app(app_id)["state"] in ("FINISHED", "FAILED", "KILLED"),
-                          timeout=30), yarn.app(app_id)
+        assert wait_until(
+            lambda: yarn.app(app_id)["state"] in ("FINISHED", "FAILED", "KILLED"), timeout=30
+        ), yarn.app(app_id)
     finally:
         kill_tree(driver.pid)
         log.close()
@@ -158,8 +177,14 @@ def test_a_container_killed_for_memory_is_a_node_error_saying_so(yarn, tmp_path)
     conf = {"spark.executor.instances": "2", "spark.executor.memoryOverhead": "1500m"}
     script = tmp_path / "greedy.py"
     script.write_text(GREEDY)
-    out = subprocess.run(yarn.submit_cmd(script, conf=conf), cwd=tmp_path, env=yarn.env(),
-                         capture_output=True, text=True, timeout=400)
+    out = subprocess.run(
+        yarn.submit_cmd(script, conf=conf),
+        cwd=tmp_path,
+        env=yarn.env(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-3000:]
     error = out.stdout.split("NODE_ERROR_START\n")[1].split("NODE_ERROR_END")[0]
     print(f"\n[yarn] NodeError: {error[:1500]}")
@@ -196,8 +221,14 @@ def _refused(yarn, tmp_path, nodes, conf):
     """spark-submit REFUSED (client mode): (what run() raised, its type, seconds, app id)."""
     script = tmp_path / "refused.py"
     script.write_text(REFUSED.replace("NODES", str(nodes)))
-    out = subprocess.run(yarn.submit_cmd(script, conf=conf), cwd=tmp_path, env=yarn.env(),
-                         capture_output=True, text=True, timeout=400)
+    out = subprocess.run(
+        yarn.submit_cmd(script, conf=conf),
+        cwd=tmp_path,
+        env=yarn.env(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-3000:]
     head, error = out.stdout.split("REFUSED ", 1)[1].split("\n", 1)
     kind, took = re.fullmatch(r"(\w+) after ([\d.]+)s", head).groups()
@@ -213,18 +244,22 @@ def _ended(yarn, app_id):
     """The application ended and nothing of it is left: no container, and no process in one
     (sparktf's included: this machine runs other people's jobs, so not every sparktf process
     on it is this test's)."""
-    assert wait_until(lambda: yarn.app(app_id)["state"] in ("FINISHED", "FAILED", "KILLED"),
-                      timeout=60), yarn.app(app_id)
+    assert wait_until(
+        lambda: yarn.app(app_id)["state"] in ("FINISHED", "FAILED", "KILLED"), timeout=60
+    ), yarn.app(app_id)
     assert yarn.wait_idle(), yarn.describe_leftovers()
 
 
-def test_spark_executor_pyspark_memory_is_refused_at_once_naming_memory_overhead(
-        yarn, tmp_path):
+def test_spark_executor_pyspark_memory_is_refused_at_once_naming_memory_overhead(yarn, tmp_path):
     """``spark.executor.pyspark.memory`` set, as YARN users often do: run() refuses it before
     any barrier stage (TensorFlow cannot load under its address-space cap), saying to remove
     it and budget with spark.executor.memoryOverhead; the application ends cleanly."""
-    conf = {"spark.executor.instances": "1", "spark.executor.memoryOverhead": "1500m",
-            "spark.executor.pyspark.memory": "2g", "spark.sparktf.slotWaitTimeout": "120"}
+    conf = {
+        "spark.executor.instances": "1",
+        "spark.executor.memoryOverhead": "1500m",
+        "spark.executor.pyspark.memory": "2g",
+        "spark.sparktf.slotWaitTimeout": "120",
+    }
     error, kind, took, app_id = _refused(yarn, tmp_path, 1, conf)
     print(f"\n[yarn] pyspark.memory refused after {took:.1f}s: {error[:700]}")
     assert kind == "ConfigError"
@@ -234,16 +269,18 @@ def test_spark_executor_pyspark_memory_is_refused_at_once_naming_memory_overhead
     _ended(yarn, app_id)
 
 
-def test_too_few_resources_for_the_gang_is_a_clear_error_and_the_application_ends(
-        yarn, tmp_path):
+def test_too_few_resources_for_the_gang_is_a_clear_error_and_the_application_ends(yarn, tmp_path):
     """Three nodes of 4 GB heap + 2 GB overhead asked of a NodeManager of 12 GB, one GB of
     which the ApplicationMaster holds: YARN can give one executor, never three. sparktf waits
     spark.sparktf.slotWaitTimeout (20 s) for the task slots, then says how many it found and
     what to change; the application then ends and YARN holds nothing of it."""
-    conf = {"spark.executor.instances": "3", "spark.executor.memory": "4g",
-            "spark.executor.memoryOverhead": "2g",
-            "spark.scheduler.maxRegisteredResourcesWaitingTime": "5s",
-            "spark.sparktf.slotWaitTimeout": "20"}
+    conf = {
+        "spark.executor.instances": "3",
+        "spark.executor.memory": "4g",
+        "spark.executor.memoryOverhead": "2g",
+        "spark.scheduler.maxRegisteredResourcesWaitingTime": "5s",
+        "spark.sparktf.slotWaitTimeout": "20",
+    }
     error, kind, took, app_id = _refused(yarn, tmp_path, 3, conf)
     print(f"\n[yarn] too few resources, after {took:.1f}s: {error[:900]}")
     GANG_ERROR.append(error)

@@ -13,12 +13,11 @@ import sys
 import cloudpickle
 import psutil
 import pytest
-
-import sparktf
+import yarn_jobs
 from conftest import sparktf_processes, sparktf_threads, wait_until
 from yarn_harness import ROOT, base_conf
 
-import yarn_jobs
+import sparktf
 
 cloudpickle.register_pickle_by_value(yarn_jobs)
 
@@ -42,17 +41,20 @@ def no_leaks(spark_pool, yarn):
     import hdfs_test_cluster
 
     def ours():
-        return [p.info for p in sparktf_processes()
-                if hdfs_test_cluster.in_container(p.pid, yarn.state)]
+        return [
+            p.info for p in sparktf_processes() if hdfs_test_cluster.in_container(p.pid, yarn.state)
+        ]
 
     yield
     assert wait_until(lambda: not ours(), timeout=10), f"leaked sparktf processes: {ours()}"
-    assert wait_until(lambda: not sparktf_threads(), timeout=10), \
+    assert wait_until(lambda: not sparktf_threads(), timeout=10), (
         f"leaked driver threads: {sparktf_threads()}"
+    )
     sc = spark_pool.sc
     if sc is not None and sc._jsc is not None:
-        assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout=10), \
+        assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout=10), (
             "a Spark job of the test is still running"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +63,13 @@ def sc_yarn(yarn, spark_pool, monkeypatch_module):
     # settings as spark.hadoop.*)
     monkeypatch_module.setenv("HADOOP_CONF_DIR", yarn.conf_dir)
     conf = dict(base_conf(), **yarn.hadoop_conf())
-    conf.update({"spark.executor.instances": str(EXECUTORS),
-                 "spark.executor.memoryOverhead": "1500m",
-                 "spark.app.name": "sparktf-yarn-tests"})
+    conf.update(
+        {
+            "spark.executor.instances": str(EXECUTORS),
+            "spark.executor.memoryOverhead": "1500m",
+            "spark.app.name": "sparktf-yarn-tests",
+        }
+    )
     conf.pop("spark.pyspark.python")  # (the pool sets it)
     sc = spark_pool.get("yarn", sorted(conf.items()))
     assert sc.applicationId.startswith("application_")
@@ -85,8 +91,9 @@ def test_the_headline_call_num_ps_2_runs_on_yarn_containers(sc_yarn, no_leaks):
     assert chief["num_replicas"] == 2 and chief["loss"][-1] < 0.05 * chief["loss"][0]
     assert worker["kernel"] == pytest.approx(chief["kernel"], abs=1e-5)
     assert re.fullmatch(r"container_\d+_\d+_01_\d+", chief["container"]), chief["container"]
-    assert worker["container"].startswith("container_") \
-        and worker["container"] != chief["container"]
+    assert (
+        worker["container"].startswith("container_") and worker["container"] != chief["container"]
+    )
 
 
 def test_input_mode_spark_feeds_every_row_to_the_yarn_executors(sc_yarn, no_leaks):
@@ -94,8 +101,9 @@ def test_input_mode_spark_feeds_every_row_to_the_yarn_executors(sc_yarn, no_leak
 
     spark = SparkSession(sc_yarn)
     df = spark.range(0, 20000, numPartitions=2)
-    cluster = sparktf.run(sc_yarn, yarn_jobs.sum_fed, num_executors=2,
-                          input_mode=sparktf.InputMode.SPARK)
+    cluster = sparktf.run(
+        sc_yarn, yarn_jobs.sum_fed, num_executors=2, input_mode=sparktf.InputMode.SPARK
+    )
     cluster.train(df, num_epochs=2)
     cluster.shutdown(timeout=180)
     results = [cluster.results[n] for n in ("chief:0", "worker:0")]
@@ -124,20 +132,29 @@ def test_the_tf1_async_ps_example_trains_on_yarn(sc_yarn, capfd, no_leaks):
 
 
 def test_an_executor_container_lost_mid_training_and_max_restarts_1_completes(
-        sc_yarn, yarn, no_leaks):
+    sc_yarn, yarn, no_leaks
+):
     """The executor JVM of worker:0's YARN container SIGKILLed (found by the PID the
     NodeManager recorded for the container) while the chief trains with its checkpoint on
     HDFS: the barrier stage fails, sparktf launches the cluster again (max_restarts=1) on the
     executors left, the chief resumes from its checkpoint and reaches its final step. (Last
     in this module: the application then has an executor fewer until YARN replaces it.)"""
     ckpt = f"{yarn.hdfs}/container-lost/ckpt"
-    with sparktf.run(sc_yarn, yarn_jobs.steps_checkpointed_on_hdfs,
-                     {"dir": ckpt, "steps": 40, "pause_at": 20}, num_executors=2,
-                     max_restarts=1) as cluster:  # (stops every node if the test fails)
-        assert wait_until(lambda: (cluster.progress().get("chief:0") or {}).get("step") == 20
-                          and sparktf.fs.exists(f"{ckpt}/ckpt-20.index")
-                          and sparktf.fs.exists(ckpt + ".worker-container"), timeout=180), \
-            cluster.progress()
+    with sparktf.run(
+        sc_yarn,
+        yarn_jobs.steps_checkpointed_on_hdfs,
+        {"dir": ckpt, "steps": 40, "pause_at": 20},
+        num_executors=2,
+        max_restarts=1,
+    ) as cluster:  # (stops every node if the test fails)
+        assert wait_until(
+            lambda: (
+                (cluster.progress().get("chief:0") or {}).get("step") == 20
+                and sparktf.fs.exists(f"{ckpt}/ckpt-20.index")
+                and sparktf.fs.exists(ckpt + ".worker-container")
+            ),
+            timeout=180,
+        ), cluster.progress()
         container = sparktf.fs.read_bytes(ckpt + ".worker-container").decode()
         jvm = yarn.container_jvm(container)
         jvm.kill()

@@ -18,11 +18,9 @@ import subprocess
 import sys
 import time
 
-import pytest
-
-from yarn_harness import ROOT, pyspark_home, spark_submit
-
 import env_archive
+import pytest
+from yarn_harness import ROOT, pyspark_home, spark_submit
 
 pytestmark = [pytest.mark.yarn, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -34,12 +32,24 @@ def _test_yarn_flags():
     """What docs/yarn.md says the test YARN adds to the recipe's commands: its sizes
     (12 GB, two executors), loopback, Spark's jars from the local pyspark."""
     return [
-        "--num-executors", "2", "--executor-memory", "1g", "--driver-memory", "1g",
-        "--conf", "spark.executor.memoryOverhead=2g",
-        "--conf", f"spark.yarn.jars=local:{pyspark_home()}/jars/*",
-        "--conf", "spark.yarn.appMasterEnv.SPARK_LOCAL_IP=127.0.0.1",
-        "--conf", "spark.executorEnv.SPARK_LOCAL_IP=127.0.0.1",
-        "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.ui.enabled=false",
+        "--num-executors",
+        "2",
+        "--executor-memory",
+        "1g",
+        "--driver-memory",
+        "1g",
+        "--conf",
+        "spark.executor.memoryOverhead=2g",
+        "--conf",
+        f"spark.yarn.jars=local:{pyspark_home()}/jars/*",
+        "--conf",
+        "spark.yarn.appMasterEnv.SPARK_LOCAL_IP=127.0.0.1",
+        "--conf",
+        "spark.executorEnv.SPARK_LOCAL_IP=127.0.0.1",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.ui.enabled=false",
     ]
 
 
@@ -67,8 +77,7 @@ def _localizing(yarn, app_id):
     container = app_id.replace("application_", "container_") + "_01_000001"
     stamps = {}
     for line in open(os.path.join(yarn.state, "nodemanager.log"), errors="replace"):
-        if container in line and ("from NEW to LOCALIZING" in line
-                                  or "from LOCALIZING to" in line):
+        if container in line and ("from NEW to LOCALIZING" in line or "from LOCALIZING to" in line):
             key = "start" if "from NEW" in line else "end"
             stamps.setdefault(key, datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f"))
     return (stamps["end"] - stamps["start"]).total_seconds() if len(stamps) == 2 else -1
@@ -76,18 +85,25 @@ def _localizing(yarn, app_id):
 
 def _sh(cmd, env, cwd, timeout=600):
     started = time.monotonic()
-    out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True,
-                         timeout=timeout)
+    out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     took = time.monotonic() - started
     assert out.returncode == 0, f"{cmd}\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}"
     return out, took
 
 
 def test_the_recipe_archive_on_hdfs_cluster_mode_then_client_mode_resuming(
-        yarn, user_env, tmp_path):
+    yarn, user_env, tmp_path
+):
     env, user = user_env, user_env["USER"]
-    hdfs = lambda *args: [os.path.join(ROOT, "bin", "yarn-test-cluster.sh"), "hdfs", "dfs",  # noqa: E731
-                          *args]
+
+    def hdfs(*args):
+        return [
+            os.path.join(ROOT, "bin", "yarn-test-cluster.sh"),
+            "hdfs",
+            "dfs",
+            *args,
+        ]
+
     timings = {}
 
     # Step 1: the environment, built as the recipe builds it (cached), put on HDFS
@@ -100,23 +116,49 @@ def test_the_recipe_archive_on_hdfs_cluster_mode_then_client_mode_resuming(
         os.symlink(archive, tmp_path / "sparktf_env.tar.gz")
     _sh(hdfs("-mkdir", "-p", f"/user/{user}/sparktf"), env, tmp_path)
     _, timings["hdfs dfs -put"] = _sh(
-        hdfs("-put", "-f", "sparktf_env.tar.gz", f"/user/{user}/sparktf/"), env, tmp_path)
+        hdfs("-put", "-f", "sparktf_env.tar.gz", f"/user/{user}/sparktf/"), env, tmp_path
+    )
 
     # Step 2: the data on HDFS
-    data, model, export = (f"hdfs:///user/{user}/{d}" for d in ("mnist", "mnist_model",
-                                                                 "mnist_export"))
+    data, model, export = (
+        f"hdfs:///user/{user}/{d}" for d in ("mnist", "mnist_model", "mnist_export")
+    )
     _, timings["data setup"] = _sh(
-        [spark_submit(), "--master", "local[2]", os.path.join(EXAMPLES, "mnist_data_setup.py"),
-         "--output", data], env, tmp_path)
+        [
+            spark_submit(),
+            "--master",
+            "local[2]",
+            os.path.join(EXAMPLES, "mnist_data_setup.py"),
+            "--output",
+            data,
+        ],
+        env,
+        tmp_path,
+    )
 
     # Step 3: cluster mode, three epochs, checkpoints and the SavedModel on HDFS
     flags = ["--data", data, "--model-dir", model, "--export-dir", export]
     archives = f"spark.archives=hdfs:///user/{user}/sparktf/sparktf_env.tar.gz#environment"
     out, timings["cluster mode, epochs 1-3"] = _sh(
-        [spark_submit(), "--properties-file", CONF, "--deploy-mode", "cluster",
-         "--conf", archives, *_test_yarn_flags(),
-         "--py-files", os.path.join(EXAMPLES, "mnist_helpers.py"),
-         os.path.join(EXAMPLES, "mnist.py"), *flags, "--epochs", "3"], env, tmp_path)
+        [
+            spark_submit(),
+            "--properties-file",
+            CONF,
+            "--deploy-mode",
+            "cluster",
+            "--conf",
+            archives,
+            *_test_yarn_flags(),
+            "--py-files",
+            os.path.join(EXAMPLES, "mnist_helpers.py"),
+            os.path.join(EXAMPLES, "mnist.py"),
+            *flags,
+            "--epochs",
+            "3",
+        ],
+        env,
+        tmp_path,
+    )
     app_id = re.search(r"application_\d+_\d+", out.stderr).group(0)
     assert "final status: SUCCEEDED" in out.stderr
     timings["of which the AM container localizing"] = _localizing(yarn, app_id)
@@ -129,19 +171,33 @@ def test_the_recipe_archive_on_hdfs_cluster_mode_then_client_mode_resuming(
     assert all('export PYSPARK_PYTHON="./environment/bin/python"' in s for s in launches)
     # the driver's stdout is the AM container's: the nodes' lines reached it, tagged
     assert "[chief:0] chief:0: training epochs 1..3" in logs
-    assert f"mnist: SavedModel in {export}; sparktf.predict on the executors scored 1000" \
-        in logs
+    assert f"mnist: SavedModel in {export}; sparktf.predict on the executors scored 1000" in logs
     first = _accuracy(logs)
     rc, listing, _ = yarn.cli("hdfs", "dfs", "-ls", model, export)
     assert rc == 0 and "ckpt-3.index" in listing and "saved_model.pb" in listing, listing
 
     # Step 4: client mode, the same command with --epochs 6: resumes from ckpt-3
-    client_env = dict(env, PYSPARK_DRIVER_PYTHON="python3",
-                      PYSPARK_PYTHON="./environment/bin/python")
+    client_env = dict(
+        env, PYSPARK_DRIVER_PYTHON="python3", PYSPARK_PYTHON="./environment/bin/python"
+    )
     out, timings["client mode, epochs 4-6"] = _sh(
-        [spark_submit(), "--properties-file", CONF, "--deploy-mode", "client",
-         "--conf", archives, *_test_yarn_flags(),
-         os.path.join(EXAMPLES, "mnist.py"), *flags, "--epochs", "6"], client_env, tmp_path)
+        [
+            spark_submit(),
+            "--properties-file",
+            CONF,
+            "--deploy-mode",
+            "client",
+            "--conf",
+            archives,
+            *_test_yarn_flags(),
+            os.path.join(EXAMPLES, "mnist.py"),
+            *flags,
+            "--epochs",
+            "6",
+        ],
+        client_env,
+        tmp_path,
+    )
     said = out.stdout
     (tmp_path / "client-mode.log").write_text(out.stdout + out.stderr)
     assert f"[chief:0] chief:0: resumed from {model}/ckpt-3 (epoch 3)" in said, said[-4000:]
@@ -149,6 +205,9 @@ def test_the_recipe_archive_on_hdfs_cluster_mode_then_client_mode_resuming(
     assert _accuracy(said) >= 0.9
     rc, listing, _ = yarn.cli("hdfs", "dfs", "-cat", f"{model}/checkpoint")
     assert 'model_checkpoint_path: "ckpt-6"' in listing, listing
-    print(f"\n[yarn] recipe: first run test_accuracy={first:.4f}; "
-          + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items()), file=sys.stderr)
+    print(
+        f"\n[yarn] recipe: first run test_accuracy={first:.4f}; "
+        + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items()),
+        file=sys.stderr,
+    )
     assert yarn.wait_idle(), yarn.describe_leftovers()

@@ -11,7 +11,6 @@ import re
 import time
 
 import pytest
-
 from yarn_harness import ROOT
 
 pytestmark = [pytest.mark.yarn, pytest.mark.slow, pytest.mark.timeout(600)]

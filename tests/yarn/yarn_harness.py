@@ -19,7 +19,6 @@ import urllib.request
 
 import psutil
 import pytest
-
 from conftest import pid_alive, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -78,15 +77,24 @@ class YarnCluster:
         self.rm = re.search(r"ResourceManager: (http://\S+)", stdout).group(1)
         m = re.search(r"HDFS: (hdfs://\S+) \(WebHDFS (http://\S+)\)", stdout)
         self.hdfs, self.webhdfs = m.group(1), m.group(2)
-        self.pids = {f[:-4]: int(open(os.path.join(state, f)).read())
-                     for f in os.listdir(state) if f.endswith(".pid")}
+        self.pids = {
+            f[:-4]: int(open(os.path.join(state, f)).read())
+            for f in os.listdir(state)
+            if f.endswith(".pid")
+        }
 
     # -------------------------------------------------------------------- environment
     def env(self, **extra):
-        return dict(os.environ, HADOOP_CONF_DIR=self.conf_dir, YARN_CONF_DIR=self.conf_dir,
-                    SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-                    PYSPARK_DRIVER_PYTHON=sys.executable, SPARKTF_YARN_DIR=self.state,
-                    **extra)
+        return dict(
+            os.environ,
+            HADOOP_CONF_DIR=self.conf_dir,
+            YARN_CONF_DIR=self.conf_dir,
+            SPARK_LOCAL_IP="127.0.0.1",
+            PYSPARK_PYTHON=sys.executable,
+            PYSPARK_DRIVER_PYTHON=sys.executable,
+            SPARKTF_YARN_DIR=self.state,
+            **extra,
+        )
 
     def hadoop_conf(self):
         """What a client needs of the cluster's configuration (fs.defaultFS, the
@@ -111,18 +119,32 @@ class YarnCluster:
                 cmd += ["--conf", f"{k}={v}"]
         return cmd + list(extra) + [str(script), *map(str, args)]
 
-    def submit(self, script, *args, deploy_mode="client", conf=None, extra=(), cwd=None,
-               timeout=420, env=None):
+    def submit(
+        self,
+        script,
+        *args,
+        deploy_mode="client",
+        conf=None,
+        extra=(),
+        cwd=None,
+        timeout=420,
+        env=None,
+    ):
         """spark-submit to this YARN; the CompletedProcess, whatever its exit code."""
-        return subprocess.run(self.submit_cmd(script, *args, deploy_mode=deploy_mode,
-                                              conf=conf, extra=extra),
-                              cwd=cwd, env=env or self.env(), capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            self.submit_cmd(script, *args, deploy_mode=deploy_mode, conf=conf, extra=extra),
+            cwd=cwd,
+            env=env or self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def cli(self, *args, timeout=120):
         """bin/yarn-test-cluster.sh yarn|hdfs ARGS: (exit code, stdout, stderr)."""
-        out = subprocess.run([SCRIPT, *args], env=self.env(), capture_output=True, text=True,
-                             timeout=timeout)
+        out = subprocess.run(
+            [SCRIPT, *args], env=self.env(), capture_output=True, text=True, timeout=timeout
+        )
         return out.returncode, out.stdout, out.stderr
 
     def logs(self, app_id, timeout=90):
@@ -132,23 +154,29 @@ class YarnCluster:
 
         def aggregated():
             nonlocal text
-            if self.app(app_id).get("logAggregationStatus") not in ("SUCCEEDED", "FAILED",
-                                                                       "TIME_OUT"):
+            if self.app(app_id).get("logAggregationStatus") not in (
+                "SUCCEEDED",
+                "FAILED",
+                "TIME_OUT",
+            ):
                 return False
             rc, text, _ = self.cli("yarn", "logs", "-applicationId", app_id)
             return rc == 0 and "LogType:" in text
 
-        assert wait_until(aggregated, timeout=timeout, interval=1.0), \
+        assert wait_until(aggregated, timeout=timeout, interval=1.0), (
             f"no aggregated logs for {app_id}: {self.app(app_id)}"
+        )
         return text
 
     # ---------------------------------------------------------------------- REST API
     def rest(self, path, method="GET", body=None):
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.rm + "/ws/v1/cluster" + path, data=data,
-                                     method=method,
-                                     headers={"Content-Type": "application/json",
-                                              "Accept": "application/json"})
+        req = urllib.request.Request(
+            self.rm + "/ws/v1/cluster" + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.load(r)
 
@@ -179,8 +207,11 @@ class YarnCluster:
         script's own test: working directory or environment in the NodeManager's dirs)."""
         import hdfs_test_cluster
 
-        return [p for p in psutil.process_iter(["pid"])
-                if hdfs_test_cluster.in_container(p.pid, self.state) and pid_alive(p.pid)]
+        return [
+            p
+            for p in psutil.process_iter(["pid"])
+            if hdfs_test_cluster.in_container(p.pid, self.state) and pid_alive(p.pid)
+        ]
 
     def container_jvm(self, container_id):
         """The executor JVM of a live container, found as an operator would: the PID the
@@ -188,12 +219,14 @@ class YarnCluster:
         launch shell) and the ``java`` process under it."""
         import glob
 
-        [pid_file] = glob.glob(os.path.join(self.state, "nm", "local", "nmPrivate", "*",
-                                            container_id, f"{container_id}.pid"))
+        [pid_file] = glob.glob(
+            os.path.join(
+                self.state, "nm", "local", "nmPrivate", "*", container_id, f"{container_id}.pid"
+            )
+        )
         shell = psutil.Process(int(open(pid_file).read().strip()))
         for proc in [shell] + shell.children(recursive=True):
-            if proc.name() == "java" and "CoarseGrainedExecutorBackend" in " ".join(
-                    proc.cmdline()):
+            if proc.name() == "java" and "CoarseGrainedExecutorBackend" in " ".join(proc.cmdline()):
                 return proc
         raise AssertionError(f"no executor JVM under {container_id}'s PID {shell.pid}")
 
@@ -205,13 +238,21 @@ class YarnCluster:
                 procs.append((p.pid, p.name(), p.ppid(), " ".join(p.cmdline())[:300]))
             except psutil.Error:
                 pass
-        return {"apps": [a["id"] for a in self.running_apps()],
-                "containers": [c["id"] for c in self.containers()], "processes": procs}
+        return {
+            "apps": [a["id"] for a in self.running_apps()],
+            "containers": [c["id"] for c in self.containers()],
+            "processes": procs,
+        }
 
     def wait_idle(self, timeout=60):
         """No application running, no container, no container process left."""
-        return wait_until(lambda: not self.running_apps() and not self.containers()
-                          and not self.container_processes(), timeout=timeout, interval=0.5)
+        return wait_until(
+            lambda: (
+                not self.running_apps() and not self.containers() and not self.container_processes()
+            ),
+            timeout=timeout,
+            interval=0.5,
+        )
 
 
 def app_id_of(text):
@@ -227,8 +268,7 @@ def session_cluster(tmp_path_factory):
     state = str(tmp_path_factory.mktemp("yarn") / "state")
     env = dict(os.environ, SPARKTF_YARN_DIR=state)
     started = time.monotonic()
-    out = subprocess.run([SCRIPT, "start"], env=env, capture_output=True, text=True,
-                         timeout=900)
+    out = subprocess.run([SCRIPT, "start"], env=env, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         pytest.fail(f"the test YARN did not start:\n{out.stdout}\n{out.stderr[-4000:]}")
     print(f"\n[yarn] cluster started in {time.monotonic() - started:.1f}s", file=sys.stderr)
@@ -240,12 +280,14 @@ def session_cluster(tmp_path_factory):
     finally:
         for app in cluster.running_apps() if all(map(pid_alive, cluster.pids.values())) else []:
             cluster.kill(app["id"])
-        stop = subprocess.run([SCRIPT, "stop"], env=env, capture_output=True, text=True,
-                              timeout=180)
+        stop = subprocess.run(
+            [SCRIPT, "stop"], env=env, capture_output=True, text=True, timeout=180
+        )
         assert stop.returncode == 0, stop.stderr
         pids = list(cluster.pids.values())
-        assert wait_until(lambda: not any(pid_alive(p) for p in pids), timeout=30), \
+        assert wait_until(lambda: not any(pid_alive(p) for p in pids), timeout=30), (
             "a daemon of the test YARN outlived bin/yarn-test-cluster.sh stop"
+        )
         assert "leftover processes" not in stop.stderr, stop.stderr
         assert not cluster.container_processes()
 

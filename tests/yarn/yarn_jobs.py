@@ -43,8 +43,7 @@ def steps_checkpointed_on_hdfs(args, ctx):
         if ctx.attempt == 0:
             # where the test finds the container to kill (a forked node's /proc/PID/environ
             # is its Python daemon's, without SPARKTF_NODE)
-            sparktf.fs.write_bytes(args["dir"] + ".worker-container",
-                                   result["container"].encode())
+            sparktf.fs.write_bytes(args["dir"] + ".worker-container", result["container"].encode())
             time.sleep(600)  # (its container is killed first)
         return result
     mirror = sparktf.fs.SyncedDir(args["dir"])

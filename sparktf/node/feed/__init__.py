@@ -38,9 +38,9 @@ This package never imports pyspark; pyarrow and numpy are imported when a feed i
 tensorflow only by :meth:`DataFeed.to_dataset`.
 """
 
+from sparktf.errors import FeedError
 from sparktf.node.feed.batches import column_to_numpy
 from sparktf.node.feed.datafeed import DataFeed
 from sparktf.node.feed.equalize import Bound
-from sparktf.errors import FeedError
 
 __all__ = ["DataFeed", "Bound", "FeedError", "column_to_numpy"]

@@ -63,7 +63,7 @@ def rows(chunk) -> int:
 
 def cut(chunk, start: int, n: int):
     """``n`` rows of a chunk from ``start`` (zero-copy for Arrow)."""
-    return chunk.slice(start, n) if hasattr(chunk, "num_rows") else chunk[start:start + n]
+    return chunk.slice(start, n) if hasattr(chunk, "num_rows") else chunk[start : start + n]
 
 
 def shuffled(chunk, rng):
@@ -88,20 +88,25 @@ def assemble(parts: list, schema, input_mapping: dict | None):
     or a dict of column (or ``input_mapping`` name) to numpy array for a DataFrame."""
     if schema is None:  # an RDD: lists of elements
         if input_mapping:
-            raise FeedError(f"input_mapping={input_mapping!r} names a DataFrame's columns, but "
-                            "this feed is an RDD's elements: leave input_mapping out")
+            raise FeedError(
+                f"input_mapping={input_mapping!r} names a DataFrame's columns, but "
+                "this feed is an RDD's elements: leave input_mapping out"
+            )
         return [item for part in parts for item in part]
     import pyarrow as pa
 
     if input_mapping:
         missing = [c for c in input_mapping if c not in schema.names]
         if missing:
-            raise FeedError(f"input_mapping names columns {missing} that the DataFrame does "
-                            f"not have; its columns are {schema.names}")
+            raise FeedError(
+                f"input_mapping names columns {missing} that the DataFrame does "
+                f"not have; its columns are {schema.names}"
+            )
     table = pa.Table.from_batches(parts, schema=schema) if parts else schema.empty_table()
     names = input_mapping or {n: n for n in schema.names}
-    return {out: column_to_numpy(col, table.column(col).combine_chunks())
-            for col, out in names.items()}
+    return {
+        out: column_to_numpy(col, table.column(col).combine_chunks()) for col, out in names.items()
+    }
 
 
 def column_to_numpy(name: str, arr):
@@ -120,17 +125,23 @@ def column_to_numpy(name: str, arr):
             if len(lengths) and (lengths != lengths[0]).any():
                 raise FeedError(
                     f"column {name!r} holds arrays of different lengths ({lengths.min()} to "
-                    f"{lengths.max()}) in one batch; make every row's array the same length")
+                    f"{lengths.max()}) in one batch; make every row's array the same length"
+                )
             width = int(lengths[0]) if len(lengths) else 0
         values = column_to_numpy(name, arr.flatten())
         return values.reshape((len(arr), width) + values.shape[1:])
-    if pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t) \
-            or pa.types.is_large_string(t):
+    if (
+        pa.types.is_binary(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_large_string(t)
+    ):
         return arr.to_numpy(zero_copy_only=False)
     if arr.null_count and not pa.types.is_floating(t):
         raise FeedError(f"column {name!r} ({t}) has nulls; fill or drop them before feeding")
-    if not arr.null_count and (pa.types.is_integer(t) or pa.types.is_floating(t)
-                               or pa.types.is_boolean(t)):
+    if not arr.null_count and (
+        pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+    ):
         return _plain_to_numpy(arr)
     return arr.to_numpy(zero_copy_only=False)
 
@@ -148,7 +159,7 @@ def _plain_to_numpy(arr):
         if data is None or n == 0:
             return np.zeros(0, dtype=bool)
         bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")
-        return bits[start:start + n].astype(bool)
+        return bits[start : start + n].astype(bool)
     dtype = _numpy_dtype(arr.type)
     if data is None or n == 0:
         out = np.zeros(0, dtype=dtype)
@@ -158,8 +169,19 @@ def _plain_to_numpy(arr):
     return out
 
 
-_NUMERIC = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-            "float16", "float32", "float64")
+_NUMERIC = (
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+)
 _DTYPES: dict = {}  # Arrow number type -> numpy dtype
 
 
@@ -185,22 +207,24 @@ def structure(batch):
         names = sorted(batch[0])
         other = next((e for e in batch if sorted(e) != names), None)
         if other is not None:
-            raise FeedError(f"to_dataset() needs RDD elements of one structure; this batch "
-                            f"has dicts with different keys ({names} and {sorted(other)}): "
-                            "give every element the same keys")
+            raise FeedError(
+                f"to_dataset() needs RDD elements of one structure; this batch "
+                f"has dicts with different keys ({names} and {sorted(other)}): "
+                "give every element the same keys"
+            )
         return dict(zip(names, structure([tuple(e[k] for k in names) for e in batch])))
     try:
         if batch and isinstance(batch[0], (tuple, list)):
-            return tuple(np.stack([np.asarray(e[i]) for e in batch])
-                         for i in range(len(batch[0])))
+            return tuple(np.stack([np.asarray(e[i]) for e in batch]) for i in range(len(batch[0])))
         return np.stack([np.asarray(e) for e in batch])
     except (ValueError, IndexError) as exc:
-        shapes = sorted({str(np.shape(e[0] if isinstance(e, (tuple, list)) else e))
-                         for e in batch})
-        raise FeedError(f"to_dataset() needs RDD elements of one structure and shape; this "
-                        f"batch has elements of different shapes ({', '.join(shapes[:4])}): "
-                        f"{exc}. Make every element the same shape, or use next_batch() and "
-                        "handle them yourself") from None
+        shapes = sorted({str(np.shape(e[0] if isinstance(e, (tuple, list)) else e)) for e in batch})
+        raise FeedError(
+            f"to_dataset() needs RDD elements of one structure and shape; this "
+            f"batch has elements of different shapes ({', '.join(shapes[:4])}): "
+            f"{exc}. Make every element the same shape, or use next_batch() and "
+            "handle them yourself"
+        ) from None
 
 
 def signature(tf, batch):
@@ -209,9 +233,11 @@ def signature(tf, batch):
 
     def spec(a, name):
         if a.dtype.kind in "mM":
-            raise FeedError(f"to_dataset(): {name} holds dates or times ({a.dtype}), which "
-                            "TensorFlow has no type for: leave it out (input_mapping) or make "
-                            "it a number first (e.g. unix_timestamp() in Spark)")
+            raise FeedError(
+                f"to_dataset(): {name} holds dates or times ({a.dtype}), which "
+                "TensorFlow has no type for: leave it out (input_mapping) or make "
+                "it a number first (e.g. unix_timestamp() in Spark)"
+            )
         sample = next((v for v in a.flat if v is not None), None) if a.dtype == object else None
         if a.dtype != object:
             dtype = tf.as_dtype(a.dtype)
@@ -225,7 +251,8 @@ def signature(tf, batch):
                 "nested column, or objects), which no tensor holds: select the fields you "
                 "train on as columns of numbers, strings or arrays of one length (for a "
                 "struct, df.select('col.*')), leave it out with input_mapping, or read it "
-                "with next_batch() and build the tensors yourself")
+                "with next_batch() and build the tensors yourself"
+            )
         return tf.TensorSpec(shape=(None,) + a.shape[1:], dtype=dtype)
 
     if isinstance(data, dict):

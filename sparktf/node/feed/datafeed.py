@@ -10,7 +10,8 @@ import pickle
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from sparktf.common import feedwire, messages, values
 from sparktf.common.spec import FeedConfig
@@ -39,8 +40,10 @@ def _as_rows(results) -> list:
         columns = {name: _host(col) for name, col in results.items()}
         lengths = {name: len(col) for name, col in columns.items()}
         if len(set(lengths.values())) > 1:
-            raise FeedError(f"batch_results(): the dict's columns have different lengths "
-                            f"({lengths}); give each column one value per row of the batch")
+            raise FeedError(
+                f"batch_results(): the dict's columns have different lengths "
+                f"({lengths}); give each column one value per row of the batch"
+            )
         return [dict(zip(columns, row)) for row in zip(*columns.values())]
     results = list(results)
     if results and callable(getattr(results[0], "numpy", None)):
@@ -57,20 +60,31 @@ class DataFeed:
     dimension is the batch.
     """
 
-    def __init__(self, sock_path: str, *, train_mode: bool, input_mapping: dict | None,
-                 config: FeedConfig, spool_dir: str, report: Callable[[dict], None],
-                 bound: Bound, peer: tuple[str, str, bytes] | None = None) -> None:
+    def __init__(
+        self,
+        sock_path: str,
+        *,
+        train_mode: bool,
+        input_mapping: dict | None,
+        config: FeedConfig,
+        spool_dir: str,
+        report: Callable[[dict], None],
+        bound: Bound,
+        peer: tuple[str, str, bytes] | None = None,
+    ) -> None:
         """``peer``: this node's name, host and the job's secret, where its share is fed as
         it is and rows may have to move between nodes (``config.exchange``)."""
         import numpy  # noqa: F401 - fail early if missing
 
         if input_mapping is not None and not (
-                isinstance(input_mapping, dict)
-                and all(isinstance(k, str) and isinstance(v, str)
-                        for k, v in input_mapping.items())):
-            raise ConfigError(f"input_mapping must be a dict of DataFrame column -> name in the "
-                              f"batches, such as {{'image': 'x', 'label': 'y'}}, got "
-                              f"{input_mapping!r}")
+            isinstance(input_mapping, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in input_mapping.items())
+        ):
+            raise ConfigError(
+                f"input_mapping must be a dict of DataFrame column -> name in the "
+                f"batches, such as {{'image': 'x', 'label': 'y'}}, got "
+                f"{input_mapping!r}"
+            )
         self.train_mode = train_mode
         self.input_mapping = dict(input_mapping) if input_mapping else None
         self.config = config
@@ -88,20 +102,28 @@ class DataFeed:
             bound.own = lambda: self._stream.received
         moving = self._equalizing and config.exchange and peer is not None
         path = os.path.join(spool_dir, "epoch1.spool")
-        self._spool = (Spool(path, config.spool_max_bytes, config.num_epochs)
-                       if config.num_epochs > 1 else None)
+        self._spool = (
+            Spool(path, config.spool_max_bytes, config.num_epochs)
+            if config.num_epochs > 1
+            else None
+        )
         self._waiting = False  # the consumer waits for the other nodes' rows (the bound)
         self._exchange: Exchange | None = None
         if moving:  # listening before the first progress report, which says where
             name, host, secret = peer
             self._exchange = Exchange(name, host, secret, bound, config.feed_timeout)
         self._stream = Stream(
-            sock_path, config, self._spool, self._report_progress if self._equalizing else None,
+            sock_path,
+            config,
+            self._spool,
+            self._report_progress if self._equalizing else None,
             # one epoch: a spool only for what must wait on disk (see Stream, Exchange)
             spool_factory=(lambda: Spool(path, config.spool_max_bytes, config.num_epochs))
-            if moving else None,
+            if moving
+            else None,
             spill_when=(lambda: self._waiting and bound.peers_ended) if moving else None,
-            on_rows=bound.poke if self._equalizing else None)
+            on_rows=bound.poke if self._equalizing else None,
+        )
         if self._exchange is not None:
             self._exchange.attach(self._stream)
         self._taking: Iterator | None = None  # epoch 1's rows from other nodes, once planned
@@ -137,9 +159,13 @@ class DataFeed:
             message = dict(message, exchange=self._exchange.address)
         bound = self._bound
         with self._report_lock:
-            if not message.get("ended") and not message.get("stopped") and not bound.final \
-                    and bound.others_behind(self._reported) \
-                    and time.monotonic() - self._reported_at < messages.FLOW_EVERY:
+            if (
+                not message.get("ended")
+                and not message.get("stopped")
+                and not bound.final
+                and bound.others_behind(self._reported)
+                and time.monotonic() - self._reported_at < messages.FLOW_EVERY
+            ):
                 self._held_report = message
                 return
             self._send_report(message)
@@ -297,8 +323,7 @@ class DataFeed:
     @property
     def epoch_rows(self) -> int:
         """Rows handed out in the current epoch (after the last one: in the last one)."""
-        return self._last_epoch_rows if self._stopped and not self._delivered \
-            else self._delivered
+        return self._last_epoch_rows if self._stopped and not self._delivered else self._delivered
 
     def should_stop(self) -> bool:
         """True once every epoch has been delivered, or after :meth:`terminate`.
@@ -342,19 +367,21 @@ class DataFeed:
         self._terminated = self._stopped = True
         self._stream.terminate()
         if self.config.equalize:
-            self._report(messages.make("feed_progress", received=self._delivered, ended=True,
-                                       stopped=True))
+            self._report(
+                messages.make("feed_progress", received=self._delivered, ended=True, stopped=True)
+            )
 
     def batch_results(self, results) -> None:
         """Send one output per row of the batch just taken (inference): a list, an array or
         tensor with a row per input row (``model.predict(x)``, ``model(x)``), or a dict of
         those by output column (a model's named outputs)."""
         if self.train_mode:
-            raise FeedError("batch_results() is for inference: get the feed with "
-                            "ctx.get_data_feed(train_mode=False)")
+            raise FeedError(
+                "batch_results() is for inference: get the feed with "
+                "ctx.get_data_feed(train_mode=False)"
+            )
         results = _as_rows(results)
-        self._stream.send(feedwire.RESULT,
-                          pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))
+        self._stream.send(feedwire.RESULT, pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))
         self.results_sent += len(results)
 
     def close(self) -> None:
@@ -370,11 +397,15 @@ class DataFeed:
             else:
                 unread = self._left_unread()
                 if unread:
-                    print(f"sparktf: main_fn returned after {self.rows_fed:,} rows and left its "
-                          f"share unread: {unread}; those rows were not trained on. Read until "
-                          "feed.should_stop() (with to_dataset: as many epochs as train()'s "
-                          f"num_epochs={self.config.num_epochs}), or call feed.terminate() "
-                          "where stopping early is meant", file=sys.stderr, flush=True)
+                    print(
+                        f"sparktf: main_fn returned after {self.rows_fed:,} rows and left its "
+                        f"share unread: {unread}; those rows were not trained on. Read until "
+                        "feed.should_stop() (with to_dataset: as many epochs as train()'s "
+                        f"num_epochs={self.config.num_epochs}), or call feed.terminate() "
+                        "where stopping early is meant",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 if self._exchange is not None and not self._terminated and self._bound.final:
                     self._exchange.finish()  # this node's surplus rows reach their takers
         finally:
@@ -409,12 +440,17 @@ class DataFeed:
                 f"main_fn returned (or called terminate()) after reading {self.rows_fed} of "
                 f"this node's {stream.rows if stream.rows is not None else 'more'} "
                 "input rows; inference needs one output per row: read until "
-                "feed.should_stop() and call feed.batch_results() for every batch")
+                "feed.should_stop() and call feed.batch_results() for every batch"
+            )
         if self.results_sent != stream.received:
-            raise FeedError(f"main_fn sent {self.results_sent} outputs for {stream.received} "
-                            "input rows; call feed.batch_results() with one output per row")
-        stream.send(feedwire.RESULTS_END, json.dumps(
-            {"rows": stream.received, "results": self.results_sent}).encode())
+            raise FeedError(
+                f"main_fn sent {self.results_sent} outputs for {stream.received} "
+                "input rows; call feed.batch_results() with one output per row"
+            )
+        stream.send(
+            feedwire.RESULTS_END,
+            json.dumps({"rows": stream.received, "results": self.results_sent}).encode(),
+        )
 
     def _release(self) -> None:
         if self._equalizing and self._stopped and not self._terminated:
@@ -467,7 +503,8 @@ class DataFeed:
                     "structure cannot be read from them: "
                     "pass output_signature= (e.g. {'x': tf.TensorSpec([None, 784], tf.float32)}"
                     ", one spec per column or component) for an empty dataset, or give every "
-                    "training node rows (more data, or fewer nodes)")
+                    "training node rows (more data, or fewer nodes)"
+                )
             output_signature = batches.signature(tf, first)
         specs = tf.nest.flatten(output_signature)
         state = {"pending": first, "ended": False}  # the batch read for the signature
@@ -476,9 +513,13 @@ class DataFeed:
             state["ended"] = False
             return np.int64(0)
 
-        empty = [np.zeros((0,) + tuple(d or 0 for d in s.shape[1:]),
-                          dtype=object if s.dtype == tf.string else s.dtype.as_numpy_dtype)
-                 for s in specs]  # what ends an epoch
+        empty = [
+            np.zeros(
+                (0,) + tuple(d or 0 for d in s.shape[1:]),
+                dtype=object if s.dtype == tf.string else s.dtype.as_numpy_dtype,
+            )
+            for s in specs
+        ]  # what ends an epoch
 
         def next_batch(_):
             if state["pending"] is not None:
@@ -495,16 +536,25 @@ class DataFeed:
             data = batches.structure(batch)
             flat = tf.nest.flatten(data)
             if len(flat) != len(specs):
-                raise FeedError(f"to_dataset(): a batch has {len(flat)} components, the "
-                                f"output_signature {len(specs)}")
+                raise FeedError(
+                    f"to_dataset(): a batch has {len(flat)} components, the "
+                    f"output_signature {len(specs)}"
+                )
             for i, (a, s) in enumerate(zip(flat, specs)):
                 if s.dtype == tf.string and a.dtype == object and any(v is None for v in a.flat):
-                    name = f"column {sorted(data)[i]!r}" if isinstance(data, dict) \
+                    name = (
+                        f"column {sorted(data)[i]!r}"
+                        if isinstance(data, dict)
                         else f"component {i}"
-                    raise FeedError(f"to_dataset(): {name} has nulls, which a string tensor "
-                                    "cannot hold; fill or drop them before feeding")
-            return [a if s.dtype == tf.string else np.asarray(a, s.dtype.as_numpy_dtype)
-                    for a, s in zip(flat, specs)]
+                    )
+                    raise FeedError(
+                        f"to_dataset(): {name} has nulls, which a string tensor "
+                        "cannot hold; fill or drop them before feeding"
+                    )
+            return [
+                a if s.dtype == tf.string else np.asarray(a, s.dtype.as_numpy_dtype)
+                for a, s in zip(flat, specs)
+            ]
 
         touts = [s.dtype for s in specs]
 
@@ -512,9 +562,14 @@ class DataFeed:
             def call(_):
                 out = tf.numpy_function(next_batch, [_], touts, stateful=True)
                 return tuple(tf.ensure_shape(t, s.shape) for t, s in zip(out, specs))
-            return (tf.data.Dataset.from_tensors(np.int64(0)).repeat().map(call)
-                    .take_while(lambda *t: tf.shape(t[0])[0] > 0)
-                    .map(lambda *t: tf.nest.pack_sequence_as(output_signature, list(t))))
+
+            return (
+                tf.data.Dataset.from_tensors(np.int64(0))
+                .repeat()
+                .map(call)
+                .take_while(lambda *t: tf.shape(t[0])[0] > 0)
+                .map(lambda *t: tf.nest.pack_sequence_as(output_signature, list(t)))
+            )
 
         # Not Dataset.from_generator: in TF 2.21 a model fed by it trains about 2x slower per
         # step than from tensors, even when its elements are cached (measured with the example's
@@ -522,10 +577,11 @@ class DataFeed:
         # pay that (docs/benchmarks.md, "The main job"). One batch per call, in order: the stateful
         # calls are never run in parallel or ahead of take_while, so no batch of the next epoch
         # is read before the consumer starts it.
-        ds = (tf.data.Dataset.from_tensors(np.int64(0))
-              .map(lambda z: tf.numpy_function(start, [z], tf.int64, stateful=True))
-              .flat_map(one_epoch))
+        ds = (
+            tf.data.Dataset.from_tensors(np.int64(0))
+            .map(lambda z: tf.numpy_function(start, [z], tf.int64, stateful=True))
+            .flat_map(one_epoch)
+        )
         options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = \
-            tf.data.experimental.AutoShardPolicy.OFF
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         return ds.with_options(options)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from sparktf.errors import FeedError
 
@@ -68,8 +68,14 @@ class Bound:
             if self._waiting_at is not None and self.limit() > self._waiting_at:
                 self.cond.notify_all()
 
-    def update(self, value: int, final: bool, peers_ended: bool = False,
-               plan: dict | None = None, others: int | None = None) -> None:
+    def update(
+        self,
+        value: int,
+        final: bool,
+        peers_ended: bool = False,
+        plan: dict | None = None,
+        others: int | None = None,
+    ) -> None:
         with self.cond:
             self.heard_at = time.monotonic()
             if others is not None:
@@ -116,7 +122,8 @@ class Bound:
                     if remaining <= 0:
                         raise FeedError(
                             f"no progress from the other training nodes' feeds for "
-                            f"feed_timeout={timeout:g}s")
+                            f"feed_timeout={timeout:g}s"
+                        )
                     self.cond.wait(min(remaining, 1.0))
             finally:
                 self._waiting_at = None

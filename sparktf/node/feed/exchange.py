@@ -30,7 +30,7 @@ import json
 import socket
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from sparktf.common import feedwire, protocol, topology
 from sparktf.errors import FeedError
@@ -49,8 +49,7 @@ class Exchange:
     """This node's side of the moves: a listener for rows given to it, and the sending of the
     rows it gives once the driver's final bound says so."""
 
-    def __init__(self, name: str, host: str, secret: bytes, bound: Bound,
-                 timeout: float) -> None:
+    def __init__(self, name: str, host: str, secret: bytes, bound: Bound, timeout: float) -> None:
         self._name = name  # this node's, as givers introduce themselves
         self._secret = secret
         self._stream: Stream | None = None  # this node's partition: its frames, the spool
@@ -67,13 +66,18 @@ class Exchange:
         self._closed = False
         self._conns: list[socket.socket] = []
         self._give_error: BaseException | None = None
-        self._giving = threading.Thread(target=self._give, name="sparktf-feed-give",
-                                        daemon=True)
+        self._giving = threading.Thread(target=self._give, name="sparktf-feed-give", daemon=True)
         try:
             self._gate = protocol.Gatekeeper(
-                self._listener, secret, self._admit, what="row exchange",
+                self._listener,
+                secret,
+                self._admit,
+                what="row exchange",
                 handshake_timeout=min(timeout, 30.0),  # a stranger gets 30 s at most
-                max_pending=MAX_PENDING, capacity=self._has_room, on_fatal=self._failed)
+                max_pending=MAX_PENDING,
+                capacity=self._has_room,
+                on_fatal=self._failed,
+            )
         except BaseException:
             self._listener.close()
             raise
@@ -104,8 +108,9 @@ class Exchange:
                 return
             self._conns.append(conn)
         try:
-            threading.Thread(target=self._receive, args=(conn, session),
-                             name="sparktf-feed-take", daemon=True).start()
+            threading.Thread(
+                target=self._receive, args=(conn, session), name="sparktf-feed-take", daemon=True
+            ).start()
         except BaseException:
             with self._cond:
                 self._conns.remove(conn)
@@ -122,8 +127,7 @@ class Exchange:
                 raise FeedError(f"unexpected frame {kind!r} before the giver's name")
             name = payload.decode()
             with self._bound.cond:  # a giver may come before this node's stream is attached
-                if not self._bound.cond.wait_for(lambda: self._stream is not None,
-                                                 self._timeout):
+                if not self._bound.cond.wait_for(lambda: self._stream is not None, self._timeout):
                     raise FeedError("this node's stream was never attached")
             with self._cond:
                 self._frames.setdefault(name, [])
@@ -145,9 +149,10 @@ class Exchange:
             with self._cond:
                 if self._error is None:
                     self._error = protocol.FrameRejected(
-                        f"rows moved to {self._name} from {name or 'a peer'}: {exc}")
+                        f"rows moved to {self._name} from {name or 'a peer'}: {exc}"
+                    )
                 self._cond.notify_all()
-        except BaseException as exc:  # noqa: BLE001 - the consumer is told, with the cause
+        except BaseException as exc:
             if name is not None:
                 with self._cond:
                     self._broken[name] = f"{type(exc).__name__}: {exc}"
@@ -170,22 +175,29 @@ class Exchange:
                     while True:
                         self._raise_error()
                         frames = self._frames.get(giver, [])
-                        if i < len(frames) or giver in self._ends or giver in self._broken \
-                                or self._closed:
+                        if (
+                            i < len(frames)
+                            or giver in self._ends
+                            or giver in self._broken
+                            or self._closed
+                        ):
                             break
                         if time.monotonic() >= deadline:
                             raise FeedError(
                                 f"no rows from {giver} for feed_timeout={self._timeout:g}s: "
-                                f"equalizing moves {rows} of its rows to this node")
+                                f"equalizing moves {rows} of its rows to this node"
+                            )
                         self._cond.wait(min(1.0, max(0.0, deadline - time.monotonic())))
                     if i < len(frames):
                         index = frames[i]
                     elif giver in self._ends:
                         break
                     else:
-                        raise FeedError(f"the rows moved from {giver} to this node broke off "
-                                        f"after {got} of {rows}: "
-                                        f"{self._broken.get(giver, 'the feed was closed')}")
+                        raise FeedError(
+                            f"the rows moved from {giver} to this node broke off "
+                            f"after {got} of {rows}: "
+                            f"{self._broken.get(giver, 'the feed was closed')}"
+                        )
                 i += 1
                 kind, payload, _ = self._stream.spool().read(index)
                 chunk = batches.decode(kind, payload, self._stream.schema)
@@ -201,8 +213,10 @@ class Exchange:
             return
         if isinstance(exc, protocol.SecurityError):
             raise exc
-        raise FeedError(f"the row exchange's listener of {self._name} failed, so rows moved "
-                        f"to it cannot arrive: {type(exc).__name__}: {exc}") from exc
+        raise FeedError(
+            f"the row exchange's listener of {self._name} failed, so rows moved "
+            f"to it cannot arrive: {type(exc).__name__}: {exc}"
+        ) from exc
 
     def frames_taken(self, takes: list) -> list[int]:
         """The spool's frames taken, in the plan's order (for later epochs)."""
@@ -218,16 +232,17 @@ class Exchange:
         try:
             if bound.gives and not self._closed:
                 self._send_all(bound.gives)
-        except BaseException as exc:  # noqa: BLE001 - raised where the node closes its feed
+        except BaseException as exc:
             self._give_error = exc
 
     def _send_all(self, gives: list) -> None:
         """The last rows of this node's share, in order, to each taker in the plan's order."""
         start = self._stream.total - self._bound.rows_given
-        for taker, address, rows in gives:
+        for _taker, address, rows in gives:
             # tried again while the taker is busy (a flood, or many givers at once)
-            chan = protocol.connect(topology.split_address(address), self._secret,
-                                    self._timeout, what="row exchange")
+            chan = protocol.connect(
+                topology.split_address(address), self._secret, self._timeout, what="row exchange"
+            )
             sock, mac = chan.sock, chan.session.sending
             try:
                 sock.settimeout(self._timeout)
@@ -235,8 +250,7 @@ class Exchange:
                 feedwire.send_frame(sock, GIVER, self._name.encode(), mac)
                 for kind, payload in self._pieces(start, rows):
                     feedwire.send_frame(sock, kind, payload, mac)
-                feedwire.send_frame(sock, feedwire.END, json.dumps({"rows": rows}).encode(),
-                                    mac)
+                feedwire.send_frame(sock, feedwire.END, json.dumps({"rows": rows}).encode(), mac)
             finally:
                 sock.close()
             start += rows
@@ -264,8 +278,9 @@ class Exchange:
         self._giving.join()
         if self._give_error is not None:
             exc = self._give_error
-            raise FeedError(f"moving this node's surplus rows to its peers failed: "
-                            f"{type(exc).__name__}: {exc}") from exc
+            raise FeedError(
+                f"moving this node's surplus rows to its peers failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def close(self) -> None:
         with self._cond:

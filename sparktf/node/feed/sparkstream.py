@@ -23,7 +23,7 @@ from __future__ import annotations
 import fcntl
 import socket
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from sparktf.common import feedwire, protocol
 from sparktf.errors import FeedError
@@ -38,9 +38,14 @@ class SparkRecords:
     """Spark's data section on ``sock`` (after the bytes ``head`` already read off it) as
     ``M`` frame payloads of about :data:`~sparktf.common.feedwire.MULTI_BYTES`."""
 
-    def __init__(self, sock: socket.socket, head, timeout: float,
-                 stopped: Callable[[], bool] = lambda: False,
-                 frame_bytes: int = feedwire.MULTI_BYTES) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        head,
+        timeout: float,
+        stopped: Callable[[], bool] = lambda: False,
+        frame_bytes: int = feedwire.MULTI_BYTES,
+    ) -> None:
         self.sock = sock
         self._head = memoryview(bytes(head))
         self._timeout = timeout
@@ -65,19 +70,21 @@ class SparkRecords:
             self._next = None
         pos = 0  # where the current record's length is in the buffer
         while True:
-            size = int.from_bytes(self._buf[pos:pos + _LENGTH], "big", signed=True)
+            size = int.from_bytes(self._buf[pos : pos + _LENGTH], "big", signed=True)
             if size == END_OF_DATA:
                 self.ended = True
                 return memoryview(self._buf)[:pos] if pos else None
             if size < 0:
-                raise FeedError(f"unexpected length {size} in Spark's data for this partition "
-                                "(expected pickled batches)")
+                raise FeedError(
+                    f"unexpected length {size} in Spark's data for this partition "
+                    "(expected pickled batches)"
+                )
             end = pos + _LENGTH + size
             self._room(pos + _LENGTH, end + _LENGTH)
             self._read_into(pos + _LENGTH, size + _LENGTH)  # the body and the next length
             pos = end
             if pos >= self._frame_bytes:
-                self._next = bytes(self._buf[pos:pos + _LENGTH])
+                self._next = bytes(self._buf[pos : pos + _LENGTH])
                 return memoryview(self._buf)[:pos]
 
     def close(self) -> None:
@@ -94,7 +101,7 @@ class SparkRecords:
     def _read_into(self, start: int, n: int) -> None:
         """Exactly ``n`` bytes into the buffer at ``start``: first what the worker had
         buffered, then from the socket, waiting at most the feed timeout for each part."""
-        view = memoryview(self._buf)[start:start + n]
+        view = memoryview(self._buf)[start : start + n]
         got = min(len(self._head), n)
         if got:
             view[:got] = self._head[:got]
@@ -107,8 +114,10 @@ class SparkRecords:
                 self._wait(deadline)
                 continue
             if k == 0:
-                raise FeedError(f"Spark's data socket closed in the middle of the partition "
-                                f"({got} of {n} bytes of a record)")
+                raise FeedError(
+                    f"Spark's data socket closed in the middle of the partition "
+                    f"({got} of {n} bytes of a record)"
+                )
             got += k
             deadline = time.monotonic() + self._timeout
 
@@ -117,8 +126,10 @@ class SparkRecords:
             if self._stopped():
                 raise FeedError("the feed was terminated")
             if time.monotonic() >= deadline:
-                raise FeedError(f"no data came from Spark for feed_timeout="
-                                f"{self._timeout:g}s (the Spark side made no progress)")
+                raise FeedError(
+                    f"no data came from Spark for feed_timeout="
+                    f"{self._timeout:g}s (the Spark side made no progress)"
+                )
 
 
 def wrap(fd: int) -> socket.socket:

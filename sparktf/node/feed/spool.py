@@ -30,12 +30,16 @@ class Spool:
     def append(self, kind: bytes, payload, rows: int) -> None:
         offset = self._file.tell()
         if self._max_bytes is not None and offset + len(payload) > self._max_bytes:
-            why = (f"num_epochs={self._num_epochs} keeps on local disk" if self._num_epochs > 1
-                   else "equalizing keeps on local disk to move rows between unequal "
-                   "partitions (pass rebalance=True to have Spark deal them out instead)")
+            why = (
+                f"num_epochs={self._num_epochs} keeps on local disk"
+                if self._num_epochs > 1
+                else "equalizing keeps on local disk to move rows between unequal "
+                "partitions (pass rebalance=True to have Spark deal them out instead)"
+            )
             raise FeedError(
                 f"this node's share of the data is over spark.sparktf.spoolMaxBytes="
-                f"{self._max_bytes} bytes, which {why}: raise the limit, or add nodes")
+                f"{self._max_bytes} bytes, which {why}: raise the limit, or add nodes"
+            )
         self._file.write(payload)
         self.frames.append((offset, len(payload), rows, kind))
 
@@ -54,8 +58,9 @@ class Spool:
         while got < size:
             n = os.preadv(self._read_fd, [view[got:]], offset + got)
             if not n:
-                raise FeedError(f"the spool file {self.path} is shorter than what was "
-                                "written to it")
+                raise FeedError(
+                    f"the spool file {self.path} is shorter than what was written to it"
+                )
             got += n
         return kind, payload, rows
 

@@ -14,7 +14,7 @@ import os
 import socket
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from sparktf.common import feedwire, messages, protocol
 from sparktf.common.spec import FeedConfig
@@ -31,11 +31,17 @@ PROGRESS_INTERVAL = 0.01  # seconds between progress reports while rows stream i
 class Stream:
     """The reader thread and the read-ahead queue between it and the consumer."""
 
-    def __init__(self, sock_path: str, config: FeedConfig, spool: Spool | None,
-                 report: Callable[[dict], None] | None, *,
-                 spool_factory: Callable[[], Spool] | None = None,
-                 spill_when: Callable[[], bool] | None = None,
-                 on_rows: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        sock_path: str,
+        config: FeedConfig,
+        spool: Spool | None,
+        report: Callable[[dict], None] | None,
+        *,
+        spool_factory: Callable[[], Spool] | None = None,
+        spill_when: Callable[[], bool] | None = None,
+        on_rows: Callable[[], None] | None = None,
+    ) -> None:
         """``spool``: keeps every frame (later epochs replay it). ``spool_factory``: rows may
         move to other nodes (see :mod:`~sparktf.node.feed.exchange`): every frame stays
         readable with :meth:`frame` until the consumer has passed it, from memory, or from a
@@ -130,8 +136,9 @@ class Stream:
                     if self._held is not None:
                         # An Arrow batch is a view of its frame: keep the frame. A pickled
                         # frame's buffer is reused for the next one: keep the elements.
-                        self._held[index] = ((kind, payload) if kind == feedwire.ARROW
-                                             else (None, chunk))
+                        self._held[index] = (
+                            (kind, payload) if kind == feedwire.ARROW else (None, chunk)
+                        )
                     self._put(chunk, len(payload), index)  # reports progress before it waits
                 if self._spill_next is not None:  # spilling, maybe from this frame on
                     if self._spool_factory is not None:
@@ -140,7 +147,7 @@ class Stream:
                             self._held.pop(index, None)
                     self._spool_flushed()
                 self._progress(ended=False, urgent=False)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+        except BaseException as exc:
             if self._spark is not None:
                 self._spark.close()
             failure = FeedError(f"the data feed from Spark broke: {type(exc).__name__}: {exc}")
@@ -173,8 +180,12 @@ class Stream:
             if kind != feedwire.SPARK_SOCKET:
                 os.close(fd)
                 raise FeedError(f"a descriptor came with a {kind!r} frame")
-            self._spark = SparkRecords(sparkstream.wrap(fd), payload, self.config.feed_timeout,
-                                       stopped=lambda: self._terminated)
+            self._spark = SparkRecords(
+                sparkstream.wrap(fd),
+                payload,
+                self.config.feed_timeout,
+                stopped=lambda: self._terminated,
+            )
             return self._next_frame()
         return feedwire.recv_frame(self._sock, self._buffer_for)
 
@@ -253,10 +264,17 @@ class Stream:
         rows = 0 if item is EOF or isinstance(item, BaseException) else batches.rows(item)
         waiting_since = time.monotonic()
         with self._cond:
-            while not self._gone and self._buffer and (
-                    (len(self._buffer) >= self.config.read_ahead
-                     or self._buffer_bytes + size > self.config.read_ahead_bytes)
-                    and self._buffer_rows >= 2 * self._batch_hint):
+            while (
+                not self._gone
+                and self._buffer
+                and (
+                    (
+                        len(self._buffer) >= self.config.read_ahead
+                        or self._buffer_bytes + size > self.config.read_ahead_bytes
+                    )
+                    and self._buffer_rows >= 2 * self._batch_hint
+                )
+            ):
                 if self._report is not None and self._reported != self.received:
                     # peers may wait for these rows
                     self._cond.release()
@@ -274,8 +292,11 @@ class Stream:
                     self._cond.notify_all()
                     return
                 self._cond.wait(0.2)
-                if self._spark is not None and not self._idle_told and \
-                        time.monotonic() - waiting_since > self.config.feed_timeout:
+                if (
+                    self._spark is not None
+                    and not self._idle_told
+                    and time.monotonic() - waiting_since > self.config.feed_timeout
+                ):
                     self._cond.release()
                     try:
                         self._tell_idle()
@@ -340,9 +361,11 @@ class Stream:
                         return self._failure or EOF
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise FeedError(f"no data arrived for feed_timeout="
-                                    f"{self.config.feed_timeout:g}s (the Spark side made no "
-                                    "progress)")
+                    raise FeedError(
+                        f"no data arrived for feed_timeout="
+                        f"{self.config.feed_timeout:g}s (the Spark side made no "
+                        "progress)"
+                    )
                 self._cond.wait(min(remaining, 1.0))
             else:
                 return self._pop()

@@ -59,7 +59,7 @@ class _Reader:
 
     def readinto(self, buf) -> int:
         data = self.read(len(buf))
-        buf[:len(data)] = data
+        buf[: len(data)] = data
         return len(data)
 
     def readline(self):
@@ -67,7 +67,7 @@ class _Reader:
         start, size = self.pos, len(self.view)
         width = 256
         while True:
-            chunk = self.view[start:min(size, start + width)].tobytes()
+            chunk = self.view[start : min(size, start + width)].tobytes()
             i = chunk.find(b"\n")
             if i >= 0 or start + width >= size:
                 end = start + i + 1 if i >= 0 else size
