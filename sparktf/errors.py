@@ -131,6 +131,24 @@ class ClusterTimeoutError(SparkTFError, TimeoutError):
     """A wait (reservation, shutdown) ran past its timeout; the cluster was stopped."""
 
 
+class ReservationTimeoutError(ClusterTimeoutError):
+    """Not every node of an attempt started within ``reservation_timeout``; the message says
+    which, and what held Spark's task slots if its barrier stage never launched."""
+
+
 class FeedError(SparkTFError, RuntimeError):
     """InputMode.SPARK: the data feed failed (timeout, lost connection, bad data, outputs
-    that do not match the input rows)."""
+    that do not match the input rows).
+
+    ``reason``: :data:`BROKEN` when the connection from Spark broke (the other side's own
+    report, if any, says why), else None."""
+
+    #: ``reason`` of a feed whose connection from Spark broke.
+    BROKEN = "broken"
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self):  # keep the reason when pickled
+        return (type(self), (str(self), self.reason))

@@ -65,8 +65,8 @@ def topology_problems(
         )
     if not isinstance(eval_node, bool):
         problems.append(f"eval_node must be True or False, got {eval_node!r}")
-    if problems:
-        return problems
+    if problems or not isinstance(num_nodes, int) or not isinstance(num_ps, int):
+        return problems  # (the types are checked above: narrowed here for mypy)
     reserved = num_ps + (1 if eval_node else 0)
     if reserved >= num_nodes:
         what = f"num_ps={num_ps}" + (" plus the evaluator" if eval_node else "")

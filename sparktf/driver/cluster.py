@@ -21,9 +21,11 @@ from sparktf.common import shipped, topology, values
 from sparktf.common.spec import FeedConfig, LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import preflight, stages
+from sparktf.driver.limits import PAUSED_SECS, Limits
+from sparktf.driver.records import NodeState
 from sparktf.driver.runner import Runner
 from sparktf.driver.settings import InputMode, Settings, session_conf
-from sparktf.driver.state import PAUSED_SECS, Limits, NodeState, Status
+from sparktf.driver.state import Status
 from sparktf.errors import ClusterStateError, ClusterTimeoutError, ConfigError, SparkTFError
 
 log = logging.getLogger(__name__)

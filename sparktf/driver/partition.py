@@ -123,7 +123,10 @@ def barrier_ready(data) -> bool:
     if getattr(rdd, _READY, False):
         return True  # a lineage never changes (a checkpoint only shortens it): asked before
     root = rdd._jrdd.rdd()
-    shuffle = rdd.ctx._jvm.java.lang.Class.forName("org.apache.spark.ShuffleDependency")
+    jvm = rdd.ctx._jvm
+    if jvm is None:  # a stopped SparkContext: Spark would refuse any stage
+        return False
+    shuffle = jvm.java.lang.Class.forName("org.apache.spark.ShuffleDependency")
     n, seen, todo = root.getNumPartitions(), set(), [root]
     while todo:
         node = todo.pop()
@@ -236,20 +239,16 @@ def outputs_by_input_partition(scored, num_nodes: int, counts: list[int] | None)
     ``union``, ``zip``, a recomputed block) reads the shuffle's files and never starts the
     barrier stage again. ``counts`` is None when each node scored one input partition whole
     (fed as it is); else the input's partition sizes, dealt out by :func:`rdd_in_order`."""
-    if counts is None:
-        parts, starts, offsets = num_nodes, None, None
-    else:
-        parts, starts, offsets = (
-            max(len(counts), 1),
-            node_starts(sum(counts), num_nodes),
-            _offsets(counts),
-        )
+    parts = num_nodes if counts is None else max(len(counts), 1)
+    # where each node's rows start, and each input partition's offset (None: fed as it is)
+    plan = None if counts is None else (node_starts(sum(counts), num_nodes), _offsets(counts))
 
     def keyed(node, outputs):
-        if offsets is None:
+        if plan is None:
             for seq, chunk in enumerate(_chunked(outputs, OUTPUT_CHUNK)):
                 yield (node, seq), chunk
             return
+        starts, offsets = plan
         position, part, chunk, first = starts[node], 0, [], starts[node]
         while part + 2 < len(offsets) and position >= offsets[part + 1]:
             part += 1

@@ -27,8 +27,10 @@ from sparktf.common import logfilter, messages, protocol
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver.control import ControlServer
+from sparktf.driver.limits import Limits
 from sparktf.driver.progress import Reporter
-from sparktf.driver.state import JobState, Limits, Send, Status
+from sparktf.driver.records import Send
+from sparktf.driver.state import JobState, Status
 from sparktf.errors import (
     ClusterStateError,
     ClusterTimeoutError,
@@ -590,7 +592,7 @@ class Runner:
         if (
             not cancel
             and attempt.state.job_ended_at is not None
-            and attempt.state.job_error is None
+            and attempt.state.job_failure is None
         ):
             return  # it succeeded: every task of it has ended (no status calls: ~17 ms)
         # A cancelled job ends before its tasks do; the tasks stop their nodes as they end.

@@ -140,14 +140,16 @@ def tensorboard(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Setting:
-    """One key: its ``run()`` argument (``arg``), Spark conf key, default, check and doc."""
+    """One key: its argument's name, Spark conf key, default, check and doc."""
 
     name: str
     conf: str | None
     default: Any
     check: Callable[[Any], Any]
     doc: str
-    arg: bool = True  # a run() argument (else only the Spark conf sets it)
+    #: The call that takes it as an argument: ``run`` (``sparktf.run``), ``train``
+    #: (``Cluster.train`` and ``Cluster.inference``), or None: only the Spark conf sets it.
+    arg: str | None = "run"
 
     def parse_conf(self, text: str) -> Any:
         """A Spark conf string as the type the check wants."""
@@ -202,7 +204,7 @@ TABLE: tuple[Setting, ...] = (
         30.0,
         seconds,
         "seconds to wait for executors to register their task slots",
-        arg=False,
+        arg=None,
     ),
     Setting(
         "log_to_driver",
@@ -226,7 +228,7 @@ TABLE: tuple[Setting, ...] = (
         10.0,
         seconds,
         "seconds between progress lines when the driver's stderr is not a terminal",
-        arg=False,
+        arg=None,
     ),
     Setting(
         "tf_startup_logs",
@@ -235,7 +237,7 @@ TABLE: tuple[Setting, ...] = (
         flag,
         "show TensorFlow's C++ start-up lines (absl banner, CUDA probes, CPU notices) in "
         "the nodes' output; off: left off the driver's console",
-        arg=False,
+        arg=None,
     ),
     Setting(
         "tail_lines",
@@ -243,7 +245,7 @@ TABLE: tuple[Setting, ...] = (
         40,
         count(1),
         "lines of a failed node's output kept in its error",
-        arg=False,
+        arg=None,
     ),
     Setting(
         "stop_grace",
@@ -251,7 +253,7 @@ TABLE: tuple[Setting, ...] = (
         3.0,
         seconds_or_zero,
         "seconds between SIGTERM and SIGKILL when a node is stopped",
-        arg=False,
+        arg=None,
     ),
     Setting(
         "heartbeat_timeout",
@@ -276,7 +278,7 @@ TABLE: tuple[Setting, ...] = (
         "a lock-step trainer (MultiWorkerMirroredStrategy, SyncReplicasOptimizer) idle "
         "this long after a peer's main_fn returned, which uneven steps cause, fails the "
         "job (named as a warning after 30 s); 0: warn only",
-        arg=False,
+        arg=None,
     ),
     Setting(
         "max_restarts",
@@ -312,16 +314,34 @@ TABLE: tuple[Setting, ...] = (
         "TensorBoard's directory; an hdfs:// one is mirrored from a local ctx.log_dir",
     ),
     Setting(
+        "feed_timeout",
+        None,
+        600.0,
+        seconds,
+        "seconds a node's feed may wait without progress (no rows taken, none arriving) "
+        "before it fails",
+        arg="train",
+    ),
+    Setting(
         "spool_max_bytes",
         "spoolMaxBytes",
         None,
         optional(count(1)),
         "cap on a node's spool: its share for later epochs, rows spilled or moved to it "
         "(InputMode.SPARK)",
-        arg=False,
+        arg=None,
     ),
 )
-BY_NAME = {s.name: s for s in TABLE}
+
+
+def default(name: str) -> Any:
+    """The default of setting ``name`` (``KeyError`` if the table has no such key): every
+    default of the code (``Limits``, ``LaunchSpec``, ``FeedConfig``, ``Cluster.train``) is
+    read from the table here."""
+    for s in TABLE:
+        if s.name == name:
+            return s.default
+    raise KeyError(name)
 
 
 @dataclass(frozen=True)
@@ -355,12 +375,14 @@ class Settings:
     def resolve(cls, conf: Mapping[str, str] | None = None, **args: Any) -> Settings:
         """Check every argument (unset: ``None``) and ``spark.sparktf.*`` value in ``conf``;
         raise one :class:`ConfigError` listing every problem."""
-        unknown = set(args) - {s.name for s in TABLE if s.arg}
+        unknown = set(args) - {s.name for s in TABLE if s.arg == "run"}
         if unknown:
             raise TypeError(f"unknown settings {sorted(unknown)}")
         conf = conf or {}
         values, problems = {}, []
         for s in TABLE:
+            if s.arg not in ("run", None):
+                continue  # another call's argument (train's feed_timeout)
             # None means "unset" for keys the Spark conf can set; for the others it is a value
             # (master_node=None), and only a missing argument takes the default.
             value = args.get(s.name) if s.conf else args.get(s.name, s.default)
@@ -419,7 +441,9 @@ def markdown_table() -> str:
     """The settings as the README's table."""
     rows = ["| setting | Spark conf | default | what it does |", "|---|---|---|---|"]
     for s in TABLE:
-        name = f"`{s.name}`" if s.arg else "-"
+        name = "-" if s.arg is None else f"`{s.name}`"
+        if s.arg == "train":
+            name += " (train(), inference())"
         conf = f"`spark.sparktf.{s.conf}`" if s.conf else "-"
         if s.name == "num_executors":
             default = "every slot"

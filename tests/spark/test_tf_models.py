@@ -40,9 +40,9 @@ def test_a_worker_taking_fewer_steps_under_mwms_is_named_while_the_chief_waits(
     from conftest import wait_until
     from pyspark.sql import SparkSession
 
-    from sparktf.driver import state
+    from sparktf.driver import liveness
 
-    monkeypatch.setattr(state, "IDLE_SECS", 3.0)
+    monkeypatch.setattr(liveness, "IDLE_SECS", 3.0)
     session = SparkSession(sc_local)
     session.conf.set("spark.sparktf.collectiveIdleTimeout", "10")
     try:
@@ -73,9 +73,9 @@ def test_a_sync_replicas_worker_stopping_early_is_named_while_the_chief_waits(
     the chief waits for its gradients for ever. Named as under MWMS."""
     from conftest import wait_until
 
-    from sparktf.driver import state
+    from sparktf.driver import liveness
 
-    monkeypatch.setattr(state, "IDLE_SECS", 3.0)
+    monkeypatch.setattr(liveness, "IDLE_SECS", 3.0)
     with caplog.at_level("WARNING", logger="sparktf"):
         cluster = sparktf.run(
             sc_local,

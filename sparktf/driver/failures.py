@@ -1,0 +1,175 @@
+"""Which failure ends an attempt, as a typed error: when a node counts as failed, the
+:class:`~sparktf.errors.NodeError` that names it, and what Spark said of the job holding the
+nodes (:class:`JobFailure`), read once.
+
+Pure: no sockets, no threads, no Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sparktf.common.procs import describe_exit
+from sparktf.driver.limits import Limits
+from sparktf.driver.records import NodeRecord
+from sparktf.errors import FeedError, NodeError, ReservationTimeoutError, SparkJobError
+
+#: Exceptions that only say the other end of a node's connection went away.
+SYMPTOMS = ("BrokenPipeError", "ConnectionResetError", "ConnectionAbortedError")
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    """What Spark said of the failed job holding the nodes, read once when it ended.
+
+    Spark reaches the driver as text only (py4j): this is the one place it is read."""
+
+    text: str
+    #: Someone else than sparktf cancelled it (cancelJobGroup, the Spark UI's kill).
+    cancelled: bool = False
+    #: Why Spark says an executor under a task of the job was lost, if it was.
+    executor_lost: str | None = None
+
+    @classmethod
+    def read(cls, text: str) -> JobFailure:
+        return cls(text, bool(re.match(r"Job \d+ cancelled", text)), _executor_lost(text))
+
+
+def _executor_lost(text: str) -> str | None:
+    """What Spark says of an executor lost under a task of the job (``ExecutorLostFailure
+    (...) Reason: ...``: on YARN, say, "Container killed by YARN for exceeding physical memory
+    limits ... Consider boosting spark.executor.memoryOverhead")."""
+    found = re.search(r"ExecutorLostFailure \(([^)]*)\)\s*(?:Reason:\s*(.*))?", text)
+    if not found:
+        return None
+    return (found.group(2) or found.group(1)).strip().rstrip(".") or None
+
+
+def is_symptom(error: dict) -> bool:
+    """Whether an error report only says that the node's other side went away (its barrier
+    task, or its TF process): the other side's own report, if it sends one, is the cause."""
+    return error.get("exc_type") in SYMPTOMS or error.get("reason") == FeedError.BROKEN
+
+
+def node_failed(n: NodeRecord, now: float, limits: Limits, job_running: bool) -> bool:
+    """Whether ``n`` has failed by now (``job_running``: the Spark job holding it runs)."""
+    settle = limits.error_settle
+    if n.lost and job_running and n.failed_at is not None and now - n.failed_at < settle:
+        return False  # its executor may be lost: Spark's job error says why, at once
+    if n.lost or n.hung:
+        return True
+    if n.error is not None and is_symptom(n.error) and _since(n.error_at, now) < settle:
+        return False  # a broken connection: its cause may still be on its way
+    if n.exit is not None and n.exit["code"] != 0:
+        # An exit with an error code (not a signal) usually follows the node's own error
+        # report, which comes on the node's channel, not the supervisor's: wait for that
+        # channel's end (or the settle time) so the report, not the bare code, is the reason.
+        # Also before the channel has been read at all: a main_fn that fails at once
+        # exits before the driver has read the connection that carries its hello and error.
+        return (
+            n.error is not None
+            or n.exit["code"] < 0
+            or n.closed
+            or _since(n.exit_at, now) >= settle
+        )
+    if n.error is not None:
+        return n.exit is not None or _since(n.error_at, now) >= settle
+    if n.exit is not None and not n.has_result:
+        # Exited cleanly: its last messages may still be in flight on its own channel.
+        if n.closed or _since(n.exit_at, now) >= settle:
+            n.mark_failed(now)
+            return True
+    return False
+
+
+def _since(at: float | None, now: float) -> float:
+    return 0.0 if at is None else now - at
+
+
+def job_error(failure: JobFailure) -> SparkJobError:
+    """The Spark job failed (or was cancelled) before any node reported why."""
+    if failure.cancelled:  # by someone else than sparktf
+        return SparkJobError(
+            "the Spark job holding the TensorFlow nodes was cancelled (cancelJobGroup, "
+            "cancelJobsWithTag, cancelAllJobs or the Spark UI's kill); every node was "
+            "stopped:\n  " + failure.text,
+            cancelled=True,
+        )
+    return SparkJobError("the Spark job holding the TensorFlow nodes failed:\n  " + failure.text)
+
+
+def exits_unreported(missing: tuple[str, ...]) -> SparkJobError:
+    return SparkJobError(
+        f"the Spark job ended but nodes {list(missing)} never "
+        "reported their exit; see the executor logs"
+    )
+
+
+def reservation_timeout(pending: tuple[str, ...], limit: float) -> ReservationTimeoutError:
+    return ReservationTimeoutError(
+        f"nodes {list(pending)} did not start within reservation_timeout="
+        f"{limit:g}s; check the executor logs, or raise "
+        "spark.sparktf.reservationTimeout"
+    )
+
+
+#: Where a node's error report says it failed, as its NodeError's reason says it.
+_WHERE = {
+    "result": "its return value",
+    "feed": "its data feed",
+    "log_dir": "copying its log_dir to HDFS",
+    "task": "its Spark barrier task failed",
+    "control": "its control channel refused a frame that failed its MAC",
+}
+
+
+def node_error(n: NodeRecord, others: list[str], job: JobFailure | None = None) -> NodeError:
+    """The typed error for a failed node, with its reason and the tail of its output (and,
+    for a node lost with its executor, why Spark says the executor was lost)."""
+    tail = list(n.exit["tail"]) if n.exit and n.exit.get("tail") else list(n.tail)
+    if n.error is not None:
+        where = n.error.get("where")
+        if where == "exit":
+            reason = f"main_fn called sys.exit({n.error.get('code')})"
+        else:
+            reason = _WHERE.get(where or "", "main_fn raised")
+        return NodeError(
+            n.name,
+            n.host,
+            reason,
+            exc_type=n.error["exc_type"],
+            exc_message=n.error["message"],
+            traceback_text=n.error["traceback"],
+            output_tail=tail,
+            others=others,
+        )
+    return NodeError(n.name, n.host, _reason(n, job), output_tail=tail, others=others)
+
+
+def _reason(n: NodeRecord, job: JobFailure | None) -> str:
+    """Why a node that reported no error failed."""
+    if n.hung:
+        return n.hung
+    if n.lost:
+        lost = job.executor_lost if job is not None else None
+        if not lost:
+            return (
+                "lost contact with the node: its executor, Spark task or supervisor died "
+                "(see that executor's logs)"
+            )
+        reason = f"lost with its executor: {lost}"
+        if "memory" in lost and "memoryOverhead" not in lost:
+            reason += (
+                ". The TensorFlow process counts against the container's memory: "
+                "raise spark.executor.memoryOverhead"
+            )
+        return reason
+    if n.exit is not None and n.exit["code"] != 0:
+        return f"its TensorFlow process {describe_exit(n.exit['code'])}"
+    if not n.connected:
+        return "its TensorFlow process exited before it connected to the driver"
+    return (
+        "its TensorFlow process exited without reporting main_fn's result (did "
+        "main_fn call os._exit?)"
+    )

@@ -1,0 +1,32 @@
+"""The time limits of one attempt (:class:`Limits`), with their defaults read from the settings
+table. Pure: no sockets, no threads, no Spark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparktf.driver.settings import default
+
+#: After a node reports an error, how long to wait for its exit (and last output lines) before
+#: failing the job with what is known; the same wait lets the nodes' own reports of a failed
+#: Spark job arrive before Spark's less precise text is used.
+ERROR_SETTLE_SECS = 3.0
+#: A gap this long (seconds) between two steps of the monitor (which steps every 0.1 s) means
+#: the driver was paused: what the nodes sent meanwhile is still unread.
+PAUSED_SECS = 2.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long an attempt waits for each thing before it fails (seconds; None: no limit)."""
+
+    reservation_timeout: float = default("reservation_timeout")
+    heartbeat_timeout: float | None = default("heartbeat_timeout")
+    progress_timeout: float | None = default("progress_timeout")
+    error_settle: float = ERROR_SETTLE_SECS
+    #: A lock-step trainer idle this long after a peer's main_fn returned fails the job
+    #: (None: it is only named, after IDLE_SECS).
+    collective_idle_timeout: float | None = default("collective_idle_timeout")
+    #: A gap this long between two steps means the driver itself was paused (None: not
+    #: looked for; the runner, which steps every 0.1 s, sets PAUSED_SECS).
+    paused_after: float | None = None

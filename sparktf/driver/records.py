@@ -1,0 +1,136 @@
+"""What the driver keeps of each node of an attempt (its record), the messages it sends them,
+and the progress data read from those records.
+
+Pure: no sockets, no threads, no Spark (the rules that change records are in
+:mod:`~sparktf.driver.state`).
+
+A node's states::
+
+    PENDING -> RUNNING -> DONE ----------> EXITED     (main_fn returned; waits for 'stop')
+                  \\-----> SERVING -------/            (ps, or a worker in ctx.serve())
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparktf.common.topology import NodeRole
+from sparktf.driver.settings import default
+
+
+class NodeState(str, enum.Enum):
+    PENDING = "pending"  # its TF process has not said hello yet
+    RUNNING = "running"  # its main_fn runs
+    SERVING = "serving"  # it only serves its TF server until 'stop' (ps, ctx.serve())
+    DONE = "done"  # main_fn returned; the process (and any TF server in it) waits for 'stop'
+    EXITED = "exited"  # the supervisor reported the process's exit
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a node is: the step it reported (``ctx.report_progress``) and rows fed."""
+
+    step: int | None = None
+    rows: int | None = None
+
+
+@dataclass(frozen=True)
+class Send:
+    """Send ``message`` on the ``channel`` ("node", "agent" or "task") of each node in ``to``."""
+
+    to: tuple[str, ...]
+    channel: str
+    message: dict
+
+
+def _tail(lines: int = default("tail_lines")) -> collections.deque:
+    return collections.deque(maxlen=lines)
+
+
+@dataclass
+class NodeRecord:
+    """The driver's record of one node (not the node itself)."""
+
+    role: NodeRole
+    state: NodeState = NodeState.PENDING
+    host: str | None = None
+    result: Any = None
+    has_result: bool = False
+    error: dict | None = None
+    error_at: float | None = None
+    exit: dict | None = None
+    exit_at: float | None = None
+    connected: bool = False  # its TF process's channel opened
+    closed: bool = False  # ... and has ended: everything it sent has been applied
+    lost: bool = False  # its supervisor's channel ended without an exit report
+    started_at: float | None = None  # its hello: main_fn (or the server) starts
+    last_beat: float | None = None
+    progress: Progress = Progress()
+    progress_at: float | None = None
+    epoch: int | None = None  # the feed's epoch (0 first), InputMode.SPARK
+    metrics: dict = field(default_factory=dict)  # the last ctx.report metrics
+    epoch_rows: int | None = None  # rows the feed handed out in the current epoch
+    done_at: float | None = None  # its main_fn returned
+    first_rows: tuple[int, float] | None = None  # the first rows it reported, and when
+    feed_secs: float | None = None  # its feed's own time from first batch asked to last fed
+    rows_at: float | None = None  # when its rows fed last grew
+    hung: str | None = None
+    failed_at: float | None = None
+    address: str | None = None  # host:port its barrier task reserved (the rendezvous)
+    #: What trains it in lock-step with its peers, if anything: "MultiWorkerMirroredStrategy"
+    #: or "SyncReplicasOptimizer" (the node says so in its heartbeats)
+    collective: str | None = None
+    #: (when, its process's CPU seconds so far), from its heartbeats
+    cpu: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
+    idle_noted: bool = False  # named in an idle-collective warning
+    tail: collections.deque = field(default_factory=_tail)  # its last lines of output
+
+    @property
+    def name(self) -> str:
+        return self.role.name
+
+    @property
+    def alive(self) -> bool:
+        """Its process runs (has said hello, not exited, channel open)."""
+        return self.connected and not self.closed and self.exit is None
+
+    def mark_failed(self, now: float) -> None:
+        self.failed_at = self.failed_at if self.failed_at is not None else now
+
+
+def new_records(roles: Iterable[NodeRole], tail_lines: int) -> dict[str, NodeRecord]:
+    """A fresh record per node, by name in rank order, keeping ``tail_lines`` of output."""
+    return {r.name: NodeRecord(r, tail=_tail(tail_lines)) for r in roles}
+
+
+def rows_per_second(n: NodeRecord) -> float | None:
+    """Rows fed per second: as the node's feed timed it (from the first batch asked for to the
+    last handed out), or between its first and last heartbeat with rows."""
+    rows = n.progress.rows
+    if rows and n.feed_secs:
+        return rows / n.feed_secs
+    if rows and n.first_rows is not None and n.rows_at and n.rows_at > n.first_rows[1]:
+        return (rows - n.first_rows[0]) / (n.rows_at - n.first_rows[1])
+    return None
+
+
+def progress_snapshot(nodes: Iterable[NodeRecord], now: float) -> dict[str, dict]:
+    """How far each node is, as plain data (``Cluster.progress()``)."""
+    out = {}
+    for n in nodes:
+        ended = n.done_at or n.exit_at or n.failed_at or now
+        out[n.name] = {
+            "state": n.state.value,
+            "step": n.progress.step,
+            "rows": n.progress.rows,
+            "epoch": None if n.epoch is None else n.epoch + 1,
+            "epoch_rows": n.epoch_rows,
+            "rows_per_s": rows_per_second(n),
+            "metrics": dict(n.metrics),
+            "seconds": None if n.started_at is None else ended - n.started_at,
+        }
+    return out
