@@ -33,6 +33,8 @@ _EXPORTS = {
     "WarmUp": "sparktf.driver.warmup",
     "DataFeed": "sparktf.node.feed",
     "FeedError": "sparktf.errors",
+    "quiet_spark_logs": "sparktf.session",
+    "from_numpy": "sparktf.session",
 }
 
 __all__ = [*_EXPORTS, "fs", "TFCluster", "TFNode", "__version__"]
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     )
     from sparktf.node.context import NodeContext
     from sparktf.node.feed import DataFeed
+    from sparktf.session import from_numpy, quiet_spark_logs
     from sparktf.predictor import ModelChangedError, predict
 
 
