@@ -21,7 +21,7 @@ from conftest import sparktf_processes, wait_until
 
 import sparktf
 import sparktf.driver.stages
-from sparktf.driver.runner import jobs_tagged
+from sparktf.driver.sparkjobs import jobs_tagged
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 SPARK = sparktf.InputMode.SPARK

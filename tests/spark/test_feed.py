@@ -12,7 +12,7 @@ import feed_jobs
 import pytest
 
 import sparktf
-from sparktf.driver.runner import jobs_tagged
+from sparktf.driver.sparkjobs import jobs_tagged
 
 cloudpickle.register_pickle_by_value(feed_jobs)
 pytestmark = pytest.mark.usefixtures("no_leaks")

@@ -13,7 +13,7 @@ import pytest
 from conftest import pid_alive, port_is_free, sparktf_processes, wait_until
 
 import sparktf
-from sparktf.driver.runner import jobs_tagged
+from sparktf.driver.sparkjobs import jobs_tagged
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

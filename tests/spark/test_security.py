@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("no_leaks")
 def test_rogue_clients_are_rejected_while_a_real_job_runs(sc_local, tmp_path):
     done = tmp_path / "done"
     cluster = sparktf.run(sc_local, jobs.wait_for_file, {"file": str(done)}, num_executors=2)
-    host, port = cluster._runner.server.address
+    host, port = cluster._runner._current.server.address
     assert host == sc_local.getConf().get("spark.driver.host") == "127.0.0.1"  # not 0.0.0.0
     for payload in (
         b"",
@@ -40,12 +40,12 @@ def test_rogue_clients_are_rejected_while_a_real_job_runs(sc_local, tmp_path):
         rogue.close()
     done.touch()
     result = cluster.shutdown(timeout=60)  # the job was not harmed
-    assert result["log_dir"] is None and cluster._runner.server.rejected == 4
+    assert result["log_dir"] is None and cluster._runner._current.server.rejected == 4
 
 
 def test_the_secret_is_not_in_tf_config_the_environment_or_the_logs(sc_local, capfd):
     cluster = sparktf.run(sc_local, jobs.describe_env, {}, num_executors=2)
-    secret = cluster._runner.attempt_launch.secret
+    secret = cluster._runner._current.launch.secret
     cluster.shutdown()
     out, err = capfd.readouterr()
     for node in cluster.results.values():
@@ -177,7 +177,7 @@ def test_args_over_1_mib_never_put_the_job_secret_on_disk(sc_local, tmp_path):
     local = sc_local.getConf().get("spark.local.dir")
     roots |= set(local.split(",")) if local else set()
     cluster = sparktf.run(sc_local, jobs.wait_for_file, args, num_executors=2)
-    secret = cluster._runner.attempt_launch.secret
+    secret = cluster._runner._current.launch.secret
     try:
         assert wait_until(
             lambda: all(n.connected for n in cluster._runner._current.state.nodes.values()), 60

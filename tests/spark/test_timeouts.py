@@ -9,7 +9,7 @@ import feed_jobs
 import pytest
 
 import sparktf
-from sparktf.driver.runner import jobs_tagged
+from sparktf.driver.sparkjobs import jobs_tagged
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

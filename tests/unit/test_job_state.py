@@ -524,7 +524,7 @@ def test_trainers_that_all_ignore_the_feed_or_all_read_it_are_no_failure():
     ],
 )
 def test_a_spark_job_cancelled_by_someone_else_says_it_was_cancelled(spark_says):
-    from sparktf.driver.runner import spark_error_text
+    from sparktf.driver.sparkjobs import spark_error_text
 
     s = job(num=2)
     start(s)
@@ -542,7 +542,7 @@ def test_a_spark_job_cancelled_by_someone_else_says_it_was_cancelled(spark_says)
 
 
 def test_a_spark_job_failure_reads_without_py4js_leading_colon():
-    from sparktf.driver.runner import spark_error_text
+    from sparktf.driver.sparkjobs import spark_error_text
 
     text = spark_error_text(
         Exception(

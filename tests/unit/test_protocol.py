@@ -307,7 +307,7 @@ def test_a_send_to_a_node_that_has_gone_leaves_its_last_words_readable():
     message that fails (the peer is gone). The node's error, already in the driver's receive
     buffer, is still read: closing the channel on that failed send lost it (the job then
     blamed the bare exit code instead of main_fn's exception)."""
-    from sparktf.driver.runner import Runner
+    from sparktf.driver.attempt import send_quietly
 
     listener = socket.create_server(("127.0.0.1", 0))
     node_sock = socket.create_connection(listener.getsockname())
@@ -316,7 +316,7 @@ def test_a_send_to_a_node_that_has_gone_leaves_its_last_words_readable():
     node_side.send({"type": "error", "message": "batch_size must be a positive int"})
     node_side.close()
     for _ in range(5):  # the first send may still go out; the next ones fail
-        Runner._send_quietly(driver_side, {"type": "bound", "rows": 10})
+        send_quietly(driver_side, {"type": "bound", "rows": 10})
         time.sleep(0.02)
     assert driver_side.recv() == {"type": "error", "message": "batch_size must be a positive int"}
     with pytest.raises((protocol.ChannelClosed, ConnectionResetError)):
