@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import inspect
 import time
 import uuid
 from collections.abc import Callable
@@ -54,6 +55,12 @@ from pyspark.ml.util import (
 from sparktf import fs, predictor
 from sparktf.driver import partition
 from sparktf.errors import ConfigError, SparkTFError
+
+#: ``batchSize`` of a :class:`TFEstimator`: the global batch ``main_fn`` trains with.
+TRAIN_BATCH_SIZE = 64
+#: ``batchSize`` of a :class:`TFModel`: rows per call in ``transform``, as ``sparktf.predict``
+#: defaults it (read from its signature: one source).
+PREDICT_BATCH_SIZE: int = inspect.signature(predictor.predict).parameters["batch_size"].default
 
 
 class _TFParams(HasInputCols, HasPredictionCol):
@@ -95,7 +102,6 @@ class _TFParams(HasInputCols, HasPredictionCol):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._setDefault(
-            batchSize=64,
             outputType="double",
             signature="serving_default",
             predictionCol="prediction",
@@ -114,12 +120,13 @@ class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
         exportDir: str | None = None,
         inputCols: list[str] | None = None,
         predictionCol: str = "prediction",
-        batchSize: int = 1024,
+        batchSize: int | None = None,
         outputType: str = "double",
         signature: str = "serving_default",
         outputKey: str | None = None,
     ) -> None:
         super().__init__()
+        self._setDefault(batchSize=PREDICT_BATCH_SIZE)
         self._set(**_given(locals()))
 
     def _transform(self, dataset):
@@ -179,7 +186,7 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
         clusterSize: int | None = None,
         numPS: int = 0,
         epochs: int = 1,
-        batchSize: int = 64,
+        batchSize: int | None = None,
         modelDir: str | None = None,
         exportDir: str | None = None,
         shuffle: bool = False,
@@ -195,7 +202,7 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
             )
         self.main_fn = main_fn
         self.args = args
-        self._setDefault(numPS=0, epochs=1, shuffle=False)
+        self._setDefault(numPS=0, epochs=1, shuffle=False, batchSize=TRAIN_BATCH_SIZE)
         self._set(**_given(locals(), skip=("main_fn", "args")))
 
     def node_args(self, export_dir: str | None = None) -> argparse.Namespace:

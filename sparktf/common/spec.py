@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sparktf.common.topology import NodeRole
+from sparktf.driver.settings import default  # pure: the settings table, its defaults
 
 
 @dataclass
@@ -16,7 +17,7 @@ class FeedConfig:
     """How this node's feed behaves; built by the driver for each train/inference call."""
 
     num_epochs: int = 1
-    feed_timeout: float = 600.0
+    feed_timeout: float = default("feed_timeout")
     shuffle: bool = False
     equalize: bool = False
     #: The partitions are fed as they are (one per training node): with equalize, rows move
@@ -28,7 +29,8 @@ class FeedConfig:
     read_ahead: int = 16
     read_ahead_bytes: int = 64 << 20  # ... and at most this many bytes (ditto)
     chunk_rows: int = 256  # RDD elements per pickled frame
-    spool_max_bytes: int | None = None  # cap on a node's spool (spark.sparktf.spoolMaxBytes)
+    #: cap on a node's spool (spark.sparktf.spoolMaxBytes)
+    spool_max_bytes: int | None = default("spool_max_bytes")
     seed: int = 0
 
 
@@ -43,8 +45,8 @@ class LaunchSpec:
     payload: bytes = field(repr=False)  # cloudpickle of (main_fn, args, n_params)
     attempt: int = 0
     connect_timeout: float = 30.0
-    stop_grace: float = 3.0
-    tail_lines: int = 40
+    stop_grace: float = default("stop_grace")
+    tail_lines: int = default("tail_lines")
     env: tuple[tuple[str, str], ...] = ()
     #: InputMode.SPARK: None in InputMode.TENSORFLOW; True for train(), False for inference()
     train_mode: bool | None = None

@@ -11,7 +11,6 @@ so rank 0 is always the node whose return value :meth:`Cluster.shutdown` returns
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -151,10 +150,6 @@ def tf_config(spec: Mapping[str, Sequence[str]], role: NodeRole) -> dict:
         "cluster": {job: list(tasks) for job, tasks in spec.items()},
         "task": {"type": role.job, "index": role.index},
     }
-
-
-def tf_config_json(spec: Mapping[str, Sequence[str]], role: NodeRole) -> str:
-    return json.dumps(tf_config(spec, role), sort_keys=True)
 
 
 def chief_role(spec_or_roles: Mapping[str, Sequence[str]] | Sequence[NodeRole]) -> NodeRole:

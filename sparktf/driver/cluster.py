@@ -24,7 +24,7 @@ from sparktf.driver import preflight, stages
 from sparktf.driver.limits import PAUSED_SECS, Limits
 from sparktf.driver.records import NodeState
 from sparktf.driver.runner import Runner
-from sparktf.driver.settings import InputMode, Settings, session_conf
+from sparktf.driver.settings import InputMode, Settings, default, session_conf
 from sparktf.driver.state import Status
 from sparktf.errors import ClusterStateError, ClusterTimeoutError, ConfigError, SparkTFError
 
@@ -325,7 +325,7 @@ class Cluster:
         self,
         data,
         num_epochs: int = 1,
-        feed_timeout: float = 600,
+        feed_timeout: float = default("feed_timeout"),
         *,
         shuffle: bool = False,
         equalize: bool | None = None,
@@ -410,7 +410,7 @@ class Cluster:
         self,
         data,
         output_schema: Any = "prediction double",
-        feed_timeout: float = 600,
+        feed_timeout: float = default("feed_timeout"),
         *,
         timeout: float | None = None,
     ):
@@ -492,17 +492,17 @@ def run(
     main_fn: Callable,
     args: Any = None,
     num_executors: int | None = None,
-    num_ps: int = 0,
+    num_ps: int = default("num_ps"),
     *,
-    master_node: str | None = "chief",
-    eval_node: bool = False,
-    input_mode: InputMode = InputMode.TENSORFLOW,
+    master_node: str | None = default("master_node"),
+    eval_node: bool = default("eval_node"),
+    input_mode: InputMode = default("input_mode"),
     reservation_timeout: float | None = None,
     log_to_driver: bool | None = None,
     env: dict[str, str] | None = None,
     progress: bool | None = None,
     gpus_per_node: int | None = None,
-    tensorboard: bool = False,
+    tensorboard: bool = default("tensorboard"),
     log_dir: str | None = None,
     max_restarts: int | None = None,
     heartbeat_timeout: float | None = None,

@@ -5,7 +5,9 @@ import json
 import pytest
 
 from sparktf.common import topology
+from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
+from sparktf.task.barrier import build_node_spec
 
 
 def names(roles):
@@ -144,8 +146,11 @@ def test_every_node_gets_a_complete_tf_config(n, num_ps, master, evaluator):
         topology.format_address("::1" if i % 2 else "127.0.0.1", 2000 + i) for i in range(n)
     ]
     spec = topology.cluster_spec(roles, addresses)
+    launch = LaunchSpec("job", roles, ("127.0.0.1", 1), secret=b"s", payload=b"")
     for rank, role in enumerate(roles):
-        config = json.loads(topology.tf_config_json(spec, role))
+        # the barrier task's builder of each node's spec, whose tf_config is its TF_CONFIG
+        node = build_node_spec(launch, rank, addresses, num_cpus=1)
+        config = json.loads(json.dumps(node.tf_config))
         assert config["task"] == {"type": role.job, "index": role.index}
         assert config["cluster"] == spec  # every job, for every node
         assert config["cluster"][role.job][role.index] == addresses[rank]
