@@ -172,9 +172,9 @@ def main() -> None:
     import sparktf
 
     if args.way == "mapInArrow":
-        from sparktf import predictor
+        from sparktf.batch_prediction import dataframe
 
-        predictor._arrow_udf = lambda: None  # as where pyspark has no arrow_udf
+        dataframe._arrow_udf = lambda: None  # as where pyspark has no arrow_udf
     print(machine(), flush=True)
     root = tempfile.mkdtemp(prefix="sparktf-bench-predict-")
     path = os.path.join(root, "dense")

@@ -27,8 +27,8 @@ _EXPORTS = {
     "SparkJobError": "sparktf.errors",
     "ClusterTimeoutError": "sparktf.errors",
     "ClusterStateError": "sparktf.errors",
-    "predict": "sparktf.predictor",
-    "ModelChangedError": "sparktf.predictor",
+    "predict": "sparktf.batch_prediction",
+    "ModelChangedError": "sparktf.batch_prediction",
     "warm_up": "sparktf.driver.warmup",
     "WarmUp": "sparktf.driver.warmup",
     "DataFeed": "sparktf.node.feed",
@@ -40,6 +40,7 @@ _EXPORTS = {
 __all__ = [*_EXPORTS, "fs", "TFCluster", "TFNode", "__version__"]
 
 if TYPE_CHECKING:
+    from sparktf.batch_prediction import ModelChangedError, predict
     from sparktf.driver.cluster import Cluster, run
     from sparktf.driver.settings import InputMode
     from sparktf.driver.state import Status
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
     from sparktf.node.context import NodeContext
     from sparktf.node.feed import DataFeed
     from sparktf.session import from_numpy, quiet_spark_logs
-    from sparktf.predictor import ModelChangedError, predict
 
 
 def __getattr__(name: str):

@@ -247,19 +247,19 @@ def test_stat_and_the_export_identity_tell_a_new_export_on_hdfs(root, backend):
     another fingerprint (other weights, the same file sizes) is another export at once; the
     same bytes exported again are another export once the clock moved (libhdfs gives whole
     seconds; WebHDFS milliseconds)."""
-    from sparktf import predictor
+    from sparktf.batch_prediction import export_identity
 
     model = root + "/model"
-    assert fs.stat(model) is None and predictor.export_identity(model) is None
+    assert fs.stat(model) is None and export_identity(model) is None
     _export(model, b"graph", fingerprint=b"fp-1")
     kind, size, mtime = fs.stat(model + "/saved_model.pb")
     assert (kind, size) == ("file", 5) and mtime > 0
     assert fs.stat(model)[0] == "dir"
-    first = predictor.export_identity(model)
-    assert first is not None and predictor.export_identity(model) == first
+    first = export_identity(model)
+    assert first is not None and export_identity(model) == first
     _export(model, b"graph", fingerprint=b"fp-2")
-    second = predictor.export_identity(model)
+    second = export_identity(model)
     assert second != first
     time.sleep(1.1)  # past the granularity of libhdfs's modification times
     _export(model, b"graph", fingerprint=b"fp-2")
-    assert predictor.export_identity(model) not in (first, second)
+    assert export_identity(model) not in (first, second)

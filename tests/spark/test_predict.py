@@ -45,10 +45,10 @@ def way(request, monkeypatch):
     """Which of predict's two ways runs: pyspark 4.1+'s scalar Arrow UDF (the default here),
     or the ``mapInArrow`` kept for pyspark 4.0 and Spark Connect (chosen on the driver: made
     to find no ``arrow_udf``, as on pyspark 4.0)."""
-    from sparktf import predictor
+    from sparktf.batch_prediction import dataframe
 
     if request.param == "mapInArrow":
-        monkeypatch.setattr(predictor, "_arrow_udf", lambda: None)
+        monkeypatch.setattr(dataframe, "_arrow_udf", lambda: None)
     return request.param
 
 
@@ -217,8 +217,8 @@ def test_the_python_worker_loads_the_model_without_importing_keras(saved, model_
     code = textwrap.dedent(f"""
         import json, os, sys
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-        from sparktf import predictor
-        fn = predictor._serving_fn({path!r}, "serving_default")
+        from sparktf.batch_prediction import model
+        fn = model._serving_fn({path!r}, "serving_default")
         (name,) = fn.structured_input_signature[1]
         out = fn(**{{name: [[1.0, 2.0, 3.0]]}})
         value = float(list(out.values())[0].numpy()[0][0])
@@ -491,9 +491,9 @@ def test_every_output_type_comes_back_from_the_map_in_arrow_way_too(
 ):
     """pyspark 4.0 and Spark Connect score through mapInArrow: each type there, in one call
     of several columns."""
-    from sparktf import predictor
+    from sparktf.batch_prediction import dataframe
 
-    monkeypatch.setattr(predictor, "_arrow_udf", lambda: None)
+    monkeypatch.setattr(dataframe, "_arrow_udf", lambda: None)
     df, expected = _inputs(spark)
     keys = ["score", "column", "label", "scores", "hot", "grid"]
     types = ["float", "double", "int", "array<double>", "array<long>", "array<float>"]

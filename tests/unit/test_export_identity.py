@@ -1,4 +1,4 @@
-"""What tells one SavedModel export from another at the same path (``predictor.export_identity``),
+"""What tells one SavedModel export from another at the same path (``sparktf.batch_prediction.export_identity``),
 on real files and without TensorFlow: sparktf.predict keys each Python worker's loaded model by
 it, so a model replaced at its path is loaded again."""
 
@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from sparktf import fs, predictor
+from sparktf import fs
+from sparktf.batch_prediction import export_identity
 
 
 def _write(root, fingerprint=b"fp-1", graph=b"graph", index=b"index"):
@@ -32,9 +33,9 @@ def _later(path):
 
 def test_an_untouched_export_keeps_its_identity(tmp_path):
     _write(str(tmp_path))
-    first = predictor.export_identity(str(tmp_path))
-    assert first is not None and predictor.export_identity(str(tmp_path)) == first
-    assert predictor.export_identity(f"file://{tmp_path}") == first
+    first = export_identity(str(tmp_path))
+    assert first is not None and export_identity(str(tmp_path)) == first
+    assert export_identity(f"file://{tmp_path}") == first
 
 
 @pytest.mark.parametrize(
@@ -50,7 +51,7 @@ def test_each_kind_of_new_export_has_another_identity(tmp_path, change):
     root = str(tmp_path)
     no_fingerprint = change.startswith("a SavedModel without")
     _write(root, fingerprint=None if no_fingerprint else b"fp-1")
-    first = predictor.export_identity(root)
+    first = export_identity(root)
     if change.startswith("another fingerprint"):
         names = ("fingerprint.pb", "saved_model.pb", "variables/variables.index")
         times = {n: os.stat(os.path.join(root, n)).st_mtime_ns for n in names}
@@ -61,7 +62,7 @@ def test_each_kind_of_new_export_has_another_identity(tmp_path, change):
         _later(os.path.join(root, "saved_model.pb"))
     else:
         _later(os.path.join(root, "variables", "variables.index"))
-    assert predictor.export_identity(root) != first
+    assert export_identity(root) != first
 
 
 def test_an_export_put_in_place_by_export_dir_is_a_new_identity(tmp_path):
@@ -69,30 +70,30 @@ def test_an_export_put_in_place_by_export_dir_is_a_new_identity(tmp_path):
     path = str(tmp_path / "model")
     with fs.export_dir(path) as local:
         _write(local)
-    first = predictor.export_identity(path)
+    first = export_identity(path)
     with fs.export_dir(path) as local:
         _write(local)
         for name in ("saved_model.pb",):
             _later(os.path.join(local, name))
-    assert predictor.export_identity(path) != first
+    assert export_identity(path) != first
 
 
 def test_no_saved_model_has_no_identity(tmp_path):
-    assert predictor.export_identity(str(tmp_path / "none")) is None
+    assert export_identity(str(tmp_path / "none")) is None
     _write(str(tmp_path), graph=None)
-    assert predictor.export_identity(str(tmp_path)) is None
+    assert export_identity(str(tmp_path)) is None
 
 
 def test_the_identity_is_plain_data_that_pickles_and_imports_no_tensorflow(tmp_path):
     import pickle
 
     _write(str(tmp_path))
-    ident = predictor.export_identity(str(tmp_path))
+    ident = export_identity(str(tmp_path))
     assert pickle.loads(pickle.dumps(ident)) == ident
     # in a fresh interpreter: another test of this process may have imported TensorFlow
     code = (
-        "import sys; from sparktf import predictor; "
-        f"predictor.export_identity({str(tmp_path)!r}); "
+        "import sys; from sparktf.batch_prediction import export_identity; "
+        f"export_identity({str(tmp_path)!r}); "
         "print('tensorflow' in sys.modules)"
     )
     out = subprocess.run(

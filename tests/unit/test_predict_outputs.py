@@ -1,11 +1,11 @@
-"""What ``sparktf.predict`` writes (``predictor._output_plan``): which outputs of the signature,
+"""What ``sparktf.predict`` writes (``outputs._output_plan``): which outputs of the signature,
 as which types, into which columns, read from its arguments on the driver; every mismatch
 named at once with what to change. Pure: no Spark, no TensorFlow."""
 
 import pytest
 
-from sparktf import predictor
-from sparktf.predictor import _Outputs
+from sparktf.batch_prediction import outputs
+from sparktf.batch_prediction.outputs import _Outputs
 
 COLUMNS = ["id", "features"]
 
@@ -39,7 +39,7 @@ COLUMNS = ["id", "features"]
 )
 def test_outputs_are_read_from_the_arguments(col, typ, key, plan):
     problems = []
-    assert predictor._output_plan(col, typ, key, COLUMNS, problems) == plan
+    assert outputs._output_plan(col, typ, key, COLUMNS, problems) == plan
     assert problems == []
 
 
@@ -97,7 +97,7 @@ def test_outputs_are_read_from_the_arguments(col, typ, key, plan):
 )
 def test_outputs_that_do_not_add_up_are_named_with_what_to_change(col, typ, key, says):
     problems = []
-    assert predictor._output_plan(col, typ, key, COLUMNS, problems) is None
+    assert outputs._output_plan(col, typ, key, COLUMNS, problems) is None
     assert len(problems) == len(says), problems
     for problem, said in zip(sorted(problems), sorted(says)):
         assert problem.startswith(said), problem
@@ -117,8 +117,8 @@ def test_outputs_that_do_not_add_up_are_named_with_what_to_change(col, typ, key,
     ],
 )
 def test_each_output_type_is_the_spark_and_arrow_type_of_its_name(typ, spark, arrow):
-    assert predictor._spark_type(typ).simpleString() == spark
-    assert str(predictor._arrow_type(typ)) == arrow
+    assert outputs._spark_type(typ).simpleString() == spark
+    assert str(outputs._arrow_type(typ)) == arrow
 
 
 def test_the_plan_crosses_to_the_executors_as_plain_data():

@@ -1,0 +1,329 @@
+"""The two ways to reach a NameNode (libhdfs, WebHDFS), chosen and cached per NameNode, and backend
+failures turned into :class:`HadoopFSError`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import threading
+import urllib.parse
+
+from sparktf.fs.paths import (
+    CONNECT_TIMEOUT,
+    HADOOP_SCHEMES,
+    HadoopFSError,
+    _hadoop_conf,
+    _split,
+    default_fs,
+    hadoop_user,
+)
+
+
+# ---------------------------------------------------------------------------- backends
+class _Backend:
+    name = ""
+
+    def info(self, path: str) -> tuple[str | None, int]:
+        """("file" | "dir" | None, size)."""
+        raise NotImplementedError
+
+    def stat(self, path: str) -> tuple[str, int, int] | None:
+        """("file" | "dir", size, modification time in ns), None if nothing is there."""
+        raise NotImplementedError
+
+    def scan(self, path: str) -> list[tuple[str, str | None, int]]:
+        """(name, "file" | "dir", size) of each entry of a directory, in one call."""
+        raise NotImplementedError
+
+    def makedirs(self, path: str) -> None:
+        raise NotImplementedError
+
+    def delete(self, path: str, recursive: bool) -> None:
+        raise NotImplementedError
+
+    def rename(self, src: str, dst: str) -> None:
+        raise NotImplementedError
+
+    def open_read(self, path: str):
+        raise NotImplementedError
+
+    def write_from(self, path: str, f) -> None:
+        """Write the readable binary file ``f`` to ``path`` (overwriting)."""
+        raise NotImplementedError
+
+
+class _Libhdfs(_Backend):
+    name = "libhdfs"
+
+    def __init__(self, host: str, port: int | None) -> None:
+        import pyarrow.fs as pafs
+
+        self._pafs = pafs
+        self._fs = pafs.HadoopFileSystem(
+            host,
+            port or 8020,
+            user=hadoop_user(),
+            extra_conf={
+                "ipc.client.connect.max.retries": "1",
+                "ipc.client.connect.max.retries.on.timeouts": "1",
+                "ipc.client.connect.timeout": str(int(CONNECT_TIMEOUT * 1000)),
+            },
+        )
+        # Fail here, not at the first real call (a file's status reads as "not found" when
+        # the NameNode is down; a listing raises).
+        self._fs.get_file_info(pafs.FileSelector("/"))
+
+    def info(self, path):
+        i = self._fs.get_file_info(path)
+        if i.type == self._pafs.FileType.NotFound:
+            return None, 0
+        return ("dir" if i.type == self._pafs.FileType.Directory else "file"), i.size or 0
+
+    def stat(self, path):
+        i = self._fs.get_file_info(path)
+        if i.type == self._pafs.FileType.NotFound:
+            return None
+        kind = "dir" if i.type == self._pafs.FileType.Directory else "file"
+        return kind, i.size or 0, i.mtime_ns or 0
+
+    def scan(self, path):
+        kinds = {self._pafs.FileType.Directory: "dir", self._pafs.FileType.File: "file"}
+        return sorted(
+            (os.path.basename(i.path.rstrip("/")), kinds.get(i.type), i.size or 0)
+            for i in self._fs.get_file_info(self._pafs.FileSelector(path))
+        )
+
+    def makedirs(self, path):
+        self._fs.create_dir(path, recursive=True)
+
+    def delete(self, path, recursive):
+        kind, _ = self.info(path)
+        if kind == "dir":
+            if not recursive and self.scan(path):
+                raise OSError(f"directory not empty: {path}")
+            self._fs.delete_dir(path)
+        elif kind == "file":
+            self._fs.delete_file(path)
+
+    def rename(self, src, dst):
+        self._fs.move(src, dst)
+
+    def open_read(self, path):
+        return self._fs.open_input_stream(path)
+
+    def write_from(self, path, f):
+        with self._fs.open_output_stream(path) as out:
+            shutil.copyfileobj(f, out, 4 << 20)
+
+
+class _WebHDFS(_Backend):
+    name = "webhdfs"
+
+    def __init__(self, url: str) -> None:
+        import hdfs
+
+        self._hdfs = hdfs
+        self.url = url
+        self._client = hdfs.InsecureClient(url, user=hadoop_user(), timeout=(CONNECT_TIMEOUT, 120))
+        self._client.status("/")  # fail here, not at the first real call
+
+    def info(self, path):
+        st = self._client.status(path, strict=False)
+        if st is None:
+            return None, 0
+        return ("dir" if st["type"] == "DIRECTORY" else "file"), st.get("length", 0)
+
+    def stat(self, path):
+        st = self._client.status(path, strict=False)
+        if st is None:
+            return None
+        return (
+            ("dir" if st["type"] == "DIRECTORY" else "file"),
+            st.get("length", 0),
+            int(st.get("modificationTime", 0)) * 1_000_000,
+        )  # (milliseconds)
+
+    def scan(self, path):
+        return sorted(
+            (name, "dir" if st["type"] == "DIRECTORY" else "file", st.get("length", 0))
+            for name, st in self._client.list(path, status=True)
+        )
+
+    def makedirs(self, path):
+        self._client.makedirs(path)
+
+    def delete(self, path, recursive):
+        self._client.delete(path, recursive=recursive)
+
+    def rename(self, src, dst):
+        self._client.rename(src, dst)
+
+    def open_read(self, path):
+        return _WebHDFSReader(self._client, path)
+
+    def write_from(self, path, f):
+        self._client.write(path, data=f, overwrite=True)
+
+
+class _WebHDFSReader(io.RawIOBase):
+    """A WebHDFS file as a readable stream (the ``hdfs`` package's reader is a context)."""
+
+    def __init__(self, client, path: str) -> None:
+        self._ctx = client.read(path, chunk_size=0)
+        self._resp = self._ctx.__enter__()
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        data = self._resp.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self):
+        if not self.closed:
+            self._ctx.__exit__(None, None, None)
+        super().close()
+
+
+_BACKENDS: dict[tuple[str, int | None], _Backend] = {}
+_BACKENDS_LOCK = threading.Lock()
+
+
+def _webhdfs_urls(host: str, port: int | None) -> list[str]:
+    given = os.environ.get("SPARKTF_WEBHDFS_URL")
+    if given:  # the WebHDFS of fs.defaultFS's NameNode (of every NameNode if none is known)
+        fs = default_fs()
+        d = urllib.parse.urlsplit(fs) if fs else None
+        if not d or d.scheme not in HADOOP_SCHEMES or (d.hostname, d.port) == (host, port):
+            return [given]
+    conf = os.environ.get("SPARKTF_NAMENODE_HTTP") or _hadoop_conf(
+        "hdfs-site.xml", "dfs.namenode.http-address"
+    )
+    if conf:
+        h, _, p = conf.rpartition(":")
+        return [f"http://{host if h in ('', '0.0.0.0') else h}:{p}"]
+    return [f"http://{host}:9870", f"http://{host}:50070"]
+
+
+def _libhdfs_missing() -> str | None:
+    """What libhdfs needs and is not there (None when all seems present)."""
+    d = os.environ.get("ARROW_LIBHDFS_DIR") or (
+        os.environ.get("HADOOP_HOME") and os.path.join(os.environ["HADOOP_HOME"], "lib", "native")
+    )
+    if not d or not os.path.exists(os.path.join(d, "libhdfs.so")):
+        return (
+            "no libhdfs.so (set ARROW_LIBHDFS_DIR to the directory that holds it, or HADOOP_HOME)"
+        )
+    if "hadoop-common" not in os.environ.get("CLASSPATH", ""):
+        return "no Hadoop jars on CLASSPATH (set CLASSPATH=$(hadoop classpath --glob))"
+    if not os.environ.get("JAVA_HOME"):  # pyarrow finds libjvm through it: take java's
+        java = shutil.which("java")
+        if not java:
+            return "no JAVA_HOME and no java on PATH (libhdfs runs a JVM)"
+        os.environ["JAVA_HOME"] = os.path.dirname(os.path.dirname(os.path.realpath(java)))
+    return None
+
+
+def backend(path: str) -> _Backend:
+    """The backend for ``path``'s NameNode, chosen (and connected) on first use."""
+    scheme, host, port, _ = _split(path)
+    key = (host, port)
+    with _BACKENDS_LOCK:
+        if key in _BACKENDS:
+            return _BACKENDS[key]
+        forced = os.environ.get("SPARKTF_HDFS_BACKEND")
+        if forced not in (None, "", "libhdfs", "webhdfs"):
+            raise HadoopFSError(f"SPARKTF_HDFS_BACKEND={forced!r}: use libhdfs or webhdfs")
+        tried = []
+        if scheme != "webhdfs" and forced in (None, "", "libhdfs"):
+            missing = _libhdfs_missing()
+            if missing:
+                tried.append(f"libhdfs: {missing}")
+            else:
+                try:
+                    _BACKENDS[key] = _Libhdfs(host, port)
+                    return _BACKENDS[key]
+                except Exception as exc:
+                    tried.append(f"libhdfs: {_cause(exc)}")
+        if forced in (None, "", "webhdfs"):
+            urls = (
+                [f"http://{host}:{port}"]
+                if scheme == "webhdfs" and port
+                else _webhdfs_urls(host, port)
+            )
+            for url in urls:
+                try:
+                    _BACKENDS[key] = _WebHDFS(url)
+                    return _BACKENDS[key]
+                except ImportError:
+                    tried.append("webhdfs: the hdfs package is not installed (pip install hdfs)")
+                    break
+                except Exception as exc:
+                    tried.append(f"webhdfs at {url}: {_cause(exc)}")
+        raise HadoopFSError(
+            f"{path}: cannot reach HDFS at {host}:{port or ''}{_probe(host, port or 8020)}; "
+            "tried "
+            + "; ".join(tried)
+            + ". Check that the NameNode runs and the address is right; for libhdfs set "
+            "ARROW_LIBHDFS_DIR and CLASSPATH=$(hadoop classpath --glob), for WebHDFS "
+            "SPARKTF_WEBHDFS_URL=http://namenode:port"
+        )
+
+
+def _probe(host: str, port: int) -> str:
+    """Why a NameNode's RPC port does not serve, as a plain TCP connect sees it ("" if it
+    accepts connections)."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=3):
+            return ""
+    except ConnectionRefusedError:
+        return " (connection refused: is the NameNode running, and is the port right?)"
+    except TimeoutError:
+        return " (no answer within 3 s)"
+    except OSError as exc:
+        return f" ({exc})"
+
+
+def _cause(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    for line in text:  # libhdfs puts the Java exception's message on a later line
+        if "Exception:" in line or "refused" in line.lower():
+            first = line.strip()
+            break
+    return f"{type(exc).__name__}: {first[:300]}"
+
+
+def _call(path: str, what: str, fn, *args):
+    """Run a backend call; any failure is a HadoopFSError naming the path and the cause."""
+    try:
+        return fn(*args)
+    except HadoopFSError:
+        raise
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        low = text.lower()
+        if "permission" in low or "accesscontrol" in low:
+            cause = "permission denied"
+        elif (
+            "filenotfound" in low
+            or "not found" in low
+            or "does not exist" in low
+            or "no such file" in low
+        ):
+            cause = "no such file or directory"
+        elif "refused" in low or "timed out" in low or "timeout" in low:
+            cause = "the NameNode or a DataNode did not answer"
+        else:
+            cause = "failed"
+        raise HadoopFSError(f"{path}: {what} {cause} ({_cause(exc)})") from exc
+
+
+def _resolve(path: str) -> tuple[_Backend, str]:
+    """The backend of a Hadoop path, and the path on its file system."""
+    return backend(path), _split(path)[3]
