@@ -1,15 +1,25 @@
 """The driver side: ``sparktf.run`` and the :class:`Cluster` it returns.
 
 Runs in the user's PySpark driver process. It may import pyspark, never tensorflow (a test
-checks ``sys.modules``). The package is split by job:
+checks ``sys.modules``). The package is split by job, one idea a module:
 
-* :mod:`~sparktf.driver.settings`: the one table of settings, resolved and checked once;
-* :mod:`~sparktf.driver.state`: the pure job state (no sockets, no Spark): every liveness and
-  failure rule, table-tested on its own;
-* :mod:`~sparktf.driver.runner`: the threads and sockets that carry out the state's actions;
+* :mod:`~sparktf.driver.settings`: the one table of settings (and every default), resolved
+  and checked once;
+* the pure job state (no sockets, no Spark), table-tested on its own:
+  :mod:`~sparktf.driver.state` (an attempt's lifecycle, composing the rest),
+  :mod:`~sparktf.driver.records` (what the driver keeps of each node, progress data),
+  :mod:`~sparktf.driver.limits` (an attempt's time limits),
+  :mod:`~sparktf.driver.liveness` (when a live node counts as hung),
+  :mod:`~sparktf.driver.feedbound` (the feed's equalization bound),
+  :mod:`~sparktf.driver.failures` (which failure ends an attempt, typed);
+* :mod:`~sparktf.driver.runner`: the threads that carry out the state's actions, attempt after
+  attempt (:mod:`~sparktf.driver.attempt`: what one attempt owns), with
+  :mod:`~sparktf.driver.sparkjobs` (Spark's jobs: tracking, cancelling, their failures' text)
+  and :mod:`~sparktf.driver.console` (the nodes' lines on the driver);
 * :mod:`~sparktf.driver.stages`: the Spark barrier stages that hold the nodes, over the data
   that :mod:`~sparktf.driver.partition` gives one partition per node;
 * :mod:`~sparktf.driver.control`: the control server the nodes report to;
 * :mod:`~sparktf.driver.preflight`: the checks made before any stage starts;
+* :mod:`~sparktf.driver.hadoop`: what the driver tells the nodes of Hadoop;
 * :mod:`~sparktf.driver.cluster`: the public API, ``run()`` and ``Cluster``.
 """

@@ -21,47 +21,17 @@ from sparktf.common import shipped, topology, values
 from sparktf.common.spec import FeedConfig, LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import preflight, stages
+from sparktf.driver.hadoop import hadoop_env
 from sparktf.driver.limits import PAUSED_SECS, Limits
 from sparktf.driver.records import NodeState
 from sparktf.driver.runner import Runner
-from sparktf.driver.settings import InputMode, Settings, default, session_conf
+from sparktf.driver.settings import InputMode, Settings, default
 from sparktf.driver.state import Status
 from sparktf.errors import ClusterStateError, ClusterTimeoutError, ConfigError, SparkTFError
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Cluster", "InputMode", "Status", "run"]
-
-
-def hadoop_env(sc) -> tuple[tuple[str, str], ...]:
-    """What the driver knows of Hadoop, for sparktf.fs on the nodes and executors: its own
-    ``SPARKTF_*`` HDFS settings, else its Hadoop configuration's fs.defaultFS (for
-    ``ctx.absolute_path`` and ``hdfs:///...``) and the NameNode's WebHDFS address; and the
-    Spark user as the HDFS user. A node's own environment wins over these."""
-    out = {
-        k: os.environ[k]
-        for k in (
-            "SPARKTF_DEFAULT_FS",
-            "SPARKTF_WEBHDFS_URL",
-            "SPARKTF_HDFS_BACKEND",
-            "HADOOP_USER_NAME",
-        )
-        if os.environ.get(k)
-    }
-    try:
-        conf = sc._jsc.hadoopConfiguration()
-        for key, var in (
-            ("fs.defaultFS", "SPARKTF_DEFAULT_FS"),
-            ("dfs.namenode.http-address", "SPARKTF_NAMENODE_HTTP"),
-        ):
-            value = conf.get(key)
-            if value and var not in out:
-                out[var] = str(value)
-        out.setdefault("HADOOP_USER_NAME", str(sc.sparkUser()))
-    except Exception:
-        pass
-    out.setdefault("SPARKTF_WORKING_DIR", os.getcwd())  # relative local paths: the driver's
-    return tuple(sorted(out.items()))
 
 
 class Cluster:
@@ -378,9 +348,7 @@ class Cluster:
         deadline = self._deadline(timeout, problems)
         if problems:
             raise ConfigError.from_problems(problems)
-        factory, exchange = stages.training(
-            self.sc, self.roles, data, rebalance, equalize, self._profile
-        )
+        stage = stages.Training(self.sc, self.roles, data, rebalance, equalize, self._profile)
         self._set_launch(
             train_mode=True,
             feed=FeedConfig(
@@ -388,12 +356,12 @@ class Cluster:
                 feed_timeout=float(feed_timeout),
                 shuffle=shuffle,
                 equalize=equalize,
-                exchange=exchange,
+                exchange=stage.exchange,
                 spool_max_bytes=self.settings.spool_max_bytes,
             ),
         )
         expired = f"train(timeout={timeout})"
-        self._start(factory, deadline, expired)
+        self._start(stage, deadline, expired)
         self._wait_until(
             lambda s: s.training_done_at is not None or s.status is Status.FINISHED,
             deadline,
@@ -556,71 +524,25 @@ def run(
         Running (InputMode.SPARK: created, started by ``train``/``inference``); call
         :meth:`Cluster.shutdown` or use it as a context manager.
     """
-    if preflight.is_connect(sc):
-        raise ConfigError(f"sparktf.run got a Spark Connect session: {preflight.CONNECT_CANNOT}")
-    session = sc if hasattr(sc, "sparkContext") else None
-    sc = getattr(sc, "sparkContext", sc)  # a SparkSession is welcome too
-    if not callable(getattr(sc, "getConf", None)):
-        raise ConfigError(
-            f"sc must be a pyspark SparkContext (or a SparkSession), got {type(sc).__name__}"
-        )
-    if getattr(sc, "_jsc", None) is None:
-        raise ClusterStateError(
-            "the SparkContext is stopped: give sparktf.run() a running one "
-            "(SparkSession.builder.getOrCreate() makes a new one)"
-        )
-    problems = []
-    conf = preflight.spark_conf(sc)
-    session = session or preflight.active_session(sc)
-    if session is not None:  # spark.conf.set("spark.sparktf....") counts too
-        conf.update(session_conf(session.conf))
-    try:
-        settings = Settings.resolve(
-            conf,
-            num_executors=num_executors,
-            num_ps=num_ps,
-            master_node=master_node,
-            eval_node=eval_node,
-            input_mode=input_mode,
-            reservation_timeout=reservation_timeout,
-            log_to_driver=log_to_driver,
-            env=env,
-            progress=progress,
-            gpus_per_node=gpus_per_node,
-            tensorboard=tensorboard,
-            log_dir=log_dir,
-            max_restarts=max_restarts,
-            heartbeat_timeout=heartbeat_timeout,
-            progress_timeout=progress_timeout,
-        )
-    except ConfigError as exc:
-        settings, problems = None, list(exc.problems)
-    n_params, fn_problem = preflight.main_fn_params(main_fn)
-    problems += [fn_problem] if fn_problem else []
-    payload = None
-    if n_params is not None:
-        payload, pickle_problem = preflight.pickle_payload(main_fn, args, n_params)
-        problems += [pickle_problem] if pickle_problem else []
-    if settings is None:  # bad types: nothing about the Spark cluster is worth waiting for
-        raise ConfigError.from_problems(problems)
-    spark_problems, slots = preflight.spark_problems(
-        sc, settings.num_executors, settings.slot_wait_timeout, conf
-    )
-    problems += spark_problems
-    problems += preflight.gpu_problems(sc.master, conf, settings.gpus_per_node)
-    num_nodes = settings.num_executors or slots
-    if num_nodes >= 1:  # once, with the slot count known
-        every_slot = None
-        if settings.num_executors is None and isinstance(settings.num_ps, int):
-            wanted = settings.num_ps + (2 if settings.eval_node is True else 1)
-            every_slot = (sc.master, preflight.more_slots(sc.master, wanted, conf))
-        problems += topology.topology_problems(
-            num_nodes, settings.num_ps, settings.master_node, settings.eval_node, every_slot
-        )
-    if problems:
-        raise ConfigError.from_problems(problems)
-    roles = topology.assign_roles(
-        num_nodes, settings.num_ps, settings.master_node, settings.eval_node
+    sc, settings, conf, payload, roles = preflight.check_run(
+        sc,
+        main_fn,
+        args,
+        num_executors=num_executors,
+        num_ps=num_ps,
+        master_node=master_node,
+        eval_node=eval_node,
+        input_mode=input_mode,
+        reservation_timeout=reservation_timeout,
+        log_to_driver=log_to_driver,
+        env=env,
+        progress=progress,
+        gpus_per_node=gpus_per_node,
+        tensorboard=tensorboard,
+        log_dir=log_dir,
+        max_restarts=max_restarts,
+        heartbeat_timeout=heartbeat_timeout,
+        progress_timeout=progress_timeout,
     )
     cluster = Cluster(sc, roles, payload, settings, conf)
     log.info(

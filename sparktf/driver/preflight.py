@@ -16,6 +16,11 @@ from typing import Any
 
 import cloudpickle
 
+from sparktf.common import topology
+from sparktf.common.topology import NodeRole
+from sparktf.driver.settings import Settings, session_conf
+from sparktf.errors import ClusterStateError, ConfigError
+
 
 def main_fn_params(main_fn: Any) -> tuple[int | None, str | None]:
     """How many arguments ``main_fn`` takes (1: ``ctx``; 2: ``args, ctx``), or a problem."""
@@ -327,3 +332,60 @@ def spark_problems(
             f"{slot_timeout:g}s; check that executors started (Spark UI, executor logs)"
         )
     return problems, slots
+
+
+def check_run(
+    sc: Any, main_fn: Callable, args: Any, **arguments: Any
+) -> tuple[Any, Settings, dict[str, str], bytes, tuple[NodeRole, ...]]:
+    """Every check of a ``sparktf.run(sc, main_fn, args, **arguments)`` call, before anything
+    starts: ``ConfigError`` listing every problem at once. Returns the SparkContext (``sc``
+    may be a SparkSession), the resolved settings, the Spark conf, ``main_fn`` and ``args``
+    pickled, and the nodes' roles."""
+    if is_connect(sc):
+        raise ConfigError(f"sparktf.run got a Spark Connect session: {CONNECT_CANNOT}")
+    session = sc if hasattr(sc, "sparkContext") else None
+    sc = getattr(sc, "sparkContext", sc)  # a SparkSession is welcome too
+    if not callable(getattr(sc, "getConf", None)):
+        raise ConfigError(
+            f"sc must be a pyspark SparkContext (or a SparkSession), got {type(sc).__name__}"
+        )
+    if getattr(sc, "_jsc", None) is None:
+        raise ClusterStateError(
+            "the SparkContext is stopped: give sparktf.run() a running one "
+            "(SparkSession.builder.getOrCreate() makes a new one)"
+        )
+    problems = []
+    conf = spark_conf(sc)
+    session = session or active_session(sc)
+    if session is not None:  # spark.conf.set("spark.sparktf....") counts too
+        conf.update(session_conf(session.conf))
+    try:
+        settings = Settings.resolve(conf, **arguments)
+    except ConfigError as exc:
+        settings, problems = None, list(exc.problems)
+    n_params, fn_problem = main_fn_params(main_fn)
+    problems += [fn_problem] if fn_problem else []
+    payload = None
+    if n_params is not None:
+        payload, pickle_problem = pickle_payload(main_fn, args, n_params)
+        problems += [pickle_problem] if pickle_problem else []
+    if settings is None:  # bad types: nothing about the Spark cluster is worth waiting for
+        raise ConfigError.from_problems(problems)
+    found, slots = spark_problems(sc, settings.num_executors, settings.slot_wait_timeout, conf)
+    problems += found
+    problems += gpu_problems(sc.master, conf, settings.gpus_per_node)
+    num_nodes = settings.num_executors or slots
+    if num_nodes >= 1:  # once, with the slot count known
+        every_slot = None
+        if settings.num_executors is None and isinstance(settings.num_ps, int):
+            wanted = settings.num_ps + (2 if settings.eval_node is True else 1)
+            every_slot = (sc.master, more_slots(sc.master, wanted, conf))
+        problems += topology.topology_problems(
+            num_nodes, settings.num_ps, settings.master_node, settings.eval_node, every_slot
+        )
+    if problems:
+        raise ConfigError.from_problems(problems)
+    roles = topology.assign_roles(
+        num_nodes, settings.num_ps, settings.master_node, settings.eval_node
+    )
+    return sc, settings, conf, payload, roles

@@ -71,60 +71,71 @@ def _is_rdd(data) -> bool:
     return isinstance(data, RDD)
 
 
-def training(
-    sc, roles: tuple[NodeRole, ...], data, rebalance: bool | None, equalize: bool, profile=None
-) -> tuple[Callable[[LaunchSpec], Stage], bool]:
+class Training:
     """InputMode.SPARK, ``cluster.train(data)``: each chief/worker gets its share.
 
-    Returns the stage factory, and whether the partitions are fed as they are with rows to be
-    moved between nodes if equalizing needs it (``FeedConfig.exchange``). Runs no Spark job:
-    whatever the data needs computed (the user's maps and shuffles, the deal-out) runs in the
-    stage, in the cluster's own Spark job."""
-    n = len(roles)
-    trainers = sum(r.trains for r in roles)
-    if not _is_rdd(data):
-        data = partition.vectors_as_arrays(data)[0]
-    parts = data.getNumPartitions() if _is_rdd(data) else partition.dataframe_partitions(data)
-    exchange = False
-    if rebalance is None:
-        # One partition per training node already: fed as it is, without a Spark job to count
-        # it or a shuffle to deal it out; equalizing moves only the surplus rows afterwards.
-        rebalance = not (parts == n == trainers and partition.barrier_ready(data))
-        exchange = not rebalance and equalize and trainers > 1
-    elif not rebalance and not parts == n == trainers:
-        raise ConfigError(
-            f"rebalance=False needs one data partition per node and no ps or "
-            f"evaluator; the data has {parts or 'an unknown number of'} "
-            f"partitions (a shuffle's, known once it runs) for {n} nodes "
-            f"({trainers} training): leave rebalance unset"
-        )
-    if _is_rdd(data):
-        rdd = partition.rdd_for_nodes(data, n, trainers) if rebalance else data
-        raw = partition.raw_pickled_batches(rdd)
-        if raw is not None:
-            return (
-                lambda launch: (
-                    lambda: _with(
-                        raw.barrier().mapPartitions(barrier_task(launch, "pickled-batches")),
-                        profile,
-                    ).collect()
-                )
-            ), exchange
-        return (
-            lambda launch: (
-                lambda: _with(
-                    rdd.barrier().mapPartitions(barrier_task(launch, "pickle")), profile
-                ).collect()
-            )
-        ), exchange
-    schema = arrow_schema(data)
+    Built once per ``train()`` call, it does the Spark planning; called with an attempt's
+    launch spec, it returns that attempt's stage. ``exchange``: the partitions are fed as they
+    are, with rows to be moved between nodes if equalizing needs it (``FeedConfig.exchange``).
+    Runs no Spark job: whatever the data needs computed (the user's maps and shuffles, the
+    deal-out) runs in the stage, in the cluster's own Spark job."""
 
-    def stage(launch: LaunchSpec) -> None:
-        task = barrier_task(launch, "arrow", schema)
-        if not rebalance:
-            data.mapInArrow(task, "node string", barrier=True, profile=profile).collect()
+    def __init__(
+        self,
+        sc,
+        roles: tuple[NodeRole, ...],
+        data,
+        rebalance: bool | None,
+        equalize: bool,
+        profile=None,
+    ) -> None:
+        n = len(roles)
+        trainers = sum(r.trains for r in roles)
+        if not _is_rdd(data):
+            data = partition.vectors_as_arrays(data)[0]
+        parts = data.getNumPartitions() if _is_rdd(data) else partition.dataframe_partitions(data)
+        self.exchange = False
+        if rebalance is None:
+            # One partition per training node already: fed as it is, without a Spark job to
+            # count it or a shuffle to deal it out; equalizing moves only the surplus rows
+            # afterwards.
+            rebalance = not (parts == n == trainers and partition.barrier_ready(data))
+            self.exchange = not rebalance and equalize and trainers > 1
+        elif not rebalance and not parts == n == trainers:
+            raise ConfigError(
+                f"rebalance=False needs one data partition per node and no ps or "
+                f"evaluator; the data has {parts or 'an unknown number of'} "
+                f"partitions (a shuffle's, known once it runs) for {n} nodes "
+                f"({trainers} training): leave rebalance unset"
+            )
+        self.sc, self.n, self.trainers, self.profile = sc, n, trainers, profile
+        self.data, self.rebalance = data, rebalance
+        self.rdd = self.raw = self.schema = None
+        if _is_rdd(data):
+            self.rdd = partition.rdd_for_nodes(data, n, trainers) if rebalance else data
+            self.raw = partition.raw_pickled_batches(self.rdd)
+        else:
+            self.schema = arrow_schema(data)
+
+    def __call__(self, launch: LaunchSpec) -> Stage:
+        if self.rdd is not None:
+            return lambda: self._feed_rdd(launch)
+        return lambda: self._feed_dataframe(launch)
+
+    def _feed_rdd(self, launch: LaunchSpec) -> None:
+        if self.raw is not None:
+            rdd, task = self.raw, barrier_task(launch, "pickled-batches")
+        else:
+            rdd, task = self.rdd, barrier_task(launch, "pickle")
+        _with(rdd.barrier().mapPartitions(task), self.profile).collect()
+
+    def _feed_dataframe(self, launch: LaunchSpec) -> None:
+        task = barrier_task(launch, "arrow", self.schema)
+        profile = self.profile
+        if not self.rebalance:
+            self.data.mapInArrow(task, "node string", barrier=True, profile=profile).collect()
             return
-        df = partition.dataframe_for_nodes(data, n, trainers)
+        df = partition.dataframe_for_nodes(self.data, self.n, self.trainers)
         if not df.mapInArrow(
             _saying_it_ran(task), "node string", barrier=True, profile=profile
         ).collect():
@@ -132,9 +143,7 @@ def training(
             # at all: no barrier task ran (the data's stages did, once). Start the nodes over
             # empty partitions; they get the schema and the end. (Asking df.isEmpty() first
             # would compute the user's stages twice.)
-            _empty(sc, n, lambda _: task(iter(())), profile)
-
-    return (lambda launch: lambda: stage(launch)), exchange
+            _empty(self.sc, self.n, lambda _: task(iter(())), profile)
 
 
 def _saying_it_ran(task):
