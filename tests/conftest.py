@@ -20,18 +20,11 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import feed_jobs
-import hdfs_jobs
-import jobs
-import ml_jobs
-import tf_jobs
+import helpers
 
-# The executors cannot import the tests' modules: ship their functions by value.
-cloudpickle.register_pickle_by_value(jobs)
-cloudpickle.register_pickle_by_value(tf_jobs)
-cloudpickle.register_pickle_by_value(feed_jobs)
-cloudpickle.register_pickle_by_value(hdfs_jobs)
-cloudpickle.register_pickle_by_value(ml_jobs)
+# The executors cannot import the tests' modules: ship the functions of tests/helpers (every
+# module of the package) by value.
+cloudpickle.register_pickle_by_value(helpers)
 
 #: Quiet TensorFlow's C++ start-up messages in the nodes.
 TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}

@@ -5,9 +5,9 @@ checkpoint directories mirrored to it, sparktf.predict from a SavedModel on it."
 
 import os
 
-import hdfs_jobs
 import pytest
 from conftest import TF_ENV
+from helpers import hdfs_jobs
 
 import sparktf
 from sparktf import fs

@@ -1,13 +1,13 @@
 """Journey 2, Spark ML: a user puts a TFEstimator in a Pipeline behind a VectorAssembler, fits
 it, transforms, looks at the scores, refits with another param, compares the two models, and
 saves and loads the fitted pipeline. Real Spark (local[4]) and real TensorFlow (tf-keras, a
-SavedModel scored on the executors); the estimator's main_fn is tests/ml_jobs.py's
+SavedModel scored on the executors); the estimator's main_fn is tests/helpers/ml_jobs.py's
 ``tiny_linear`` (one dense unit, plain SGD), so that a model's scores are a line in its three
 inputs and two params give two lines."""
 
-import ml_jobs
 import numpy as np
 import pytest
+from helpers import ml_jobs
 
 from sparktf.ml import TFEstimator, TFModel
 

@@ -7,9 +7,9 @@ every row still arrives, once per epoch. Real Spark (local[4], AQE on: Spark's d
 import time
 
 import cloudpickle
-import feed_jobs
 import journey_jobs
 import pytest
+from helpers import feed_jobs
 
 import sparktf
 

@@ -18,10 +18,9 @@ import textwrap
 import time
 
 import cloudpickle
-import feed_jobs
-import jobs
 import journey_jobs
 import pytest
+from helpers import feed_jobs, jobs
 
 import sparktf
 

@@ -6,9 +6,8 @@ import signal
 import threading
 import time
 
-import feed_jobs
-import jobs
 import pytest
+from helpers import feed_jobs, jobs
 
 import sparktf
 

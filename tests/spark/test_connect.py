@@ -9,9 +9,9 @@ import subprocess
 import sys
 import time
 
-import jobs
 import pytest
 from conftest import sparktf_processes
+from helpers import jobs
 
 import sparktf
 

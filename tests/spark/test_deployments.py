@@ -9,10 +9,10 @@ import subprocess
 import sys
 import time
 
-import jobs
 import psutil
 import pytest
 from conftest import pid_alive, wait_until
+from helpers import jobs
 
 import sparktf
 

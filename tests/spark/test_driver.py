@@ -12,12 +12,11 @@ import signal
 import threading
 import time
 
-import feed_jobs
-import jobs
 import numpy as np
 import psutil
 import pytest
 from conftest import sparktf_processes, wait_until
+from helpers import feed_jobs, jobs
 
 import sparktf
 import sparktf.driver.stages

@@ -13,10 +13,10 @@ import signal
 import threading
 import time
 
-import jobs
 import psutil
 import pytest
 from conftest import port_is_free, wait_until
+from helpers import jobs
 
 import sparktf
 

@@ -8,8 +8,8 @@ import threading
 import time
 
 import cloudpickle
-import feed_jobs
 import pytest
+from helpers import feed_jobs
 
 import sparktf
 from sparktf.driver.sparkjobs import jobs_tagged

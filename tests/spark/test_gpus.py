@@ -7,8 +7,8 @@ is given (ctx.gpus, CUDA_VISIBLE_DEVICES), not that CUDA uses them."""
 import os
 import stat
 
-import jobs
 import pytest
+from helpers import jobs
 
 import sparktf
 

@@ -6,8 +6,8 @@ cluster's closed control server)."""
 
 import os
 
-import feed_jobs
 import pytest
+from helpers import feed_jobs
 
 import sparktf
 

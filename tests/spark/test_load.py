@@ -7,11 +7,10 @@ import tempfile
 import threading
 import time
 
-import jobs
 import psutil
 import pytest
-import tf_jobs
 from conftest import sparktf_processes
+from helpers import jobs, tf_jobs
 
 import sparktf
 

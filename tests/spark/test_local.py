@@ -8,9 +8,9 @@ import signal
 import threading
 import time
 
-import jobs
 import pytest
 from conftest import pid_alive, port_is_free, sparktf_processes, wait_until
+from helpers import jobs
 
 import sparktf
 from sparktf.driver.sparkjobs import jobs_tagged

@@ -5,9 +5,9 @@ save/load through Spark ML persistence; bad params are clear errors."""
 import os
 import sys
 
-import ml_jobs
 import numpy as np
 import pytest
+from helpers import ml_jobs
 
 import sparktf
 from sparktf.ml import TFEstimator, TFModel

@@ -4,10 +4,9 @@ periodic lines when the console is not a terminal, the summary, cluster.progress
 import contextlib
 import re
 
-import feed_jobs
-import jobs
 import pytest
 from conftest import TF_ENV
+from helpers import feed_jobs, jobs
 
 import sparktf
 

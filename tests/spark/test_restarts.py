@@ -2,8 +2,8 @@
 counts the launches, training resumes from the checkpoint, the feed starts over cleanly,
 and nothing of the failed attempt is left running (the no_leaks fixture checks)."""
 
-import jobs
 import pytest
+from helpers import jobs
 
 import sparktf
 

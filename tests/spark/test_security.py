@@ -6,10 +6,9 @@ import struct
 import threading
 import time
 
-import jobs
-import mitm
 import pytest
 from conftest import wait_until
+from helpers import jobs, mitm
 
 import sparktf
 from sparktf.common import protocol

@@ -1,9 +1,8 @@
 """A SparkContext that was stopped, given to sparktf (or data made on one): a clear error, not
 py4j's NullPointerException. Its own module: it stops the session's shared context."""
 
-import feed_jobs
-import jobs
 import pytest
+from helpers import feed_jobs, jobs
 
 import sparktf
 

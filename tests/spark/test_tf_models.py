@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 import pytest
-import tf_jobs
 from conftest import TF_ENV
+from helpers import tf_jobs
 
 import sparktf
 from sparktf.node import tf1

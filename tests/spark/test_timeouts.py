@@ -5,8 +5,8 @@ outside the cluster's own Spark job."""
 
 import time
 
-import feed_jobs
 import pytest
+from helpers import feed_jobs
 
 import sparktf
 from sparktf.driver.sparkjobs import jobs_tagged

@@ -5,9 +5,9 @@ MultiWorkerMirroredStrategy (its gRPC and collectives start after the fork, as t
 
 import threading
 
-import feed_jobs
 import numpy as np
 import pytest
+from helpers import feed_jobs
 
 import sparktf
 from sparktf.driver import warmup

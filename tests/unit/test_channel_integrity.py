@@ -1,5 +1,5 @@
 """Every frame after the handshake is authenticated: a man in the middle on real loopback
-sockets (:mod:`mitm`) between a real node-side client and the driver's real control server, or
+sockets (:mod:`helpers.mitm`) between a real node-side client and the driver's real control server, or
 between two nodes' real row exchanges, alters, replays, reorders, drops, splices or forges
 frames, and each is refused before it is used, as a security error that fails the job."""
 
@@ -8,8 +8,8 @@ import socket
 import threading
 import time
 
-import mitm
 import pytest
+from helpers import mitm
 from test_protocol import Recorder, hello
 
 from sparktf.common import protocol
@@ -274,7 +274,7 @@ def run_moves(tmp_path, shares, tamper):
     """Two real DataFeeds fed unequal shares (as test_feed_moves runs them), consumed in
     lockstep, with a man in the middle in front of each node's row exchange. Returns each
     consumer's error (None if it finished) and the proxies."""
-    from feed_wire import serve_partition
+    from helpers.feed_wire import serve_partition
     from test_feed_moves import SECRET, Driver, arrow_frames
 
     from sparktf.common.spec import FeedConfig

@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pyarrow as pa
 import pytest
-from feed_wire import serve_partition
+from helpers.feed_wire import serve_partition
 
 from sparktf.common import feedwire
 from sparktf.common.spec import FeedConfig

@@ -16,7 +16,7 @@ import threading
 
 import pyarrow as pa
 import pytest
-from feed_wire import serve_partition
+from helpers.feed_wire import serve_partition
 
 from sparktf.common import feedwire, messages, protocol
 from sparktf.common.spec import FeedConfig

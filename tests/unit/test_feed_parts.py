@@ -195,7 +195,7 @@ def test_an_rdd_feed_reads_its_rows_without_importing_pyarrow(tmp_path):
     code = f"""
 import os, pickle, sys
 sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parents[1])!r})
-from feed_wire import serve_partition
+from helpers.feed_wire import serve_partition
 from sparktf.common import feedwire
 from sparktf.common.spec import FeedConfig
 from sparktf.node.feed import Bound, DataFeed
@@ -220,7 +220,7 @@ print("pyarrow" in sys.modules)
 def _feed(tmp_path, frames, input_mapping=None):
     import os
 
-    from feed_wire import serve_partition
+    from helpers.feed_wire import serve_partition
 
     from sparktf.common.spec import FeedConfig
     from sparktf.node.feed import DataFeed
@@ -314,7 +314,7 @@ def test_a_should_stop_loop_never_gets_an_empty_batch(tmp_path, epochs, train_mo
     batch, is that batch's epoch."""
     import os
 
-    from feed_wire import serve_partition
+    from helpers.feed_wire import serve_partition
 
     from sparktf.common.spec import FeedConfig
     from sparktf.node.feed import DataFeed

@@ -6,7 +6,7 @@ import pickle
 import threading
 import time
 
-from feed_wire import serve_partition
+from helpers.feed_wire import serve_partition
 
 from sparktf.common import feedwire
 from sparktf.common.spec import FeedConfig

@@ -7,8 +7,8 @@ import struct
 import threading
 import time
 
-import mitm
 import pytest
+from helpers import mitm
 
 from sparktf.common import protocol
 from sparktf.driver.control import ControlServer

@@ -3,7 +3,8 @@ by the test modules)."""
 
 import os
 
-from tf_jobs import mwms_keras  # (tf_jobs travels by value too: conftest registers it)
+# (tests/helpers travels by value too: conftest registers it)
+from helpers.tf_jobs import mwms_keras
 
 
 def mwms_in_a_container(args, ctx):
