@@ -366,7 +366,7 @@ def test_connect_gets_in_after_a_slowed_first_try(server, monkeypatch):
             return slow_socket(address)
         return _create_connection(address, timeout=timeout)
 
-    monkeypatch.setattr(protocol.socket, "create_connection", create_connection)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
     chan = protocol.connect(srv.address, secret, timeout=20)
     hello(chan)
     assert rec.wait_for(1)[0][0] == "connect" and len(tries) == 2
