@@ -158,7 +158,7 @@ _OPTIONAL = {
     "heartbeat": ("epoch", "epoch_rows", "metrics", "feed_secs", "cpu", "collective"),
     "feed_progress": ("exchange", "stopped"),
     "feed_bound": ("ended", "give", "take", "others"),
-    "error": ("code",),
+    "error": ("code", "reason"),
 }
 
 
@@ -187,6 +187,9 @@ def error(
     """An ``error`` message for ``exc``, raised at ``where`` (``note``: a line sparktf adds to
     its message; ``extra``: more fields)."""
     message = str(exc) if note is None else f"{exc}\n{note}"
+    reason = getattr(exc, "reason", None)  # a FeedError's, e.g. FeedError.BROKEN
+    if isinstance(reason, str):
+        extra.setdefault("reason", reason)
     return make(
         "error",
         where=where,

@@ -775,3 +775,19 @@ def test_a_node_lost_without_a_reason_from_spark_still_fails_after_the_settle():
     s.apply("worker:0", AGENT, {"type": "closed"}, 5.0)
     s.step(5.0 + s.limits.error_settle + 0.1)
     assert isinstance(s.outcome, NodeError) and "lost contact with the node" in str(s.outcome)
+
+
+def test_a_broken_feed_is_told_by_its_reason_field_and_waits_for_its_cause():
+    """The node's feed from Spark broke because its barrier task failed: the node's report
+    carries reason=FeedError.BROKEN (not words to match), and the task's own report is what
+    the job fails with."""
+    from sparktf.errors import FeedError
+
+    s = job(num=2)
+    start(s)
+    broken = FeedError("the data feed from Spark broke: EOFError: ", reason=FeedError.BROKEN)
+    s.apply("chief:0", NODE, messages.error("main_fn", broken), 2.0)
+    assert s.failure(2.1) is None  # its cause may still be on its way
+    s.apply("chief:0", TASK, _error("ValueError", "a bad row in partition 3", where="task"), 2.2)
+    err = s.failure(2.0 + s.limits.error_settle)
+    assert isinstance(err, NodeError) and "a bad row in partition 3" in str(err)

@@ -150,7 +150,10 @@ class Stream:
         except BaseException as exc:
             if self._spark is not None:
                 self._spark.close()
-            failure = FeedError(f"the data feed from Spark broke: {type(exc).__name__}: {exc}")
+            failure = FeedError(
+                f"the data feed from Spark broke: {type(exc).__name__}: {exc}",
+                reason=FeedError.BROKEN,
+            )
             self._failure = failure
             self.ended.set()
             if not self._terminated:
