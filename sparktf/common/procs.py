@@ -137,11 +137,11 @@ class ForkedChild:
                 self.returncode = os.waitstatus_to_exitcode(status)
             return self.returncode
         deadline = time.monotonic() + timeout
-        while self.poll() is None:
+        while (code := self.poll()) is None:
             if time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
             time.sleep(0.005)
-        return self.returncode
+        return code
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
