@@ -18,7 +18,7 @@ import traceback
 from sparktf.common import gpus, keepalive, messages, procs, protocol, tfimport
 from sparktf.common.spec import NodeSpec
 from sparktf.errors import ConfigError
-from sparktf.node import checkpoints, evaluator, join, mwms, tf1
+from sparktf.node import patches
 from sparktf.node.context import NodeContext
 from sparktf.node.runtime import NodeRuntime
 
@@ -166,14 +166,63 @@ def _start_tensorboard(
 
 
 def run(spec: NodeSpec) -> int:
+    """A node's life, step by step: its environment, its channel to the driver and its
+    ``ctx``; a Hadoop ``log_dir`` mirrored and TensorBoard started (chief); ``main_fn`` run (a
+    ps serves); the feed closed and the log copied; the result sent; then up until the driver
+    says the job is over. 0 then; 1 when a step failed (the driver is told which)."""
     os.environ.update(node_environment(spec))
+    chan = _connect(spec)
+    runtime = NodeRuntime(spec, chan)
+    ctx = _context(spec, runtime)
+    runtime.start()
+    try:
+        log_mirror = _mirror_log_dir(ctx)
+    except BaseException as exc:
+        _report_error(chan, exc, "log_dir")
+        return 1
+    announcer = None
+    if spec.launch.tensorboard and ctx.is_chief:
+        announcer = _start_tensorboard(spec, ctx, chan)
+    where = "main_fn"
+    try:
+        if spec.role.job == "ps":
+            value = _serve(ctx, runtime, log_mirror)
+        else:
+            value = _train(spec, ctx, runtime)
+        _warn_feed_unread(spec, ctx, runtime)
+        where = "feed"
+        _close_feed(runtime, chan)
+        where = "log_dir"
+        if log_mirror is not None:
+            log_mirror.__exit__(None, None, None)
+    except BaseException as exc:
+        _report_error(chan, exc, where)
+        return 1
+    _wait_for_tensorboard(announcer)
+    done = _result_message(chan, runtime, value)
+    if done is None:
+        return 1
+    chan.send(done)
+    # Stay up (with any TF server main_fn started in this process) until the driver says the
+    # job is over: a peer that starts late may still need this node's server, as in classic
+    # between-graph training without device filters, where every session reaches every task.
+    runtime.stop.wait()
+    return 0
+
+
+def _connect(spec: NodeSpec) -> protocol.Channel:
+    """The node's channel to the driver, its hello sent."""
     chan = protocol.connect(
         spec.launch.driver_address, spec.launch.secret, spec.launch.connect_timeout
     )
     keepalive.watch_peer(chan.sock)  # a driver's host that falls silent: exit within 30 s
     chan.send(messages.hello(messages.NODE, spec.name, spec.host, pid=os.getpid(), port=spec.port))
-    runtime = NodeRuntime(spec, chan)
-    ctx = NodeContext(
+    return chan
+
+
+def _context(spec: NodeSpec, runtime: NodeRuntime) -> NodeContext:
+    """The ``ctx`` handed to ``main_fn``."""
+    return NodeContext(
         job_name=spec.role.job,
         task_index=spec.role.index,
         cluster_spec=spec.cluster_spec,
@@ -189,85 +238,76 @@ def run(spec: NodeSpec) -> int:
         work_dir=spec.work_dir,
         _runtime=runtime,
     )
-    runtime.start()
-    where = "log_dir"
-    try:
-        log_mirror = _mirror_log_dir(ctx)
-    except BaseException as exc:
-        _report_error(chan, exc, where)
-        return 1
-    announcer = None
-    if spec.launch.tensorboard and ctx.is_chief:
-        announcer = _start_tensorboard(spec, ctx, chan)
-    where = "main_fn"
-    try:
-        value = None
-        if spec.role.job == "ps":  # sparktf's own server: nothing to finish, but a log copy
-            if log_mirror is None:
-                runtime.leave_on_stop()  # 'stop' may well come before TF's import ends
-            if not runtime.stop.is_set():
-                tfimport.tensorflow_without_keras()  # no user code, so no Keras (half of it)
-                ctx.serve()
-        else:
-            mwms.install()  # MultiWorkerMirroredStrategy beside parameter servers
-            tf1.install_defaults()  # TF1 sessions: chief checks every 1 s, not 30; 3 s to close
-            join.install(runtime)  # server.join() serves until training is over
-            if spec.role.job == "evaluator":  # checkpoints_iterator ends after training
-                checkpoints.install(runtime)
-            else:  # connections to every task leave out an evaluator (it runs no server)
-                evaluator.install(spec.cluster_spec, spec.role.job)
-            value = _call_main(spec, ctx)
-        if runtime.feed is None and spec.feed_path is not None and ctx.train_mode:
-            print(
-                "sparktf: main_fn returned without opening its data feed: this node's share "
-                "of the data given to train() was not read and not trained on: cluster.train() "
-                "splits the data over the chief and every worker, so read it on each of them "
-                "with ctx.get_data_feed() (until feed.should_stop())",
-                file=sys.stderr,
-                flush=True,
-            )
-        if runtime.feed is not None:
-            where = "feed"
-            runtime.feed.close()
-            chan.send(
-                messages.make(
-                    "feed_done",
-                    held_back=runtime.feed.rows_held_back,
-                    results=runtime.feed.results_sent,
-                )
-            )
-        if log_mirror is not None:
-            where = "log_dir"
-            log_mirror.__exit__(None, None, None)
-    except BaseException as exc:
-        _report_error(chan, exc, where)
-        return 1
+
+
+def _serve(ctx: NodeContext, runtime: NodeRuntime, log_mirror) -> None:
+    """A parameter server: sparktf's own server, nothing to finish but a log copy."""
+    if log_mirror is None:
+        runtime.leave_on_stop()  # 'stop' may well come before TF's import ends
+    if not runtime.stop.is_set():
+        tfimport.tensorflow_without_keras()  # no user code, so no Keras (half of it)
+        ctx.serve()
+
+
+def _train(spec: NodeSpec, ctx: NodeContext, runtime: NodeRuntime):
+    """A chief, worker or evaluator: TensorFlow's patches installed (:mod:`sparktf.node.patches`),
+    then ``main_fn``; its return value."""
+    patches.install(spec, runtime)
+    return _call_main(spec, ctx)
+
+
+def _warn_feed_unread(spec: NodeSpec, ctx: NodeContext, runtime: NodeRuntime) -> None:
+    """A training node fed by ``train()`` whose ``main_fn`` never opened its feed: say so."""
+    if runtime.feed is None and spec.feed_path is not None and ctx.train_mode:
+        print(
+            "sparktf: main_fn returned without opening its data feed: this node's share "
+            "of the data given to train() was not read and not trained on: cluster.train() "
+            "splits the data over the chief and every worker, so read it on each of them "
+            "with ctx.get_data_feed() (until feed.should_stop())",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _close_feed(runtime: NodeRuntime, chan: protocol.Channel) -> None:
+    """The data feed closed, and the driver told what it held back and sent."""
+    if runtime.feed is None:
+        return
+    runtime.feed.close()
+    chan.send(
+        messages.make(
+            "feed_done",
+            held_back=runtime.feed.rows_held_back,
+            results=runtime.feed.results_sent,
+        )
+    )
+
+
+def _wait_for_tensorboard(announcer: threading.Thread | None) -> None:
+    """A main_fn shorter than TensorBoard's start: its URL (or why it did not start) still
+    reaches the driver before the result, instead of never."""
     if announcer is not None:
-        # A main_fn shorter than TensorBoard's start: its URL (or why it did not start) still
-        # reaches the driver before the result, instead of never.
         from sparktf.node import tensorboard
 
         announcer.join(tensorboard.START_TIMEOUT + 5)
+
+
+def _result_message(chan: protocol.Channel, runtime: NodeRuntime, value) -> dict | None:
+    """The ``done`` message for ``main_fn``'s return value, after a last heartbeat; None if
+    the value cannot be sent (the driver was told why)."""
     try:
         runtime.beat()  # the last step, metrics and rows, before the driver hears 'done'
         limit = os.environ.get("SPARKTF_MAX_RESULT_MB")
-        done = messages.done(value, float(limit) if limit else None)
+        return messages.done(value, float(limit) if limit else None)
     except ValueError as exc:
         _report_error(chan, exc, "result")
-        return 1
     except Exception as exc:
         err = TypeError(
             f"main_fn's return value cannot be pickled: {type(exc).__name__}: "
             f"{exc}; return plain data (numbers, strings, lists, dicts, arrays)"
         )
         _report_error(chan, err, "result")
-        return 1
-    chan.send(done)
-    # Stay up (with any TF server main_fn started in this process) until the driver says the
-    # job is over: a peer that starts late may still need this node's server, as in classic
-    # between-graph training without device filters, where every session reaches every task.
-    runtime.stop.wait()
-    return 0
+    return None
 
 
 def main() -> None:

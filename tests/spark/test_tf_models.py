@@ -14,7 +14,7 @@ from conftest import TF_ENV
 from helpers import tf_jobs
 
 import sparktf
-from sparktf.node import tf1
+from sparktf.node.patches import tf1
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
 

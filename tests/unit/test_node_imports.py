@@ -1,22 +1,22 @@
-"""sparktf.node.imports: patches run on a module once it is imported, every one asked for."""
+"""sparktf.node.patches.on_import: patches run on a module once it is imported, every one asked for."""
 
 import sys
 
-from sparktf.node import imports
+from sparktf.node.patches import on_import
 
 
 def test_every_patch_asked_for_a_module_runs_once_it_is_imported(tmp_path, monkeypatch):
     (tmp_path / "sparktf_probe_module.py").write_text("value = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     seen = []
-    imports.after_import("sparktf_probe_module", lambda m: seen.append(("first", m.value)))
-    imports.after_import("sparktf_probe_module", lambda m: seen.append(("second", m.value)))
+    on_import.after_import("sparktf_probe_module", lambda m: seen.append(("first", m.value)))
+    on_import.after_import("sparktf_probe_module", lambda m: seen.append(("second", m.value)))
     assert seen == []  # not imported yet
     try:
         import sparktf_probe_module  # noqa: F401
 
         assert seen == [("first", 1), ("second", 1)]
-        imports.after_import("sparktf_probe_module", lambda m: seen.append(("now", m.value)))
+        on_import.after_import("sparktf_probe_module", lambda m: seen.append(("now", m.value)))
         assert seen[-1] == ("now", 1)  # already imported: at once
     finally:
         sys.modules.pop("sparktf_probe_module", None)
@@ -35,7 +35,7 @@ def test_replace_everywhere_reaches_modules_holding_the_function_by_name():
     home.f = holder.f = old
     sys.modules.update({home.__name__: home, holder.__name__: holder})
     try:
-        imports.replace_everywhere(home, "f", new)
+        on_import.replace_everywhere(home, "f", new)
         assert home.f() == holder.f() == "new"
     finally:
         for name in (home.__name__, holder.__name__):
@@ -49,7 +49,7 @@ def test_server_join_serves_until_stop_and_reports_only_from_main_fns_thread():
     import threading
     import types
 
-    from sparktf.node import join
+    from sparktf.node.patches import join
 
     class Runtime:
         def __init__(self):

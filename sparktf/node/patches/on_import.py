@@ -1,8 +1,7 @@
 """Run a function on a module as soon as it is imported in this (node) process.
 
-How sparktf adjusts a TensorFlow module it needs to (:mod:`sparktf.node.mwms`,
-:mod:`sparktf.node.tf1`, :mod:`~sparktf.node.join`, :mod:`~sparktf.node.checkpoints`,
-:mod:`~sparktf.node.evaluator`) without importing TensorFlow before ``main_fn`` does.
+How the other patches of :mod:`sparktf.node.patches` adjust a TensorFlow module without
+importing TensorFlow before ``main_fn`` does.
 """
 
 from __future__ import annotations

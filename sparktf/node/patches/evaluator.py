@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 
-from sparktf.node import imports
+from sparktf.node.patches import on_import
 
 REMOTE = "tensorflow.python.eager.remote"
 SESSION = "tensorflow.python.client.session"
@@ -35,8 +35,8 @@ def install(cluster_spec: dict, job_name: str) -> None:
     if EVALUATOR not in cluster_spec or job_name == EVALUATOR:
         return
     others = sorted(job for job in cluster_spec if job != EVALUATOR)
-    imports.after_import(REMOTE, _patch_connect)
-    imports.after_import(SESSION, functools.partial(_patch_session, others))
+    on_import.after_import(REMOTE, _patch_connect)
+    on_import.after_import(SESSION, functools.partial(_patch_session, others))
 
 
 def _patch_connect(module) -> None:
@@ -49,7 +49,7 @@ def _patch_connect(module) -> None:
 
         return connect_to_cluster
 
-    imports.wrap(module, "connect_to_cluster", make, everywhere=True)
+    on_import.wrap(module, "connect_to_cluster", make, everywhere=True)
 
 
 def _without_evaluator(remote, spec_or_resolver):
@@ -92,7 +92,7 @@ def _patch_session(others: list, module) -> None:
 
         return __init__
 
-    imports.wrap(getattr(module, "BaseSession", None), "__init__", make)
+    on_import.wrap(getattr(module, "BaseSession", None), "__init__", make)
 
 
 def _remote(target) -> bool:

@@ -17,7 +17,8 @@ when the strategy's module is imported (or at once if it already is).
 
 from __future__ import annotations
 
-from sparktf.node import imports, synchronous
+from sparktf.node import synchronous
+from sparktf.node.patches import on_import
 
 MODULE = "tensorflow.python.distribute.collective_all_reduce_strategy"
 TRAINING_JOBS = ("chief", "worker")
@@ -25,7 +26,7 @@ TRAINING_JOBS = ("chief", "worker")
 
 def install() -> None:
     """Patch the strategy when its module is imported (now, if it is already)."""
-    imports.after_import(MODULE, _patch)
+    on_import.after_import(MODULE, _patch)
 
 
 def _patch(module) -> None:
@@ -38,7 +39,7 @@ def _patch(module) -> None:
 
         return _initialize_multi_worker
 
-    imports.wrap(
+    on_import.wrap(
         getattr(module, "CollectiveAllReduceExtended", None), "_initialize_multi_worker", make
     )
 

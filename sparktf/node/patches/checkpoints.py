@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import time
 
-from sparktf.node import imports
+from sparktf.node.patches import on_import
 
 MODULE = "tensorflow.python.training.checkpoint_utils"
 #: Seconds of each wait for a new checkpoint (TensorFlow polls every second within it).
@@ -29,12 +29,12 @@ SLICE = 2.0
 
 def install(runtime) -> None:
     """``checkpoints_iterator`` in this process ends once ``runtime`` hears training is done."""
-    imports.after_import(MODULE, lambda module: _patch(module, runtime))
+    on_import.after_import(MODULE, lambda module: _patch(module, runtime))
 
 
 def _patch(module, runtime) -> None:
     # tf.train and tf.compat.v1.train hold it too: replaced there as well (everywhere).
-    imports.wrap(
+    on_import.wrap(
         module, "checkpoints_iterator", lambda original: _ending(original, runtime), everywhere=True
     )
 

@@ -19,21 +19,21 @@ from __future__ import annotations
 
 import threading
 
-from sparktf.node import imports
+from sparktf.node.patches import on_import
 
 MODULE = "tensorflow.python.training.server_lib"
 
 
 def install(runtime) -> None:
     """``Server.join`` in this process serves until ``runtime``'s stop, reporting it."""
-    imports.after_import(MODULE, lambda module: _patch(module, runtime))
+    on_import.after_import(MODULE, lambda module: _patch(module, runtime))
 
 
 def _patch(module, runtime) -> None:
     def join(self) -> None:
-        """Serve until the job's training is over (sparktf: see :mod:`sparktf.node.join`)."""
+        """Serve until the job's training is over (sparktf: see :mod:`sparktf.node.patches.join`)."""
         if threading.current_thread() is threading.main_thread():
             runtime.report_state("serving")  # main_fn's own thread: this node only serves
         runtime.stop.wait()  # a thread of main_fn's own: main_fn goes on (and ends the node)
 
-    imports.wrap(getattr(module, "Server", None), "join", lambda original: join)
+    on_import.wrap(getattr(module, "Server", None), "join", lambda original: join)
