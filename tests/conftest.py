@@ -29,6 +29,35 @@ cloudpickle.register_pickle_by_value(helpers)
 #: Quiet TensorFlow's C++ start-up messages in the nodes.
 TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
 
+#: The markers every test in a folder of tests/ gets (pytest.ini says what each means).
+FOLDER_MARKERS = {
+    "tf": ("tf",),
+    "e2e": ("e2e", "tf", "slow"),
+    "journeys": ("journeys",),
+    "hadoop": ("hadoop", "slow"),
+    "yarn": ("yarn", "slow"),
+}
+
+#: The markers a test gets wherever it is, for a fixture it uses: what that fixture starts.
+FIXTURE_MARKERS = {"hdfs_cluster": ("hadoop", "slow"), "yarn": ("yarn", "slow")}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks each test for what it needs (pytest.ini's markers), so that a tier selected by
+    marker (``-m "not slow"``) starts no HDFS, YARN or example run: by its folder under tests/,
+    and by the fixtures it uses (``hdfs_cluster``, ``yarn``), wherever it is."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        folder = os.path.relpath(str(item.path), root).split(os.sep)[0]
+        names = list(FOLDER_MARKERS.get(folder, ()))
+        for fixture, markers in FIXTURE_MARKERS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                names += markers
+        have = {m.name for m in item.iter_markers()}
+        for name in dict.fromkeys(names):
+            if name not in have:
+                item.add_marker(name)
+
 
 class _SparkPool:
     """Keeps one SparkContext alive and replaces it only when a test asks for another master."""
@@ -155,6 +184,105 @@ def no_leaks(spark_pool):
         assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout=10), (
             "a Spark job of the test is still running"
         )
+
+
+# ------------------------------------------------------------------------- the unit tier
+# The unit tier's promise, checked: a test under tests/unit neither imports TensorFlow nor
+# starts Spark's JVM (a SparkContext's py4j gateway, or any java child of this process), when
+# its module is imported or while it runs. Only what a unit test adds counts, so the check
+# holds when the whole suite runs too (an earlier tier's SparkContext or TensorFlow is given).
+# (Here, not in tests/unit/conftest.py: tests import helpers `from conftest`, which a second
+# conftest module would shadow.)
+UNIT_TIER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit")
+
+
+def _in_unit_tier(path):
+    return str(path).startswith(UNIT_TIER + os.sep)
+
+
+WHERE_TO = "move it to a tier that says so (tests/tf, tests/spark) or keep the import lazy"
+
+
+def _tensorflow():
+    return "tensorflow" in sys.modules
+
+
+def _gateway():
+    if "pyspark" not in sys.modules:
+        return False
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None  # (no public way: py4j's gateway, if launched)
+
+
+def _java_children():
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.name() == "java":
+                found.add(child.pid)
+        except psutil.Error:
+            pass
+    return found
+
+
+def _added(before, after):
+    """What the unit tier may not have, present now and not before."""
+    tf, gateway, jvms = before
+    return [
+        what
+        for what, new in (
+            ("imported tensorflow", _tensorflow() and not tf),
+            ("launched Spark's JVM (py4j gateway)", _gateway() and not gateway),
+            ("started a JVM (a java child process)", bool(after - jvms)),
+        )
+        if new
+    ]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A unit-test module that imports TensorFlow or starts a JVM when imported fails to collect."""
+    if not (isinstance(collector, pytest.Module) and _in_unit_tier(collector.path)):
+        return (yield)
+    before = (_tensorflow(), _gateway(), _java_children())
+    report = yield
+    added = _added(before, _java_children())
+    if added and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{collector.nodeid}: importing this unit-test module {' and '.join(added)}: {WHERE_TO}"
+        )
+    return report
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_jvm_started_by_the_module(request):
+    if not _in_unit_tier(request.node.path):
+        yield
+        return
+    before = _java_children()
+    yield
+    started = _java_children() - before
+    assert not started, f"this unit-test module started a JVM (pids {sorted(started)}): {WHERE_TO}"
+
+
+@pytest.fixture(autouse=True)
+def _unit_test_stays_pure(request):
+    if not _in_unit_tier(request.node.path):
+        yield
+        return
+    tf, gateway = _tensorflow(), _gateway()
+    yield
+    added = [
+        what
+        for what, new in (
+            ("imported tensorflow", _tensorflow() and not tf),
+            ("launched Spark's JVM (py4j gateway)", _gateway() and not gateway),
+        )
+        if new
+    ]
+    assert not added, f"this unit test {' and '.join(added)}: {WHERE_TO}"
 
 
 # ------------------------------------------------------------------------------- HDFS

@@ -4,40 +4,13 @@ without harming the peers that belong to the job."""
 
 import socket
 import struct
-import threading
 import time
 
 import pytest
-from helpers import mitm
+from helpers.control import Recorder, hello
 
 from sparktf.common import protocol
 from sparktf.driver.control import ControlServer
-
-
-class Recorder:
-    def __init__(self):
-        self.events = []
-        self.cond = threading.Condition()
-
-    def _add(self, *event):
-        with self.cond:
-            self.events.append(event)
-            self.cond.notify_all()
-
-    def on_connect(self, node, role, chan, hello):
-        self.chan = chan
-        self._add("connect", node, role)
-
-    def on_message(self, node, role, message):
-        self._add("message", node, role, message)
-
-    def on_disconnect(self, node, role):
-        self._add("disconnect", node, role)
-
-    def wait_for(self, n, timeout=10):
-        with self.cond:
-            assert self.cond.wait_for(lambda: len(self.events) >= n, timeout), self.events
-            return list(self.events)
 
 
 @pytest.fixture
@@ -47,10 +20,6 @@ def server():
     srv = ControlServer("127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=1.0)
     yield srv, rec, secret
     srv.close()
-
-
-def hello(chan, node="worker:0"):
-    chan.send({"type": "hello", "role": "node", "node": node})
 
 
 def test_authenticated_round_trip(server):
@@ -380,41 +349,6 @@ def test_a_wrong_secret_is_said_so_at_once(server):
         protocol.connect(srv.address, protocol.new_secret(), timeout=20)
     assert time.monotonic() - start < 5  # refused, not tried again until the timeout
     assert srv.gate.wrong_secret == 1
-
-
-def test_a_sustained_flood_does_not_lock_real_clients_out():
-    rec = Recorder()
-    secret = protocol.new_secret()
-    srv = ControlServer("127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=10.0)
-    threads_before = threading.active_count()
-    flood = mitm.Flood(srv.address, rate=300, seconds=60.0)
-    got_in, failures, most_threads = [], [], 0
-    try:
-        assert wait_for(lambda: flood.opened >= 400)  # the unauthenticated slots are full
-        # real clients one after another, for 8 s of flood and at least 10 of them
-        while len(got_in) < 10 or time.monotonic() - flood.start < 8:
-            try:
-                chan = protocol.connect(srv.address, secret, timeout=15)
-                hello(chan, f"worker:{len(got_in)}")
-                got_in.append(chan)
-            except Exception as exc:
-                failures.append(exc)
-            most_threads = max(most_threads, threading.active_count())
-            time.sleep(0.3)
-        assert flood.thread.is_alive()  # all of it under the flood
-        flood.stop()
-        assert failures == []
-        assert len(rec.wait_for(len(got_in))) >= len(got_in)
-        assert flood.opened >= 1500  # it was a flood: hundreds a second for the whole time
-        assert srv.gate.evicted + srv.gate.turned_away + srv.gate.timed_out > 500
-        assert srv.gate.wrong_secret == 0
-        # no thread per flooding connection: the flooder's, and one per real client
-        assert most_threads <= threads_before + 2 + len(got_in)
-    finally:
-        flood.stop()
-        for chan in got_in:
-            chan.close()
-        srv.close()
 
 
 def wait_for(predicate, timeout=10.0):
