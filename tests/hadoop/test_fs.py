@@ -63,6 +63,7 @@ def test_a_write_that_fails_leaves_nothing_behind(root):
     assert fs.listdir(root) == []
 
 
+@pytest.mark.tf
 def test_directories_upload_and_download_whole(root, tmp_path):
     src = tmp_path / "model"
     (src / "variables").mkdir(parents=True)
@@ -82,6 +83,7 @@ def test_directories_upload_and_download_whole(root, tmp_path):
     ]
 
 
+@pytest.mark.tf
 def test_an_export_that_fails_writes_nothing(root):
     with pytest.raises(ValueError):
         with fs.export_dir(root + "/model") as local:
@@ -212,6 +214,7 @@ def _export(path, content, fingerprint=None):
             open(os.path.join(local, "fingerprint.pb"), "wb").write(fingerprint)
 
 
+@pytest.mark.tf
 def test_an_export_whose_final_rename_fails_keeps_the_old_model(root, backend, monkeypatch):
     """export_dir deleted the old model on HDFS before renaming the new one in: a rename that
     failed lost both. The old one is renamed aside first and put back when the new one cannot
@@ -242,6 +245,7 @@ def test_an_export_whose_final_rename_fails_keeps_the_old_model(root, backend, m
     assert fs.read_bytes(model + "/saved_model.pb") == b"new" and fs.listdir(root) == ["model"]
 
 
+@pytest.mark.tf
 def test_stat_and_the_export_identity_tell_a_new_export_on_hdfs(root, backend):
     """What sparktf.predict keys its models by, on HDFS: the same export keeps its identity;
     another fingerprint (other weights, the same file sizes) is another export at once; the

@@ -13,6 +13,8 @@ import sparktf
 from sparktf import fs
 from sparktf.errors import NodeError
 
+# timeout(400): the first test of a session starts the test HDFS, fetching its jars (about
+# 230 MB) the first time.
 pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(400)]
 SPARK = sparktf.InputMode.SPARK
 TENSORFLOW = sparktf.InputMode.TENSORFLOW
@@ -121,6 +123,7 @@ def test_a_missing_hdfs_file_fails_the_node_naming_the_path(sc_local, hdfs, no_l
     assert "no such file" in str(err.value)
 
 
+@pytest.mark.tf
 def test_predict_scores_from_a_savedmodel_on_hdfs(spark, hdfs, tmp_path):
     import tensorflow as tf
 

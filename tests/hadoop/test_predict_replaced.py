@@ -7,7 +7,9 @@ import pytest
 import sparktf
 from sparktf import fs
 
-pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(400)]
+# timeout(400): the first test of a session starts the test HDFS, fetching its jars (about
+# 230 MB) the first time.
+pytestmark = [pytest.mark.tf, pytest.mark.hadoop, pytest.mark.timeout(400)]
 
 
 @pytest.fixture(scope="module")

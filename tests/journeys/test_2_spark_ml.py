@@ -11,7 +11,12 @@ from helpers import ml_jobs
 
 from sparktf.ml import TFEstimator, TFModel
 
-pytestmark = [pytest.mark.journeys, pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
+pytestmark = [
+    pytest.mark.tf,
+    pytest.mark.journeys,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("no_leaks"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,12 @@ import journey_jobs
 import pytest
 
 cloudpickle.register_pickle_by_value(journey_jobs)
-pytestmark = [pytest.mark.journeys, pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
+pytestmark = [
+    pytest.mark.tf,
+    pytest.mark.journeys,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("no_leaks"),
+]
 
 
 def test_a_tfos_driver_trains_then_infers_with_one_import_changed(sc_local, tmp_path):

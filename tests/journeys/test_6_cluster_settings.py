@@ -155,6 +155,7 @@ def _predicts(spark, saved_model):
 
 
 # ------------------------------------ worker reuse off, tiny Arrow batches, AQE off, 3 parts
+@pytest.mark.tf
 def test_small_batches_no_worker_reuse_and_no_aqe_train_score_and_predict(
     spark_pool, tmp_path, saved_model
 ):
@@ -225,6 +226,7 @@ def test_pyspark_memory_is_refused_at_once_naming_memory_overhead(spark_pool, mo
     assert "spark.executor.memoryOverhead" in str(info.value)
 
 
+@pytest.mark.tf
 def test_pyspark_memory_and_predict_work_or_are_refused_naming_the_setting(spark_pool, saved_model):
     """sparktf.predict loads TensorFlow in the Spark Python workers themselves, which
     spark.executor.pyspark.memory caps: it scores, or says at once what to change."""

@@ -16,7 +16,7 @@ from helpers import jobs
 import sparktf
 
 pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect]")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 from test_predict import B, W, model_dir  # noqa: E402,F401  (a real tf-keras SavedModel)
 

@@ -298,6 +298,7 @@ def test_sys_exit_with_an_error_from_main_fn_fails_the_job_saying_so(sc_local, c
     assert info.value.node == "worker:0"
 
 
+@pytest.mark.tf
 def test_ctx_methods_given_the_wrong_types_say_what_they_take(sc_local):
     said = sparktf.run(sc_local, jobs.ctx_misuse, {}, num_executors=2).shutdown(timeout=120)
     assert said == {

@@ -274,6 +274,7 @@ def test_dataframes_that_cannot_be_fed_are_refused_before_any_node_starts(spark,
 
 
 @pytest.mark.slow
+@pytest.mark.tf
 def test_multi_worker_mirrored_training_on_skewed_spark_data(spark):
     """Real MWMS + tf-keras fit on a DataFrame split 2000 : 7 over two partitions, fed as they
     are: the worker's steps wait for the chief's last 996 rows while the chief's steps wait for
@@ -416,6 +417,7 @@ def test_inference_over_an_empty_dataframe_answers_nothing_and_ends(spark, parti
         ("dict", "b double, a float", [[2.0 * i, i] for i in range(10)], True),
     ],
 )
+@pytest.mark.tf
 def test_inference_takes_a_numpy_batch_of_outputs(spark, shape, schema, expected, tensor):
     """feed.batch_results(model.predict(x)): a numpy array with a row per input row, as Keras
     returns it ((n, 1) for one number per row), fills a scalar or an array column; a dict of
@@ -433,6 +435,7 @@ def test_inference_takes_a_numpy_batch_of_outputs(spark, shape, schema, expected
     cluster.shutdown(timeout=120)
 
 
+@pytest.mark.tf
 def test_inference_outputs_that_do_not_fit_the_schema_say_so(spark):
     cluster = sparktf.run(
         spark.sparkContext,

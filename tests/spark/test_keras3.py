@@ -22,7 +22,7 @@ from helpers import tf_jobs
 
 import sparktf
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
+pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
 
 # The executors cannot import this module: its main_fn's travel by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -57,6 +57,7 @@ def test_twenty_jobs_in_a_row_leave_nothing_behind(sc_local):
 
 
 @pytest.mark.slow
+@pytest.mark.tf
 def test_eight_nodes_on_local8_train_and_stop(spark_pool):
     sc = spark_pool.get("local[8]")
     cluster = sparktf.run(

@@ -113,6 +113,7 @@ def test_node_logs_reach_the_driver_tagged(sc_local, capfd):
         assert f"[{node}] an error line from {node}\n" in err
 
 
+@pytest.mark.tf
 def test_tensorflow_startup_chatter_is_left_off_the_console_unless_asked(sc_local, capfd):
     from sparktf.common.logfilter import is_startup_chatter
 

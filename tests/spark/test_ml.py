@@ -12,7 +12,7 @@ from helpers import ml_jobs
 import sparktf
 from sparktf.ml import TFEstimator, TFModel
 
-pytestmark = pytest.mark.usefixtures("no_leaks")
+pytestmark = [pytest.mark.tf, pytest.mark.usefixtures("no_leaks")]
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 
 

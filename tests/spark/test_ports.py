@@ -58,6 +58,7 @@ def test_release_frees_the_port():
     plain_bind(socket.AF_INET, "0.0.0.0", port)
 
 
+@pytest.mark.tf
 def test_tensorflow_binds_the_port_while_it_is_reserved():
     """A real TF gRPC server takes the reserved port, with the placeholder still open."""
     with PortReservation() as r:

@@ -11,7 +11,7 @@ import pytest
 
 import sparktf
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 W = [0.5, -1.0, 2.0]
 B = 0.25

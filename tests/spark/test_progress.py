@@ -81,6 +81,7 @@ def test_a_report_of_the_wrong_type_fails_the_node_with_a_clear_error(sc_local):
         cluster.shutdown()
 
 
+@pytest.mark.tf
 def test_a_custom_loop_reports_its_tensors_as_they_are(sc_local):
     """ctx.report(step=optimizer.iterations, loss=loss) as a TF2 custom loop writes it: an
     int64 variable and eager tensors are read as numbers (they failed the node as "step must be

@@ -10,6 +10,7 @@ import sparktf
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
 
+@pytest.mark.tf
 def test_a_worker_killed_once_and_the_job_still_reaches_its_final_step(sc_local, tmp_path):
     cluster = sparktf.run(
         sc_local,

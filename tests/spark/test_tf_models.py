@@ -16,7 +16,7 @@ from helpers import tf_jobs
 import sparktf
 from sparktf.node.patches import tf1
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
+pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
 
 
 def test_multi_worker_mirrored_strategy_trains(sc_local):

@@ -33,6 +33,7 @@ def warmed(spark):
     return handle
 
 
+@pytest.mark.tf
 def test_warm_up_starts_the_daemons_that_later_stages_use(spark, warmed):
     assert warmed.error is None and warmed.tensorflow_preloaded is True, warmed
     assert warmed.tasks == 4 and len(warmed.reports["dataframes"]) == 4
@@ -52,6 +53,7 @@ def test_warm_up_starts_the_daemons_that_later_stages_use(spark, warmed):
     assert {pid for pid, _ in later} == rdd_daemons
 
 
+@pytest.mark.tf
 def test_a_finished_warm_up_says_what_it_did(warmed):
     assert warmed.done and warmed.wait(0)
     assert "done, tensorflow preloaded: True" in repr(warmed)
@@ -59,6 +61,7 @@ def test_a_finished_warm_up_says_what_it_did(warmed):
 
 
 @pytest.mark.slow
+@pytest.mark.tf
 def test_nodes_forked_from_the_preloading_daemon_train_with_mirrored_strategy(
     spark, warmed, no_leaks
 ):
@@ -97,6 +100,7 @@ def test_without_pysparks_internals_a_dataframe_stage_reaches_the_same_daemon(
     }
 
 
+@pytest.mark.tf
 def test_a_failed_warm_up_is_reported_on_its_handle_not_raised(spark, monkeypatch):
     def fail(sc, tasks, extra):
         raise RuntimeError("boom\nand more")

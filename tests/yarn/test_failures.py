@@ -16,6 +16,8 @@ import pytest
 from conftest import sparktf_processes, wait_until
 from yarn_harness import kill_tree
 
+# timeout(600): the first test of a session also starts YARN and HDFS (their jars fetched the
+# first time), and every test submits to YARN, whose containers take tens of seconds to start.
 pytestmark = [pytest.mark.yarn, pytest.mark.slow, pytest.mark.timeout(600)]
 
 #: How long after the kill everything of the job must be gone (measured: see docs/yarn.md)

@@ -21,6 +21,8 @@ import sparktf
 
 cloudpickle.register_pickle_by_value(yarn_jobs)
 
+# timeout(600): the first test of a session also starts YARN and HDFS (their jars fetched the
+# first time), and every test submits to YARN, whose containers take tens of seconds to start.
 pytestmark = [pytest.mark.yarn, pytest.mark.slow, pytest.mark.timeout(600)]
 
 EXECUTORS = 4
@@ -80,6 +82,7 @@ def sc_yarn(yarn, spark_pool, monkeypatch_module):
     assert yarn.wait_idle(), yarn.describe_leftovers()
 
 
+@pytest.mark.tf
 def test_the_headline_call_num_ps_2_runs_on_yarn_containers(sc_yarn, no_leaks):
     """``sparktf.run(sc, main_fn, num_ps=2)`` with every other argument unset: the four
     executors are two ps, a chief and a worker; chief and worker train in sync, each in its
@@ -131,6 +134,7 @@ def test_the_tf1_async_ps_example_trains_on_yarn(sc_yarn, capfd, no_leaks):
     assert result["test_accuracy"] > 0.5
 
 
+@pytest.mark.tf
 def test_an_executor_container_lost_mid_training_and_max_restarts_1_completes(
     sc_yarn, yarn, no_leaks
 ):

@@ -22,7 +22,9 @@ import env_archive
 import pytest
 from yarn_harness import ROOT, pyspark_home, spark_submit
 
-pytestmark = [pytest.mark.yarn, pytest.mark.slow, pytest.mark.timeout(900)]
+# timeout(900): the recipe builds and uploads a venv-pack archive, then trains in cluster mode
+# and resumes in client mode: about 5 minutes on 2 cores (docs/yarn.md), more on a busy host.
+pytestmark = [pytest.mark.tf, pytest.mark.yarn, pytest.mark.slow, pytest.mark.timeout(900)]
 
 CONF = os.path.join(ROOT, "conf", "yarn", "spark-defaults.conf")
 EXAMPLES = os.path.join(ROOT, "examples")

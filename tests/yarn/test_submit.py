@@ -13,7 +13,9 @@ import time
 import pytest
 from yarn_harness import ROOT
 
-pytestmark = [pytest.mark.yarn, pytest.mark.slow, pytest.mark.timeout(600)]
+# timeout(600): the first test of a session also starts YARN and HDFS (their jars fetched the
+# first time), and every test submits to YARN, whose containers take tens of seconds to start.
+pytestmark = [pytest.mark.tf, pytest.mark.yarn, pytest.mark.slow, pytest.mark.timeout(600)]
 
 EXAMPLES = os.path.join(ROOT, "examples")
 MNIST = os.path.join(EXAMPLES, "mnist.py")
