@@ -352,6 +352,7 @@ def hdfs(hdfs_cluster):
     saved = {k: os.environ.get(k) for k in ("SPARKTF_DEFAULT_FS", "SPARKTF_WEBHDFS_URL")}
     os.environ["SPARKTF_DEFAULT_FS"] = hdfs_cluster.url
     os.environ["SPARKTF_WEBHDFS_URL"] = hdfs_cluster.webhdfs
+    # (private: sparktf.fs caches a backend per file system and user, with no public reset)
     fs._BACKENDS.clear()
     yield hdfs_cluster
     fs._BACKENDS.clear()

@@ -20,6 +20,7 @@ def backend(request, hdfs, monkeypatch):
     if request.param == "libhdfs":
         for k, v in hdfs.libhdfs_env.items():
             monkeypatch.setenv(k, v)
+    # (private: sparktf.fs caches a backend per file system and user, with no public reset)
     fs._BACKENDS.clear()
     yield request.param
     fs._BACKENDS.clear()
@@ -175,6 +176,7 @@ def test_a_permission_error_names_the_path(root, monkeypatch):
     # over WebHDFS, since pyarrow's HadoopFileSystem has no chmod.
     import hdfs as hdfs_pkg
 
+    # (private: sparktf.fs has no public splitter; the path part is what the daemon's API takes)
     hdfs_pkg.InsecureClient(
         os.environ["SPARKTF_WEBHDFS_URL"], user=fs.hadoop_user()
     ).set_permission(fs._split(locked)[3], "700")

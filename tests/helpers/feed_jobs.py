@@ -274,6 +274,7 @@ def sum_ids_saying_where_from(args, ctx):
     """sum_ids, and whether the feed read Spark's own socket (the barrier task passed it on)
     or frames the task forwarded."""
     out = sum_ids(args, ctx)
+    # (private: whether the feed reads Spark's socket itself is internal, and what the tests ask)
     out["from_spark_socket"] = ctx.get_data_feed()._stream._spark is not None
     return out
 

@@ -218,6 +218,7 @@ def test_the_python_worker_loads_the_model_without_importing_keras(saved, model_
         import json, os, sys
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
         from sparktf.batch_prediction import model
+        # (private: the loader sparktf.predict uses on the executors, run in a fresh interpreter)
         fn = model._serving_fn({path!r}, "serving_default")
         (name,) = fn.structured_input_signature[1]
         out = fn(**{{name: [[1.0, 2.0, 3.0]]}})

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.usefixtures("no_leaks")
 def test_rogue_clients_are_rejected_while_a_real_job_runs(sc_local, tmp_path):
     done = tmp_path / "done"
     cluster = sparktf.run(sc_local, jobs.wait_for_file, {"file": str(done)}, num_executors=2)
+    # (private: the control server's address and the job's secret are not public, on purpose)
     host, port = cluster._runner._current.server.address
     assert host == sc_local.getConf().get("spark.driver.host") == "127.0.0.1"  # not 0.0.0.0
     for payload in (

@@ -44,6 +44,7 @@ def test_warm_up_starts_the_daemons_that_later_stages_use(spark, warmed):
     assert dataframe_daemons != rdd_daemons
     later = (
         spark.range(4, numPartitions=4)
+        # (private: the warm-up's own probe, run as a later stage would)
         .mapInArrow(warmup._report, "daemon long, tensorflow boolean")
         .collect()
     )

@@ -117,6 +117,7 @@ class _Conf(dict):
     ],
 )
 def test_the_dataframe_daemons_environment_follows_the_sql_settings(conf, env):
+    # (private helper, tested directly: the DataFrame daemons' environment from the SQL settings)
     assert warmup._sql_worker_env(_Conf(conf)) == env
 
 

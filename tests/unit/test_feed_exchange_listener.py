@@ -37,6 +37,7 @@ def test_silent_connections_are_capped_and_a_giver_still_gets_in(ex):
     try:
         # turned away, or (on a loaded machine, where opening them takes over a second)
         # the oldest dropped for them
+        # (private: the listener's gate and connections are internal; their counts are the point)
         assert wait(lambda: ex._gate.turned_away + ex._gate.evicted >= 40), vars(ex._gate)
         assert ex._gate.pending <= exchange.MAX_PENDING
         time.sleep(protocol.EVICT_AFTER + 0.1)  # old enough now to be dropped for a newcomer

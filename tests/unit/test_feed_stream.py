@@ -124,6 +124,7 @@ def test_a_consumer_held_by_the_others_count_is_not_woken_by_its_own_rows():
     consumer = threading.Thread(target=bound.wait_beyond, args=(10, 10))
     consumer.start()
     deadline = time.monotonic() + 5
+    # (private: threading.Condition has no public count of its waiters)
     while not bound.cond._waiters and time.monotonic() < deadline:
         time.sleep(0.001)
     before = bound.cond.notified
@@ -153,6 +154,7 @@ def test_a_feed_whose_socket_is_numbered_above_1024_still_reports_and_reads(
     """select() fails on a descriptor numbered 1024 or more; the feed's waits use poll()."""
 
     def numbered_above_1024(stream):
+        # (private: the stream's socket is internal; its descriptor number is the point)
         assert stream._sock.fileno() >= 1024
 
     reports = feed_a_burst_then_pause(tmp_path, numbered_above_1024)

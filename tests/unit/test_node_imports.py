@@ -63,6 +63,7 @@ def test_server_join_serves_until_stop_and_reports_only_from_main_fns_thread():
             raise AssertionError("TensorFlow's own join blocks for ever")
 
     runtime = Runtime()
+    # (private: the patch applied to a stand-in TF module, without importing TF)
     join._patch(types.SimpleNamespace(Server=Server), runtime)
     joined = threading.Thread(target=Server().join)
     joined.start()

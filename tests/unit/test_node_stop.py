@@ -18,6 +18,7 @@ PS_STILL_STARTING = textwrap.dedent("""
     sock = socket.socket(fileno=int(sys.argv[1]))
     spec = types.SimpleNamespace(name="ps:0")
     runtime = NodeRuntime(spec, protocol.Channel(sock))
+    # (private: the runtime's control loop, run here without the rest of a node)
     threading.Thread(target=runtime._listen, daemon=True).start()
     if {stop_first}:  # the driver's 'stop' arrives before the process has decided
         print("listening", flush=True)

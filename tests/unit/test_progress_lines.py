@@ -126,5 +126,6 @@ def test_reporter_bar_on_a_terminal_counts_rows():
     beat(state, "chief:0", 2.0, rows=100, step=1)
     beat(state, "worker:0", 2.0, rows=50, step=1)
     reporter.show(state.progress_snapshot(2.0))
+    # (private: the progress bar the reporter drives; its count is what the user sees)
     assert reporter._bar.n == 150
     reporter.stop(summary=False)

@@ -265,6 +265,7 @@ def test_the_acceptor_survives_running_out_of_file_descriptors(tmp_path):
 def test_close_cannot_raise_even_on_a_broken_server(server):
     srv, _, _ = server
     time.sleep(0.2)  # the acceptor is blocked in accept(), which closing the fd does not wake
+    # (private: nothing public breaks a server's listening socket under it)
     srv._sock.close()  # as if the socket had gone bad under it
     srv.close()
     srv.close()

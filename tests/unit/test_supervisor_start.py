@@ -92,5 +92,6 @@ def test_a_preloaded_thread_that_ended_is_forgotten():
     from sparktf.task import barrier
 
     barrier._PRELOADED_THREADS["999999999"] = "python3"  # an id no thread of ours has
+    # (private: the fork guard, tested directly; no public call reaches it alone)
     barrier._may_fork()
     assert "999999999" not in barrier._PRELOADED_THREADS
