@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sparktf.batch_prediction.model import _not_a_saved_model, as_executors_read, export_identity
 from sparktf.batch_prediction.outputs import _output_plan, _Outputs, _spark_schema, _spark_type
 from sparktf.batch_prediction.scorer import _Scorer
-from sparktf.common import values
+from sparktf.common import plain_numbers
 from sparktf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 _VECTOR_SUFFIX = "__sparktf_array"  # a vector input column's array copy, for one call
 
 
 def predict(
-    df,
+    df: DataFrame,
     model_path: str,
     input_cols: Sequence[str],
     output_col: str | Sequence[str] = "prediction",
@@ -26,7 +30,7 @@ def predict(
     signature: str = "serving_default",
     output_key: str | Sequence[str] | None = None,
     batch_size: int = 1024,
-):
+) -> DataFrame:
     """``df`` with the SavedModel's outputs for each row as new columns.
 
     Parameters
@@ -111,7 +115,7 @@ def predict(
             f"signature must be the name of one of the SavedModel's signatures "
             f"(a str, 'serving_default' by default), got {signature!r}"
         )
-    if (values.integer(batch_size) or 0) < 1:
+    if (plain_numbers.integer(batch_size) or 0) < 1:
         problems.append(f"batch_size must be an int >= 1, got {batch_size!r}")
     if not connect:  # the Spark Python workers load TensorFlow themselves: the same cap
         problems += [

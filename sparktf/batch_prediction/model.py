@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import TYPE_CHECKING
 
 from sparktf.common import logfilter, tfimport
 from sparktf.errors import ConfigError, SparkTFError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # (model path, signature) -> (export identity, loaded SavedModel, signature function), per
 # Python worker: the latest export loaded from that path only
@@ -108,7 +112,9 @@ def _load(model_path: str, signature: str):
     return loaded, loaded.signatures[signature]  # the function needs its object
 
 
-def as_executors_read(session, model_path: str, connect: bool = False) -> tuple[str, bool]:
+def as_executors_read(
+    session: SparkSession, model_path: str, connect: bool = False
+) -> tuple[str, bool]:
     """``model_path`` as the executors will read it, and whether the driver sees the same
     files: a Hadoop path; a local path under a ``local`` or ``local-cluster`` master, where a
     relative path is the driver's. Elsewhere a local path may exist on the executors' hosts
@@ -124,7 +130,9 @@ def as_executors_read(session, model_path: str, connect: bool = False) -> tuple[
     return model_path, False
 
 
-def saved_model_missing(session, model_path: str, connect: bool = False) -> tuple[str, bool]:
+def saved_model_missing(
+    session: SparkSession, model_path: str, connect: bool = False
+) -> tuple[str, bool]:
     """``model_path`` as the executors will read it, and whether it is known to hold no
     SavedModel (checked where the driver sees what the executors will: see
     :func:`as_executors_read`)."""

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sparktf.common import values
+from sparktf.common import plain_numbers
 from sparktf.common.topology import NodeRole, chief_role, num_training_nodes
+
+if TYPE_CHECKING:
+    from sparktf.node.feed import DataFeed
 
 
 @dataclass
@@ -88,7 +91,7 @@ class NodeContext:
     @property
     def mgr(self) -> NodeContext:
         """What TensorFlowOnSpark's helpers take as its queue manager
-        (``TFNode.DataFeed(ctx.mgr)``): on sparktf, this context (:mod:`sparktf.tfnode`)."""
+        (``TFNode.DataFeed(ctx.mgr)``): on sparktf, this context (:mod:`sparktf.compat.tfnode`)."""
         return self
 
     @property
@@ -112,13 +115,13 @@ class NodeContext:
         """True on the chief (or master; worker 0 when the cluster has neither)."""
         return self.role == chief_role(self.cluster_spec)
 
-    def cluster_resolver(self):
+    def cluster_resolver(self) -> Any:
         """A ``tf.distribute.cluster_resolver.TFConfigClusterResolver`` for this node."""
         import tensorflow as tf
 
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
 
-    def server_config(self):
+    def server_config(self) -> Any:
         """A ``tf.compat.v1.ConfigProto`` with thread pools sized to this task's CPUs."""
         import tensorflow as tf
 
@@ -127,7 +130,7 @@ class NodeContext:
             inter_op_parallelism_threads=max(2, self.num_cpus),
         )
 
-    def start_server(self):
+    def start_server(self) -> Any:
         """Start (once) and return this node's TensorFlow server on its reserved port.
 
         The same object as ``tf.compat.v1.train.Server``; use its ``target`` for a
@@ -146,7 +149,7 @@ class NodeContext:
             )
         return self._runtime.server
 
-    def start_cluster_server(self, num_gpus: int = 1, rdma: bool = False):
+    def start_cluster_server(self, num_gpus: int = 1, rdma: bool = False) -> tuple:
         """TensorFlowOnSpark's ``ctx.start_cluster_server``: ``(tf.train.ClusterSpec, server)``
         for this node (the server of :meth:`start_server`). GPUs are the ones Spark assigned
         this node's task (:attr:`gpus`), whatever ``num_gpus`` says; ``rdma=True`` (the
@@ -185,7 +188,7 @@ class NodeContext:
         *,
         qname_in: str = "input",
         qname_out: str = "output",
-    ):
+    ) -> DataFeed:
         """This node's share of the data given to ``cluster.train`` or ``cluster.inference``.
 
         Parameters
@@ -264,7 +267,7 @@ class NodeContext:
         heartbeat. With ``run(..., progress_timeout=T)``, a node whose step (and fed rows) stop
         changing for ``T`` seconds is declared hung. Cheap: call it every step. ``step`` may
         be an int or a scalar that holds one (``optimizer.iterations``, a numpy integer)."""
-        self._runtime.step = values.step(step, "ctx.report_progress: step")
+        self._runtime.step = plain_numbers.step(step, "ctx.report_progress: step")
 
     def report(self, step: int | None = None, **metrics: float) -> None:
         """Tell the driver how far training is and how it goes: ``ctx.report(step=120,
@@ -274,18 +277,20 @@ class NodeContext:
         :meth:`keras_callback` calls it for a Keras ``fit``. Values may be plain numbers or
         scalars that hold one, as a custom training loop has them: numpy numbers, eager tensors
         (``ctx.report(step=optimizer.iterations, loss=loss)``), ``tf.Variable`` objects."""
-        reported = {k: values.metric(v, f"ctx.report: metric {k!r}") for k, v in metrics.items()}
+        reported = {
+            k: plain_numbers.metric(v, f"ctx.report: metric {k!r}") for k, v in metrics.items()
+        }
         if step is not None:
-            self._runtime.step = values.step(step, "ctx.report: step")
+            self._runtime.step = plain_numbers.step(step, "ctx.report: step")
         self._runtime.metrics = {**self._runtime.metrics, **reported}
 
-    def keras_callback(self, every_n_steps: int = 1):
+    def keras_callback(self, every_n_steps: int = 1) -> Any:
         """A Keras callback that reports the step and the logs (``loss``, metrics) to the
         driver (:meth:`report`) every ``every_n_steps`` batches and at each epoch's end:
         ``model.fit(..., callbacks=[ctx.keras_callback()])``. Made for tf-keras when
         ``TF_USE_LEGACY_KERAS=1`` (as for MultiWorkerMirroredStrategy's ``fit``), else for
         Keras 3."""
-        if (values.integer(every_n_steps) or 0) < 1:
+        if (plain_numbers.integer(every_n_steps) or 0) < 1:
             raise TypeError(f"every_n_steps must be an int >= 1, got {every_n_steps!r}")
         every_n_steps = int(every_n_steps)
         if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
@@ -343,6 +348,6 @@ class NodeContext:
 
     def wait_for_training_done(self, timeout: float | None = None) -> bool:
         """Block until :meth:`training_done`, or ``timeout`` seconds; returns whether it is."""
-        if timeout is not None and values.real(timeout) is None:
+        if timeout is not None and plain_numbers.real(timeout) is None:
             raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
         return self._runtime.training_done.wait(None if timeout is None else float(timeout))

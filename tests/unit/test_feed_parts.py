@@ -362,12 +362,12 @@ def test_batch_results_dict_columns_become_rows_and_unequal_ones_are_named():
     import numpy as np
 
     from sparktf.errors import FeedError
-    from sparktf.node.feed.datafeed import _as_rows
+    from sparktf.node.feed.results import as_rows
 
-    rows = _as_rows({"a": np.array([1, 2]), "b": [0.5, 1.5]})
+    rows = as_rows({"a": np.array([1, 2]), "b": [0.5, 1.5]})
     assert rows == [{"a": 1, "b": 0.5}, {"a": 2, "b": 1.5}]
     with pytest.raises(FeedError, match=r"different lengths \({'a': 2, 'b': 3}\)"):
-        _as_rows({"a": np.array([1, 2]), "b": [0.5, 1.5, 2.5]})
+        as_rows({"a": np.array([1, 2]), "b": [0.5, 1.5, 2.5]})
 
 
 def test_batch_results_takes_a_pandas_dataframe_a_row_per_input_row():
@@ -375,8 +375,8 @@ def test_batch_results_takes_a_pandas_dataframe_a_row_per_input_row():
     not its column names (what list() of it gives)."""
     import pandas as pd
 
-    from sparktf.node.feed.datafeed import _as_rows
+    from sparktf.node.feed.results import as_rows
 
-    rows = _as_rows(pd.DataFrame({"a": [1, 2, 3], "b": [0.5, 1.5, 2.5]}))
+    rows = as_rows(pd.DataFrame({"a": [1, 2, 3], "b": [0.5, 1.5, 2.5]}))
     assert rows == [{"a": 1, "b": 0.5}, {"a": 2, "b": 1.5}, {"a": 3, "b": 2.5}]
-    assert _as_rows(pd.Series([1.0, 2.0])) == [1.0, 2.0]
+    assert as_rows(pd.Series([1.0, 2.0])) == [1.0, 2.0]

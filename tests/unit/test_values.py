@@ -1,11 +1,11 @@
-"""Numbers as users pass them (sparktf.common.values): counts, seconds, steps, metrics."""
+"""Numbers as users pass them (sparktf.common.plain_numbers): counts, seconds, steps, metrics."""
 
 import math
 
 import numpy as np
 import pytest
 
-from sparktf.common import values
+from sparktf.common import plain_numbers
 
 
 class _Holder:
@@ -36,7 +36,7 @@ class _Holder:
     ],
 )
 def test_a_step_may_be_any_scalar_that_holds_an_int(given, expected):
-    got = values.step(given)
+    got = plain_numbers.step(given)
     assert got == expected and type(got) is int
 
 
@@ -55,7 +55,7 @@ def test_a_step_may_be_any_scalar_that_holds_an_int(given, expected):
 )
 def test_a_step_that_is_not_one_whole_number_is_a_type_error_that_says_so(given, fragment):
     with pytest.raises(TypeError) as err:
-        values.step(given)
+        plain_numbers.step(given)
     assert fragment in str(err.value)
 
 
@@ -71,11 +71,11 @@ def test_a_step_that_is_not_one_whole_number_is_a_type_error_that_says_so(given,
     ],
 )
 def test_a_metric_may_be_any_scalar_that_holds_a_number(given, expected):
-    got = values.metric(given, "loss")
+    got = plain_numbers.metric(given, "loss")
     assert got == expected and type(got) is float
 
 
 def test_a_nan_metric_is_kept_and_a_string_is_refused():
-    assert math.isnan(values.metric(float("nan"), "loss"))
+    assert math.isnan(plain_numbers.metric(float("nan"), "loss"))
     with pytest.raises(TypeError, match="ctx.report: metric 'loss' must be a number, got '0.1'"):
-        values.metric("0.1", "ctx.report: metric 'loss'")
+        plain_numbers.metric("0.1", "ctx.report: metric 'loss'")

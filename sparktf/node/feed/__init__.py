@@ -9,16 +9,16 @@ recomputing the Spark lineage.
 
 Synchronous training needs every worker to take the same number of steps. With ``equalize``,
 every feed reports the rows it has received to the driver, which sends each training node what
-changes its limit: the fewest rows any *other* node reported (and the bound, the fewest rows
-any training node is known to have, once it is final or some share has ended). A
-feed never hands out a row beyond the smaller of that and its own count (fresh, without
-waiting for its own report to come back), so no worker can get ahead of data another worker
-will never have, and none waits on a peer that waits on it. Once every partition has ended,
-the bound is final: each epoch delivers exactly that many rows, and the rows beyond it are held back (``rows_held_back``). Data dealt
-out by the driver over a shuffle is balanced, so that is a few rows at most. Data fed as it is
-(one partition per node) is equalized by moving rows instead: the bound is final only once
-every partition has ended, and if the shares are unequal it comes with a plan that sends the
-surplus rows from node to node (:mod:`~sparktf.node.feed.exchange`).
+changes its limit: the fewest rows any *other* node reported (and the bound, the fewest rows any
+training node is known to have, once it is final or some share has ended). A feed never hands
+out a row beyond the smaller of that and its own count (fresh, without waiting for its own
+report to come back), so no worker can get ahead of data another worker will never have, and
+none waits on a peer that waits on it. Once every partition has ended, the bound is final: each
+epoch delivers exactly that many rows, and the rows beyond it are held back
+(``rows_held_back``). Data dealt out by the driver over a shuffle is balanced, so that is a few
+rows at most. Data fed as it is (one partition per node) is equalized by moving rows instead:
+the bound is final only once every partition has ended, and if the shares are unequal it comes
+with a plan that sends the surplus rows from node to node (:mod:`~sparktf.node.feed.exchange`).
 
 The parts, each a module:
 
@@ -33,6 +33,10 @@ The parts, each a module:
 - :mod:`~sparktf.node.feed.batches`: chunks (Arrow record batches or lists of RDD elements)
   sliced and assembled into the batches ``next_batch`` returns, and ``tf.data`` signatures;
 - :mod:`~sparktf.node.feed.datafeed`: :class:`DataFeed`, the consumer's API over the rest.
+- :mod:`~sparktf.node.feed.dataset`: the ``tf.data.Dataset`` over a feed (``to_dataset``);
+- :mod:`~sparktf.node.feed.reports`: the progress reports to the driver, held back while
+  another node holds the bound;
+- :mod:`~sparktf.node.feed.results`: inference outputs (``batch_results``) as one per row.
 
 This package never imports pyspark; pyarrow and numpy are imported when a feed is created, and
 tensorflow only by :meth:`DataFeed.to_dataset`.

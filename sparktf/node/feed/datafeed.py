@@ -8,47 +8,20 @@ import json
 import os
 import pickle
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sparktf.common import feedwire, messages, values
+from sparktf.common import feedwire, messages, plain_numbers
 from sparktf.common.spec import FeedConfig
 from sparktf.errors import ConfigError, FeedError
 from sparktf.node.feed import batches
 from sparktf.node.feed.equalize import Bound
 from sparktf.node.feed.exchange import Exchange
+from sparktf.node.feed.reports import ProgressReports
+from sparktf.node.feed.results import as_rows
 from sparktf.node.feed.spool import Spool
 from sparktf.node.feed.stream import EOF, Stream
-
-
-def _host(value):
-    """An eager tensor (anything with a ``numpy()`` method) as its numpy value; else as is."""
-    numpy = getattr(value, "numpy", None)
-    return numpy() if callable(numpy) else value
-
-
-def _as_rows(results) -> list:
-    """``batch_results``' argument as one output per row (tensors as numpy, so that the Spark
-    task, which has no TensorFlow, can read them; a dict of columns, or a pandas DataFrame, as
-    a dict per row)."""
-    results = _host(results)
-    if hasattr(results, "columns") and callable(getattr(results, "to_dict", None)):
-        results = results.to_dict("list")  # a pandas DataFrame: a column per output column
-    if isinstance(results, dict):
-        columns = {name: _host(col) for name, col in results.items()}
-        lengths = {name: len(col) for name, col in columns.items()}
-        if len(set(lengths.values())) > 1:
-            raise FeedError(
-                f"batch_results(): the dict's columns have different lengths "
-                f"({lengths}); give each column one value per row of the batch"
-            )
-        return [dict(zip(columns, row)) for row in zip(*columns.values())]
-    results = list(results)
-    if results and callable(getattr(results[0], "numpy", None)):
-        results = [_host(r) for r in results]
-    return results
 
 
 class DataFeed:
@@ -91,14 +64,9 @@ class DataFeed:
         self._report = report
         self._equalizing = bool(config.equalize and train_mode)
         self._bound = bound
-        # Progress reports: the rows last reported, and the newest report held back
-        # (see _report_progress).
-        self._report_lock = threading.RLock()  # (a driver in-process reports back at once)
-        self._reported = 0
-        self._reported_at = 0.0
-        self._held_report: dict | None = None
+        self._reports = ProgressReports(report, bound)
         if self._equalizing:
-            bound.listener = self._bound_moved
+            bound.listener = self._reports.bound_moved
             bound.own = lambda: self._stream.received
         moving = self._equalizing and config.exchange and peer is not None
         path = os.path.join(spool_dir, "epoch1.spool")
@@ -112,11 +80,12 @@ class DataFeed:
         if moving:  # listening before the first progress report, which says where
             name, host, secret = peer
             self._exchange = Exchange(name, host, secret, bound, config.feed_timeout)
+            self._reports.exchange = self._exchange
         self._stream = Stream(
             sock_path,
             config,
             self._spool,
-            self._report_progress if self._equalizing else None,
+            self._reports.send if self._equalizing else None,
             # one epoch: a spool only for what must wait on disk (see Stream, Exchange)
             spool_factory=(lambda: Spool(path, config.spool_max_bytes, config.num_epochs))
             if moving
@@ -145,44 +114,6 @@ class DataFeed:
         #: the feed's rate is rows_fed over the time between (``feeding_secs``).
         self._first_asked: float | None = None
         self._last_fed: float | None = None
-
-    def _report_progress(self, message: dict) -> None:
-        """Tell the driver how many rows this node's share has so far. While another node
-        has reported fewer rows than this one last did, that node holds the bound back and a
-        higher count from this node changes nothing: the report is held back (the newest
-        one), and sent once the others reach the last count (:meth:`_bound_moved`), or after
-        ``FLOW_EVERY`` seconds (the others' feed_timeout must hear that rows flow). Each
-        report costs the driver a message to the other nodes (a quarter fewer reports for
-        150,000 RDD rows on 2 nodes, docs/benchmarks.md). Reports are sent under the lock, so
-        the driver gets them in order: a held one never lands after this node's last."""
-        if self._exchange is not None:
-            message = dict(message, exchange=self._exchange.address)
-        bound = self._bound
-        with self._report_lock:
-            if (
-                not message.get("ended")
-                and not message.get("stopped")
-                and not bound.final
-                and bound.others_behind(self._reported)
-                and time.monotonic() - self._reported_at < messages.FLOW_EVERY
-            ):
-                self._held_report = message
-                return
-            self._send_report(message)
-
-    def _bound_moved(self) -> None:
-        """The bound changed (the control thread): send the held-back report if this node
-        may now be the one holding the bound back."""
-        with self._report_lock:
-            if self._held_report is not None and not self._bound.others_behind(self._reported):
-                self._send_report(self._held_report)
-
-    def _send_report(self, message: dict) -> None:
-        """Send ``message`` (the report lock held); nothing is held back any more."""
-        self._held_report = None
-        self._reported = max(self._reported, message["received"])
-        self._reported_at = time.monotonic()
-        self._report(message)
 
     def _share_rows(self) -> int:
         """The rows of this node's share: its partition's, moves included."""
@@ -259,12 +190,12 @@ class DataFeed:
             self._stopped = True
 
     # ------------------------------------------------------------------------ consumer API
-    def next_batch(self, batch_size: int):
+    def next_batch(self, batch_size: int) -> Any:
         """The next ``batch_size`` items of the current epoch: fewer only for the epoch's last
         batch (a batch never spans two epochs). Empty once ``should_stop()``; called without
         asking ``should_stop()`` first, also where an epoch ended exactly where the previous
         batch did. Under equalization every node gets the same sizes."""
-        if (values.integer(batch_size) or 0) < 1:
+        if (plain_numbers.integer(batch_size) or 0) < 1:
             raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
         batch_size = int(batch_size)
         self._stream.hint(batch_size)
@@ -371,7 +302,7 @@ class DataFeed:
                 messages.make("feed_progress", received=self._delivered, ended=True, stopped=True)
             )
 
-    def batch_results(self, results) -> None:
+    def batch_results(self, results: Any) -> None:
         """Send one output per row of the batch just taken (inference): a list, an array or
         tensor with a row per input row (``model.predict(x)``, ``model(x)``), or a dict of
         those by output column (a model's named outputs)."""
@@ -380,7 +311,7 @@ class DataFeed:
                 "batch_results() is for inference: get the feed with "
                 "ctx.get_data_feed(train_mode=False)"
             )
-        results = _as_rows(results)
+        results = as_rows(results)
         self._stream.send(feedwire.RESULT, pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))
         self.results_sent += len(results)
 
@@ -462,7 +393,7 @@ class DataFeed:
             self._exchange.close()
         self._stream.close_spool()
 
-    def to_dataset(self, batch_size: int, output_signature=None):
+    def to_dataset(self, batch_size: int, output_signature: Any = None) -> Any:
         """A ``tf.data.Dataset`` of this node's batches for one epoch per iteration.
 
         Iterate it once per epoch (``model.fit(ds, epochs=num_epochs)``). Elements are dicts of
@@ -490,98 +421,6 @@ class DataFeed:
         With equalization (the default for ``cluster.train``) every node holds the same rows per
         epoch, so every node takes the same number of steps.
         """
-        import numpy as np
-        import tensorflow as tf
+        from sparktf.node.feed import dataset
 
-        first = self.next_batch(batch_size)
-        if output_signature is None:
-            if batches.count(first) == 0:
-                held = self.rows_held_back
-                raise FeedError(
-                    "to_dataset(): this node's share has no rows"
-                    f"{f' ({held} held back by equalizing)' if held else ''}, so the elements' "
-                    "structure cannot be read from them: "
-                    "pass output_signature= (e.g. {'x': tf.TensorSpec([None, 784], tf.float32)}"
-                    ", one spec per column or component) for an empty dataset, or give every "
-                    "training node rows (more data, or fewer nodes)"
-                )
-            output_signature = batches.signature(tf, first)
-        specs = tf.nest.flatten(output_signature)
-        state = {"pending": first, "ended": False}  # the batch read for the signature
-
-        def start(_):  # a new iterator over the dataset: a new epoch
-            state["ended"] = False
-            return np.int64(0)
-
-        empty = [
-            np.zeros(
-                (0,) + tuple(d or 0 for d in s.shape[1:]),
-                dtype=object if s.dtype == tf.string else s.dtype.as_numpy_dtype,
-            )
-            for s in specs
-        ]  # what ends an epoch
-
-        def next_batch(_):
-            if state["pending"] is not None:
-                batch, state["pending"] = state["pending"], None
-            elif state["ended"] or self._stopped:  # no look-ahead: epochs stay apart
-                return empty
-            else:
-                batch = self.next_batch(batch_size)
-            if batches.count(batch) == 0:
-                state["ended"] = True
-                return empty
-            if self._delivered == 0:  # that batch closed the epoch
-                state["ended"] = True
-            data = batches.structure(batch)
-            flat = tf.nest.flatten(data)
-            if len(flat) != len(specs):
-                raise FeedError(
-                    f"to_dataset(): a batch has {len(flat)} components, the "
-                    f"output_signature {len(specs)}"
-                )
-            for i, (a, s) in enumerate(zip(flat, specs)):
-                if s.dtype == tf.string and a.dtype == object and any(v is None for v in a.flat):
-                    name = (
-                        f"column {sorted(data)[i]!r}"
-                        if isinstance(data, dict)
-                        else f"component {i}"
-                    )
-                    raise FeedError(
-                        f"to_dataset(): {name} has nulls, which a string tensor "
-                        "cannot hold; fill or drop them before feeding"
-                    )
-            return [
-                a if s.dtype == tf.string else np.asarray(a, s.dtype.as_numpy_dtype)
-                for a, s in zip(flat, specs)
-            ]
-
-        touts = [s.dtype for s in specs]
-
-        def one_epoch(_):
-            def call(_):
-                out = tf.numpy_function(next_batch, [_], touts, stateful=True)
-                return tuple(tf.ensure_shape(t, s.shape) for t, s in zip(out, specs))
-
-            return (
-                tf.data.Dataset.from_tensors(np.int64(0))
-                .repeat()
-                .map(call)
-                .take_while(lambda *t: tf.shape(t[0])[0] > 0)
-                .map(lambda *t: tf.nest.pack_sequence_as(output_signature, list(t)))
-            )
-
-        # Not Dataset.from_generator: in TF 2.21 a model fed by it trains about 2x slower per
-        # step than from tensors, even when its elements are cached (measured with the example's
-        # CNN: 2.5 s against 1.2 s an epoch); numpy_function calls in a plain pipeline do not
-        # pay that (docs/benchmarks.md, "The main job"). One batch per call, in order: the stateful
-        # calls are never run in parallel or ahead of take_while, so no batch of the next epoch
-        # is read before the consumer starts it.
-        ds = (
-            tf.data.Dataset.from_tensors(np.int64(0))
-            .map(lambda z: tf.numpy_function(start, [z], tf.int64, stateful=True))
-            .flat_map(one_epoch)
-        )
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-        return ds.with_options(options)
+        return dataset.build(self, batch_size, output_signature)
