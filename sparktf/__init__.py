@@ -63,9 +63,9 @@ def __getattr__(name: str):
     if name == "fs":  # sparktf.fs: Hadoop paths (a module)
         return importlib.import_module("sparktf.fs")
     if name == "TFCluster":  # TensorFlowOnSpark's driver API (a module)
-        return importlib.import_module("sparktf.tfcluster")
+        return importlib.import_module("sparktf.compat.tfcluster")
     if name == "TFNode":  # TensorFlowOnSpark's helpers for main_fn (a module)
-        return importlib.import_module("sparktf.tfnode")
+        return importlib.import_module("sparktf.compat.tfnode")
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value

@@ -7,7 +7,11 @@ per-executor queue manager; on sparktf ``ctx.mgr`` is the ``ctx`` itself, which 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sparktf.node.context import NodeContext
+    from sparktf.node.feed import DataFeed as Feed
 
 __all__ = [
     "DataFeed",
@@ -20,7 +24,7 @@ __all__ = [
 ]
 
 
-def _ctx(mgr: Any):
+def _ctx(mgr: Any) -> NodeContext:
     from sparktf.node.context import NodeContext
 
     if not isinstance(mgr, NodeContext):
@@ -31,12 +35,12 @@ def _ctx(mgr: Any):
 
 
 def DataFeed(
-    mgr,
+    mgr: NodeContext,
     train_mode: bool = True,
     qname_in: str = "input",
     qname_out: str = "output",
     input_mapping: dict | None = None,
-):
+) -> Feed:
     """The node's feed (:meth:`sparktf.NodeContext.get_data_feed`). Its mode is the one the data
     came with (``cluster.train`` or ``cluster.inference``): TFoS's examples pass
     ``train_mode=False`` while training too, which there only kept batches within a partition."""
@@ -45,35 +49,35 @@ def DataFeed(
     return ctx.get_data_feed(mode, input_mapping, qname_in=qname_in, qname_out=qname_out)
 
 
-def _feed(mgr, qname: str):
+def _feed(mgr: NodeContext, qname: str) -> Feed:
     return DataFeed(mgr, qname_in=qname)  # in the data's own mode
 
 
-def next_batch(mgr, batch_size: int, qname: str = "input"):
+def next_batch(mgr: NodeContext, batch_size: int, qname: str = "input") -> Any:
     """TFoS 1.x: ``DataFeed(mgr).next_batch(batch_size)``."""
     return _feed(mgr, qname).next_batch(batch_size)
 
 
-def batch_results(mgr, results, qname: str = "output"):
+def batch_results(mgr: NodeContext, results: Any, qname: str = "output") -> None:
     """TFoS 1.x: the outputs of the batch just taken (inference)."""
     _feed(mgr, "input").batch_results(results)
 
 
-def terminate(mgr, qname: str = "input") -> None:
+def terminate(mgr: NodeContext, qname: str = "input") -> None:
     """TFoS 1.x: stop the feed now."""
     _feed(mgr, qname).terminate()
 
 
-def hdfs_path(ctx, path: str) -> str:
+def hdfs_path(ctx: NodeContext, path: str) -> str:
     """:meth:`sparktf.NodeContext.absolute_path`."""
     return _ctx(ctx).absolute_path(path)
 
 
-def start_cluster_server(ctx, num_gpus: int = 1, rdma: bool = False):
+def start_cluster_server(ctx: NodeContext, num_gpus: int = 1, rdma: bool = False) -> tuple:
     """:meth:`sparktf.NodeContext.start_cluster_server`: ``(tf.train.ClusterSpec, server)``."""
     return _ctx(ctx).start_cluster_server(num_gpus, rdma)
 
 
-def release_port(ctx) -> None:
+def release_port(ctx: NodeContext) -> None:
     """Nothing to do (:meth:`sparktf.NodeContext.release_port`)."""
     _ctx(ctx).release_port()

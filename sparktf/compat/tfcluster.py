@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktf.driver.settings import InputMode as _Mode
 from sparktf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
+    from sparktf.driver.cluster import Cluster
 
 __all__ = ["InputMode", "TFCluster", "run"]
 
@@ -38,7 +43,7 @@ class InputMode:
 
 
 def run(
-    sc,
+    sc: SparkContext,
     map_fun: Callable,
     tf_args: Any,
     num_executors: int,
@@ -97,11 +102,11 @@ class TFCluster:
     """TFoS's cluster object over a :class:`sparktf.Cluster` (``.cluster``); other attributes
     (``results``, ``progress()``, ``status``, ...) are the sparktf cluster's."""
 
-    def __init__(self, cluster) -> None:
+    def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
 
     def train(
-        self, dataRDD, num_epochs: int = 0, feed_timeout: float = 600, qname: str = "input"
+        self, dataRDD: Any, num_epochs: int = 0, feed_timeout: float = 600, qname: str = "input"
     ) -> None:
         """Feed ``dataRDD`` (an RDD or a DataFrame) for ``num_epochs`` passes; ``0`` (the
         default) is ten passes, as in TFoS (a ``main_fun`` that has trained enough calls
@@ -116,12 +121,14 @@ class TFCluster:
             num_epochs = TFOS_DEFAULT_EPOCHS
         self.cluster.train(dataRDD, num_epochs, feed_timeout)
 
-    def inference(self, dataRDD, feed_timeout: float = 600, qname: str = "input"):
+    def inference(self, dataRDD: Any, feed_timeout: float = 600, qname: str = "input") -> Any:
         """One output per row of ``dataRDD``, in its order (an RDD for an RDD)."""
         _check_qname(qname)
         return self.cluster.inference(dataRDD, feed_timeout=feed_timeout)
 
-    def shutdown(self, ssc=None, grace_secs: float = 0, timeout: float | None = 259200):
+    def shutdown(
+        self, ssc: Any = None, grace_secs: float = 0, timeout: float | None = 259200
+    ) -> Any:
         """Wait for the end and stop every node; returns the chief's (worker 0's) value."""
         if ssc is not None:
             raise ConfigError(
@@ -133,7 +140,7 @@ class TFCluster:
     def tensorboard_url(self) -> str | None:
         return self.cluster.tensorboard_url()
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name == "cluster":  # not set yet (copying, unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.cluster, name)

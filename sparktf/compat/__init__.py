@@ -1,0 +1,7 @@
+"""TensorFlowOnSpark compatibility: its driver API (:mod:`~sparktf.compat.tfcluster`, as
+``sparktf.TFCluster``) and its helpers for ``main_fn`` (:mod:`~sparktf.compat.tfnode`, as
+``sparktf.TFNode``), translated to sparktf's own.
+
+``from sparktf import TFCluster, TFNode`` is the way in, as ``from tensorflowonspark import
+TFCluster, TFNode`` was.
+"""
