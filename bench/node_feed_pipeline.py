@@ -101,7 +101,7 @@ def sparktf_node(section: bytes, rows: int) -> tuple[float, float]:
     from sparktf.common.spec import FeedConfig
     from sparktf.node.feed import DataFeed
     from sparktf.node.feed.equalize import Bound
-    from sparktf.task.feeder import spark_data_socket
+    from sparktf.task.sparksocket import spark_data_socket
 
     sock, pid = executor(section)
     stream = os.fdopen(os.dup(sock.fileno()), "rb", 65536)

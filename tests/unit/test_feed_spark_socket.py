@@ -1,5 +1,5 @@
 """The TF process reading an RDD partition from the Python worker's own socket to Spark
-(:mod:`sparktf.node.feed.sparkstream`, :func:`sparktf.task.feeder.spark_data_socket`).
+(:mod:`sparktf.node.feed.sparkstream`, :func:`sparktf.task.sparksocket.spark_data_socket`).
 
 No Spark processes: the executor's side is a real socket whose other end writes what Spark's
 JVM writes (``length(4) | pickled batch`` records, ``-1``, then ``-4``, the end of the
@@ -25,7 +25,7 @@ from sparktf.errors import FeedError
 from sparktf.node.feed import batches
 from sparktf.node.feed.sparkstream import SparkRecords, wrap
 from sparktf.node.feed.stream import EOF, Stream
-from sparktf.task.feeder import leave_mid_data, spark_data_socket
+from sparktf.task.sparksocket import leave_mid_data, spark_data_socket
 
 END_OF_DATA, END_OF_STREAM = -1, -4
 

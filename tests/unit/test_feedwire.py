@@ -73,7 +73,7 @@ def test_a_partitions_arrow_batches_go_out_as_their_own_buffers_and_arrive_as_se
     import pyarrow as pa
 
     from sparktf.node.feed import batches
-    from sparktf.task import feeder
+    from sparktf.task.frames import partition_frames
 
     n = 3000
     features = pa.FixedSizeListArray.from_arrays(
@@ -86,7 +86,7 @@ def test_a_partitions_arrow_batches_go_out_as_their_own_buffers_and_arrive_as_se
     sent = [batch, batch.slice(100, 1000), batch.slice(0, 0), batch]
     schema = batch.schema.serialize().to_pybytes()
     counted = [0]
-    frames = list(feeder._frames(iter(sent), "arrow", schema, 256, counted))
+    frames = list(partition_frames(iter(sent), "arrow", schema, 256, counted))
     assert counted == [sum(b.num_rows for b in sent)]
     assert len(frames[1]) > 3  # header + the batch's buffers, gathered
     big = max(frames[1][1:], key=lambda v: v.nbytes)
@@ -112,6 +112,6 @@ def test_a_partitions_arrow_batches_go_out_as_their_own_buffers_and_arrive_as_se
     coded = pa.RecordBatch.from_arrays([pa.array(["a", "b", "a"]).dictionary_encode()], ["d"])
     other = pa.RecordBatch.from_arrays([pa.array(["c", "a"]).dictionary_encode()], ["d"])
     for b, (_header, *buffers) in zip(
-        [coded, other], list(feeder._frames(iter([coded, other]), "arrow", b"", 256, [0]))[1:]
+        [coded, other], list(partition_frames(iter([coded, other]), "arrow", b"", 256, [0]))[1:]
     ):
         assert b"".join(bytes(v) for v in buffers) == b.serialize().to_pybytes()

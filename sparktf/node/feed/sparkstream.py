@@ -1,7 +1,7 @@
 """Epoch 1 of an RDD partition read straight from Spark's socket, not through the barrier task.
 
 A barrier task forwarding Spark's pickled batches unopened still reads and resends every
-byte. When it can (see :func:`sparktf.task.feeder.spark_data_socket`), it passes the TF process
+byte. When it can (see :func:`sparktf.task.sparksocket.spark_data_socket`), it passes the TF process
 its Python worker's own socket to the executor, with the bytes its reader had already buffered,
 and the TF process reads the rest of the partition's data section itself: records
 ``length(4, signed) | pickled batch`` up to the length ``-1`` that ends the section.
