@@ -1,11 +1,11 @@
 """The control channel's messages, in one catalogue used by all three sides.
 
 Every message on the control channel (:mod:`sparktf.common.protocol`) is a dict whose ``"type"`` is
-one of the names below. Three kinds of peer connect to the driver, each named by the ``role``
-of its ``hello``:
+one of the names below. Three kinds of peer connect to the driver, each named in its ``hello``
+(the words are the glossary's, docs/glossary.md):
 
 * ``node``: the TensorFlow process (:mod:`sparktf.node`);
-* ``agent``: its supervisor (:mod:`sparktf.task.supervisor`);
+* ``supervisor``: its supervisor (:mod:`sparktf.task.supervisor`);
 * ``task``: the Spark barrier task (:mod:`sparktf.task.barrier`), only to say why it fails.
 
 :func:`make` builds a message and checks its fields against the catalogue, so a sender cannot
@@ -17,9 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-#: The ``role`` of each kind of peer, in its hello.
-NODE, AGENT, TASK = "node", "agent", "task"
-ROLES = (NODE, AGENT, TASK)
+#: Each kind of peer, as its hello names it (the hello's ``role`` field: the peer, not a TF role).
+NODE, SUPERVISOR, TASK = "node", "supervisor", "task"
+PEERS = (NODE, SUPERVISOR, TASK)
+#: The old names, while the driver's modules still use them.
+AGENT, ROLES = SUPERVISOR, PEERS
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,11 @@ class Message:
 _ALL = [
     Message(
         "hello",
-        "node|agent|task",
+        "node|supervisor|task",
         "driver",
         ("role", "node", "host"),
-        "first message of every connection; agents and nodes add pid and port",
+        "first message of every connection: role is the peer's kind (node, supervisor, task), "
+        "node its node's name; supervisors and nodes add pid and port",
     ),
     Message(
         "address",
@@ -58,14 +61,14 @@ _ALL = [
     ),
     Message(
         "log",
-        "agent",
+        "supervisor",
         "driver",
         ("stream", "line"),
         "one line the TF process wrote to stdout or stderr",
     ),
     Message(
         "exit",
-        "agent",
+        "supervisor",
         "driver",
         ("code", "aborted", "tail"),
         "the TF process exited with code (negative: killed by that signal); last lines",
@@ -148,7 +151,7 @@ _ALL = [
         "gives [[taker, address, rows], ...] (give) or takes [[giver, rows], ...] (take); "
         "before that, the fewest rows another training node has reported (others)",
     ),
-    Message("abort", "driver", "agent", (), "stop the TF process and everything below it now"),
+    Message("abort", "driver", "supervisor", (), "stop the TF process and everything below it now"),
 ]
 
 CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
@@ -177,8 +180,9 @@ def make(type_: str, **fields) -> dict:
     return {"type": type_, **fields}
 
 
-def hello(role: str, node: str, host: str | None, **extra) -> dict:
-    return make("hello", role=role, node=node, host=host, **extra)
+def hello(peer: str, node: str, host: str | None, **extra) -> dict:
+    """The ``hello`` of a ``peer`` (:data:`PEERS`) for the node named ``node``."""
+    return make("hello", role=peer, node=node, host=host, **extra)
 
 
 def error(
