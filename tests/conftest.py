@@ -6,10 +6,7 @@ All traffic stays on loopback (SPARK_LOCAL_IP, spark.driver.host).
 
 import os
 import resource
-import socket
 import sys
-import threading
-import time
 
 import cloudpickle
 import psutil
@@ -21,13 +18,19 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import helpers
+from helpers.procs import (  # noqa: F401  (also here for `from conftest import ...`)
+    TF_ENV,
+    pid_alive,
+    port_is_free,
+    sparktf_processes,
+    sparktf_threads,
+    wait_until,
+)
 
 # The executors cannot import the tests' modules: ship the functions of tests/helpers (every
 # module of the package) by value.
 cloudpickle.register_pickle_by_value(helpers)
 
-#: Quiet TensorFlow's C++ start-up messages in the nodes.
-TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
 
 #: The markers every test in a folder of tests/ gets (pytest.ini says what each means).
 FOLDER_MARKERS = {
@@ -112,59 +115,6 @@ def spark_pool():
 def sc_local(spark_pool):
     """A real ``local[4]`` SparkContext (4 task slots on the 2-core CI machine)."""
     return spark_pool.get("local[4]")
-
-
-def sparktf_processes():
-    """Every live process of a sparktf job on this machine: supervisors, TF processes, and
-    everything they started (TensorBoard, a main_fn's own children): these all carry the
-    SPARKTF_NODE variable, unless they cleared their environment. A supervisor forked from its
-    Spark Python worker, and the TF process forked from it, are known by their names."""
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline", "name"]):
-        cmd = " ".join(proc.info["cmdline"] or [])
-        if (
-            "sparktf.task.supervisor" in cmd
-            or "sparktf.node" in cmd
-            or proc.info["name"] in ("sparktf-sup", "sparktf-node")
-        ):
-            found.append(proc)
-            continue
-        try:
-            if "SPARKTF_NODE" in proc.environ() and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (psutil.Error, OSError):
-            pass
-    return found
-
-
-def sparktf_threads():
-    """The driver's threads of sparktf jobs (monitor, Spark job, control server)."""
-    return [t.name for t in threading.enumerate() if t.name.startswith("sparktf")]
-
-
-def wait_until(predicate, timeout=15.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
-
-
-def port_is_free(port):
-    with socket.socket() as s:
-        try:
-            s.bind(("0.0.0.0", port))
-            return True
-        except OSError:
-            return False
-
-
-def pid_alive(pid):
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @pytest.fixture

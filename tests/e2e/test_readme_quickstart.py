@@ -13,7 +13,7 @@ import uuid
 
 import psutil
 import pytest
-from conftest import wait_until
+from helpers.procs import wait_until
 
 pytestmark = pytest.mark.slow
 

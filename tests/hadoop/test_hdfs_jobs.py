@@ -6,8 +6,8 @@ checkpoint directories mirrored to it, sparktf.predict from a SavedModel on it."
 import os
 
 import pytest
-from conftest import TF_ENV
 from helpers import hdfs_jobs
+from helpers.procs import TF_ENV
 
 import sparktf
 from sparktf import fs

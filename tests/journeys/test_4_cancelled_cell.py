@@ -12,7 +12,7 @@ import time
 import cloudpickle
 import journey_jobs
 import pytest
-from conftest import sparktf_processes, sparktf_threads, wait_until
+from helpers.procs import sparktf_processes, sparktf_threads, wait_until
 
 import sparktf
 

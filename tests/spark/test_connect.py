@@ -10,8 +10,8 @@ import sys
 import time
 
 import pytest
-from conftest import sparktf_processes
 from helpers import jobs
+from helpers.procs import sparktf_processes
 
 import sparktf
 

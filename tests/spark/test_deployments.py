@@ -11,8 +11,8 @@ import time
 
 import psutil
 import pytest
-from conftest import pid_alive, wait_until
 from helpers import jobs
+from helpers.procs import pid_alive, wait_until
 
 import sparktf
 

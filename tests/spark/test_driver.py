@@ -15,8 +15,8 @@ import time
 import numpy as np
 import psutil
 import pytest
-from conftest import sparktf_processes, wait_until
 from helpers import feed_jobs, jobs
+from helpers.procs import sparktf_processes, wait_until
 
 import sparktf
 import sparktf.driver.stages

@@ -15,8 +15,8 @@ import time
 
 import psutil
 import pytest
-from conftest import port_is_free, wait_until
 from helpers import jobs
+from helpers.procs import port_is_free, wait_until
 
 import sparktf
 

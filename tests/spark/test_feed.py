@@ -280,7 +280,7 @@ def test_multi_worker_mirrored_training_on_skewed_spark_data(spark):
     are: the worker's steps wait for the chief's last 996 rows while the chief's steps wait for
     the worker's (MWMS's all-reduce), so the rows must move while both train."""
     import numpy as np
-    from conftest import TF_ENV
+    from helpers.procs import TF_ENV
 
     rng = np.random.RandomState(0)
     x = rng.randn(2007, 4)
@@ -468,7 +468,7 @@ def test_node_directories_are_removed_when_spark_sigkills_a_task(sc_local, tmp_p
     import json
     import signal
 
-    from conftest import wait_until
+    from helpers.procs import wait_until
 
     data = sc_local.parallelize(range(50_000), 2).map(lambda i: i.to_bytes(8, "little") * 512)
     cluster = sparktf.run(

@@ -17,8 +17,8 @@ import sys
 
 import cloudpickle
 import pytest
-from conftest import TF_ENV
 from helpers import tf_jobs
+from helpers.procs import TF_ENV
 
 import sparktf
 

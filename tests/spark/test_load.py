@@ -9,8 +9,8 @@ import time
 
 import psutil
 import pytest
-from conftest import sparktf_processes
 from helpers import jobs, tf_jobs
+from helpers.procs import sparktf_processes
 
 import sparktf
 

@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-from conftest import pid_alive, port_is_free, sparktf_processes, wait_until
 from helpers import jobs
+from helpers.procs import pid_alive, port_is_free, sparktf_processes, wait_until
 
 import sparktf
 from sparktf.driver.sparkjobs import jobs_tagged

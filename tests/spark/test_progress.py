@@ -5,8 +5,8 @@ import contextlib
 import re
 
 import pytest
-from conftest import TF_ENV
 from helpers import feed_jobs, jobs
+from helpers.procs import TF_ENV
 
 import sparktf
 

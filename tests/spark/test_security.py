@@ -7,8 +7,8 @@ import threading
 import time
 
 import pytest
-from conftest import wait_until
 from helpers import jobs, mitm
+from helpers.procs import wait_until
 
 import sparktf
 from sparktf.common import protocol

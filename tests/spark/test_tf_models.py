@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 import pytest
-from conftest import TF_ENV
 from helpers import tf_jobs
+from helpers.procs import TF_ENV
 
 import sparktf
 from sparktf.node.patches import tf1
@@ -37,7 +37,7 @@ def test_a_worker_taking_fewer_steps_under_mwms_is_named_while_the_chief_waits(
     does, so TensorFlow sees no peer go). The driver names the idle chief and what to change
     (here after 3 s instead of IDLE_SECS), then fails the job once the chief has idled for
     collective_idle_timeout (here 10 s, set on the session), with no timeout of the user's."""
-    from conftest import wait_until
+    from helpers.procs import wait_until
     from pyspark.sql import SparkSession
 
     from sparktf.driver import liveness
@@ -71,7 +71,7 @@ def test_a_sync_replicas_worker_stopping_early_is_named_while_the_chief_waits(
     """The same bug in classic TF1 code: SyncReplicasOptimizer aggregates one gradient from
     the chief and one from the worker per step; the worker's loop stops after 5 steps, and
     the chief waits for its gradients for ever. Named as under MWMS."""
-    from conftest import wait_until
+    from helpers.procs import wait_until
 
     from sparktf.driver import liveness
 

@@ -108,7 +108,7 @@ def test_busy_slots_still_time_out_within_the_reservation(sc_local):
     hog = sc_local.parallelize(range(4), 4).map(lambda x: time.sleep(10))
     holder = threading.Thread(target=hog.count, daemon=True)
     holder.start()
-    from conftest import wait_until
+    from helpers.procs import wait_until
 
     assert wait_until(
         lambda: (

@@ -66,7 +66,7 @@ def test_a_finished_warm_up_says_what_it_did(warmed):
 def test_nodes_forked_from_the_preloading_daemon_train_with_mirrored_strategy(
     spark, warmed, no_leaks
 ):
-    from conftest import TF_ENV
+    from helpers.procs import TF_ENV
 
     rng = np.random.RandomState(0)
     x = rng.randn(1200, 4)
@@ -157,7 +157,7 @@ def test_a_program_that_fails_right_after_warm_up_ends_with_its_own_error_last(t
 
 def test_stopping_spark_under_a_warm_up_ends_it(spark_pool, spark):
     """Last in this module: it stops the module's SparkContext (the pool starts another)."""
-    from conftest import wait_until
+    from helpers.procs import wait_until
 
     sc = spark.sparkContext
     handle = sparktf.warm_up(spark, rdds=True)

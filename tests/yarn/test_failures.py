@@ -13,7 +13,7 @@ import time
 
 import psutil
 import pytest
-from conftest import sparktf_processes, wait_until
+from helpers.procs import sparktf_processes, wait_until
 from yarn_harness import kill_tree
 
 # timeout(600): the first test of a session also starts YARN and HDFS (their jars fetched the

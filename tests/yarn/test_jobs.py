@@ -14,7 +14,7 @@ import cloudpickle
 import psutil
 import pytest
 import yarn_jobs
-from conftest import sparktf_processes, sparktf_threads, wait_until
+from helpers.procs import sparktf_processes, sparktf_threads, wait_until
 from yarn_harness import ROOT, base_conf
 
 import sparktf

@@ -19,7 +19,7 @@ import urllib.request
 
 import psutil
 import pytest
-from conftest import pid_alive, wait_until
+from helpers.procs import pid_alive, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "bin", "yarn-test-cluster.sh")

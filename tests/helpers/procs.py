@@ -1,0 +1,66 @@
+"""What the tests ask of processes, threads and ports, whichever tier they are in: the live
+processes of sparktf jobs on this machine, the driver's sparktf threads, waiting for a
+condition, whether a port is free or a process alive; and the environment that quiets
+TensorFlow in the nodes."""
+
+import socket
+import threading
+import time
+
+import psutil
+
+#: Quiet TensorFlow's C++ start-up messages in the nodes.
+TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+
+
+def sparktf_processes():
+    """Every live process of a sparktf job on this machine: supervisors, TF processes, and
+    everything they started (TensorBoard, a main_fn's own children): these all carry the
+    SPARKTF_NODE variable, unless they cleared their environment. A supervisor forked from its
+    Spark Python worker, and the TF process forked from it, are known by their names."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "name"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if (
+            "sparktf.task.supervisor" in cmd
+            or "sparktf.node" in cmd
+            or proc.info["name"] in ("sparktf-sup", "sparktf-node")
+        ):
+            found.append(proc)
+            continue
+        try:
+            if "SPARKTF_NODE" in proc.environ() and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            pass
+    return found
+
+
+def sparktf_threads():
+    """The driver's threads of sparktf jobs (monitor, Spark job, control server)."""
+    return [t.name for t in threading.enumerate() if t.name.startswith("sparktf")]
+
+
+def wait_until(predicate, timeout=15.0, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def port_is_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
+
+
+def pid_alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
