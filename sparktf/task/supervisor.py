@@ -232,7 +232,9 @@ def serve(spec: NodeSpec, parent: int) -> int:
             file=sys.stderr,
         )
         return 2
-    chan.send(messages.hello(messages.AGENT, spec.name, spec.host, pid=os.getpid(), port=spec.port))
+    chan.send(
+        messages.hello(messages.SUPERVISOR, spec.name, spec.host, pid=os.getpid(), port=spec.port)
+    )
     supervisor = Supervisor(spec, chan)
     code = supervisor.run()
     remove_node_dirs(spec)
