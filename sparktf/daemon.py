@@ -37,13 +37,15 @@ import importlib
 import os
 import sys
 import time
+from collections.abc import Iterable, Mapping
+from typing import TextIO
 
 #: The environment variable that names the modules to import before forking workers.
 PRELOAD_ENV = "SPARKTF_PRELOAD"
 DEFAULT_PRELOAD = ("tensorflow",)
 
 
-def preload_names(environ=os.environ) -> tuple[str, ...]:
+def preload_names(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
     """The module names ``SPARKTF_PRELOAD`` asks for, in order, without repeats; unset means
     ``tensorflow``, and an empty value means none."""
     raw = environ.get(PRELOAD_ENV)
@@ -56,7 +58,7 @@ def preload_names(environ=os.environ) -> tuple[str, ...]:
     return tuple(names)
 
 
-def preload(names, err=None) -> dict[str, str]:
+def preload(names: Iterable[str], err: TextIO | None = None) -> dict[str, str]:
     """Import each of ``names`` (``tensorflow`` without its eager Keras import); a failure is
     written to ``err`` (stderr) and the rest still load. Returns {name: "" or the error}.
 
@@ -114,7 +116,9 @@ def preload(names, err=None) -> dict[str, str]:
 MIN_WORKER_MEMORY_MB = 4096
 
 
-def names_to_preload(environ=os.environ, err=None) -> tuple[str, ...]:
+def names_to_preload(
+    environ: Mapping[str, str] = os.environ, err: TextIO | None = None
+) -> tuple[str, ...]:
     """:func:`preload_names`, or none (with a note on ``err``) when Spark caps each Python
     worker's memory below :data:`MIN_WORKER_MEMORY_MB`."""
     names = preload_names(environ)

@@ -53,7 +53,7 @@ SPARK_SOCKET, IDLE = b"D", b"I"
 MULTI_BYTES = 1 << 20
 
 
-def frame(kind: bytes, payload) -> list:
+def frame(kind: bytes, payload: Any) -> list:
     """One frame as a list of buffers (an Arrow buffer is not copied)."""
     return parts_frame(kind, [payload])
 
@@ -99,7 +99,7 @@ def send_some(sock: socket.socket, buffers: list) -> list:
     return _advance(buffers, sent) if sent else buffers
 
 
-def send_frame(sock: socket.socket, kind: bytes, payload, mac=None) -> None:
+def send_frame(sock: socket.socket, kind: bytes, payload: Any, mac: Any = None) -> None:
     """Send one frame; ``payload`` is bytes or any buffer (an Arrow buffer is not copied).
     With ``mac`` (a :class:`~sparktf.common.protocol.FrameMac`, over TCP between nodes), the
     frame's MAC follows it."""
@@ -124,7 +124,7 @@ def tune(sock: socket.socket) -> None:
             pass
 
 
-def unpack_parts(payload) -> list:
+def unpack_parts(payload: Any) -> list:
     view, out, pos = memoryview(payload), [], 0
     while pos < len(view):
         (size,) = PART.unpack_from(view, pos)
@@ -133,14 +133,14 @@ def unpack_parts(payload) -> list:
     return out
 
 
-def send_frame_with_fd(sock: socket.socket, kind: bytes, payload, fd: int) -> None:
+def send_frame_with_fd(sock: socket.socket, kind: bytes, payload: Any, fd: int) -> None:
     """One frame, with a copy of the descriptor ``fd`` passed along with its header."""
     view = memoryview(payload).cast("B")
     socket.send_fds(sock, [HEADER.pack(kind, view.nbytes)], [fd])
     send_buffers(sock, [view])
 
 
-def recv_first_frame(sock: socket.socket, buffer_for=None) -> tuple[bytes, Any, int | None]:
+def recv_first_frame(sock: socket.socket, buffer_for: Any = None) -> tuple[bytes, Any, int | None]:
     """The connection's first frame (see :func:`recv_frame`) and the descriptor passed with it,
     if one was (the caller owns it; it is not inherited by child processes)."""
     head, fds, _, _ = socket.recv_fds(sock, HEADER.size, 1)
@@ -162,7 +162,7 @@ def recv_first_frame(sock: socket.socket, buffer_for=None) -> tuple[bytes, Any, 
 
 
 def recv_frame(
-    sock: socket.socket, buffer_for=None, mac=None, max_size: int | None = None
+    sock: socket.socket, buffer_for: Any = None, mac: Any = None, max_size: int | None = None
 ) -> tuple[bytes, Any]:
     """One frame: its kind and its payload, received into ``buffer_for(kind, size)`` (by
     default a new ``bytearray``). With ``mac``, the frame's MAC is read after it and checked

@@ -16,6 +16,8 @@ and only when shipping.
 
 from __future__ import annotations
 
+from typing import Any
+
 #: Bytes above this travel as a broadcast of their own (well under PySpark's 1 MiB default).
 INLINE_LIMIT = 256 << 10
 
@@ -42,7 +44,7 @@ def _value_of(broadcast) -> bytes:
     return broadcast.value
 
 
-def for_tasks(sc, data: bytes) -> bytes | BroadcastBytes:
+def for_tasks(sc: Any, data: bytes) -> bytes | BroadcastBytes:
     """``data`` itself if it is small, else a reference to a broadcast of it on ``sc``."""
     if len(data) <= INLINE_LIMIT:
         return data

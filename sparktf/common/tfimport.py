@@ -16,6 +16,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
+from typing import Any
 
 #: The packages ``import tensorflow`` imports only for their optimizers' registration.
 _EAGER_KERAS = ("keras", "tf_keras")
@@ -51,7 +52,7 @@ class _KerasDeferred(importlib.abc.MetaPathFinder):
         return spec
 
 
-def tensorflow_without_keras():
+def tensorflow_without_keras() -> Any:
     """The ``tensorflow`` module, imported without its eager Keras import if not yet imported."""
     if "tensorflow" in sys.modules or any(name in sys.modules for name in _EAGER_KERAS):
         import tensorflow as tf  # already there, or Keras is: nothing to save

@@ -9,7 +9,7 @@ Two ways to reach HDFS; the first that works is used, per NameNode:
 
 - **libhdfs**: pyarrow's ``HadoopFileSystem``. Needs ``libhdfs.so`` (``ARROW_LIBHDFS_DIR``, or
   ``$HADOOP_HOME/lib/native``), a JVM (``JAVA_HOME``) and the Hadoop jars on ``CLASSPATH`` as
-  explicit paths (``CLASSPATH=$(hadoop classpath --glob)``): what YARN nodes have.
+  explicit paths (``CLASSPATH=$(hadoop classpath --glob)``): what the hosts of a YARN cluster have.
 - **webhdfs**: the ``hdfs`` package over the NameNode's HTTP port, from
   ``SPARKTF_WEBHDFS_URL`` (for the NameNode of ``fs.defaultFS``), else
   ``dfs.namenode.http-address`` (from ``$HADOOP_CONF_DIR``, or what the driver's Hadoop

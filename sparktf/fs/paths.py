@@ -22,7 +22,7 @@ class HadoopFSError(SparkTFError, OSError):
 
 
 # ------------------------------------------------------------------------------- paths
-def is_hadoop(path) -> bool:
+def is_hadoop(path: object) -> bool:
     """True for ``hdfs://``, ``viewfs://`` and ``webhdfs://`` paths."""
     return isinstance(path, str) and urllib.parse.urlsplit(path).scheme in HADOOP_SCHEMES
 

@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 from sparktf.fs.backends import _call, backend
 from sparktf.fs.files import _download_file, _put_file, delete, exists, upload
@@ -173,7 +174,7 @@ def export_dir(path: str) -> Iterator[str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def keras_sync_callback(synced: SyncedDir):
+def keras_sync_callback(synced: SyncedDir) -> Any:
     """A tf-keras callback that calls ``synced.sync()`` after every epoch (so the epoch's
     checkpoint and logs are on HDFS before the next epoch starts)."""
     import tensorflow as tf

@@ -61,7 +61,7 @@ class FrameMac:
         """The tag of the next frame sent, whose bytes are ``parts`` one after the other."""
         return self._next(parts)
 
-    def verify(self, tag, *parts) -> None:
+    def verify(self, tag: bytes | memoryview, *parts: bytes | memoryview) -> None:
         """Check the next frame received; :class:`FrameRejected` if its tag is wrong."""
         seq = self.seq
         if not hmac.compare_digest(self._next(parts), bytes(tag)):

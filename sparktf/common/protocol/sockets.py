@@ -5,11 +5,12 @@ from __future__ import annotations
 import select
 import socket
 import time
+from typing import Any
 
 from sparktf.common.protocol.errors import ChannelClosed
 
 
-def recv_exact_into(sock: socket.socket, n: int, buf=None):
+def recv_exact_into(sock: socket.socket, n: int, buf: Any = None) -> Any:
     """Exactly ``n`` bytes into ``buf`` (any writable buffer of ``n`` bytes; by default a new
     ``bytearray``), which it returns (no copy afterwards: Arrow can wrap it)."""
     buf = bytearray(n) if buf is None else buf
@@ -31,13 +32,13 @@ def _ready(sock, event: int, timeout: float) -> bool:
     return bool(poller.poll(max(0.0, timeout) * 1000))
 
 
-def wait_readable(sock, timeout: float) -> bool:
+def wait_readable(sock: socket.socket, timeout: float) -> bool:
     """Whether ``sock`` (a socket or a descriptor) has something to read, or an error or hang-up
     to report, within ``timeout`` seconds."""
     return _ready(sock, select.POLLIN, timeout)
 
 
-def wait_writable(sock, timeout: float) -> bool:
+def wait_writable(sock: socket.socket, timeout: float) -> bool:
     """Whether ``sock`` can take more bytes (or has an error to report) within ``timeout``."""
     return _ready(sock, select.POLLOUT, timeout)
 
@@ -46,7 +47,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(recv_exact_into(sock, n))
 
 
-def recv_before(sock: socket.socket, n: int, deadline: float, buf=None):
+def recv_before(sock: socket.socket, n: int, deadline: float, buf: Any = None) -> Any:
     """Exactly ``n`` bytes (into ``buf`` if given), all of them before ``deadline``
     (``time.monotonic()``): a peer that dribbles a byte at a time cannot stretch the wait
     (``socket.timeout`` when late)."""
