@@ -32,6 +32,7 @@ import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from sparktf.common import gpus as node_gpus
 from sparktf.common import messages, procs, protocol, topology
@@ -78,7 +79,7 @@ def node_cpus(task_cpus: int, executor_cores: int | None, addresses: list[str], 
     return max(task_cpus, executor_cores // max(1, on_host))
 
 
-def task_gpus(ctx) -> tuple[str, ...]:
+def task_gpus(ctx: Any) -> tuple[str, ...]:
     """The GPU addresses Spark assigned to this task (none without resource scheduling)."""
     try:
         gpu = (ctx.resources() or {}).get("gpu")
@@ -115,7 +116,7 @@ def build_node_spec(
     )
 
 
-def start_supervisor(spec: NodeSpec):
+def start_supervisor(spec: NodeSpec) -> Any:
     """Start the node's supervisor in a session of its own: forked from this Spark Python
     worker (no interpreter start-up: ~0.15 CPU-seconds a node), or, where forking is not
     safe (another thread in this process) or ``SPARKTF_SUPERVISOR_EXEC=1`` (in the
@@ -272,7 +273,7 @@ def _to_devnull_but_output() -> None:
     os.close(devnull)
 
 
-def stop_supervisor(proc, grace: float) -> None:
+def stop_supervisor(proc: Any, grace: float) -> None:
     """SIGTERM (the supervisor then stops its whole tree), SIGKILL if it does not go."""
     if proc.poll() is None:
         proc.terminate()
@@ -320,17 +321,17 @@ def _steps(
 ) -> Iterator:
     """The steps of one node's barrier task: reserve its port, gather every address, start
     its supervisor, feed it, wait for it; whatever happens, stop it and remove its files."""
-    role = launch.roles[rank]
+    node = launch.roles[rank]  # this task's node (its role and index)
     work_dir = tempfile.mkdtemp(prefix=f"sparktf-{launch.job_id}-{rank}-", dir=local_dir())
     # The socket gets a short private directory of its own: Spark's local dirs can be
     # longer than the 107 bytes an AF_UNIX path may have.
-    sock_dir = tempfile.mkdtemp(prefix="sparktf-") if data_kind and role.trains else None
+    sock_dir = tempfile.mkdtemp(prefix="sparktf-") if data_kind and node.trains else None
     feed_path = os.path.join(sock_dir, "feed.sock") if sock_dir else None
     listener = feeder.listen_unix(feed_path) if feed_path else None
     proc = None
     try:
         with PortReservation() as reservation:
-            addresses = rendezvous(launch, role.name, host, reservation.port)
+            addresses = rendezvous(launch, node.name, host, reservation.port)
             spec = build_node_spec(
                 launch,
                 rank,
@@ -352,7 +353,7 @@ def _steps(
         # the node's supervisor go.
         report_task_error(
             launch,
-            role.name,
+            node.name,
             host,
             exc,
             "feed" if isinstance(exc, feeder.TaskFeedError) else "task",
@@ -370,11 +371,11 @@ def _steps(
         return  # the driver has the node's exit and fails the job with its own error
     if code != 0:
         raise NodeFailed(
-            f"sparktf node {role.name} on {host} {procs.describe_exit(code)}; "
+            f"sparktf node {node.name} on {host} {procs.describe_exit(code)}; "
             "the driver's error has the node's own message and output"
         )
     if data_kind is None:
-        yield json.dumps({"rank": rank, "node": role.name, "host": host})
+        yield json.dumps({"rank": rank, "node": node.name, "host": host})
 
 
 def local_dir() -> str | None:

@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import decimal
 import pickle
+from typing import Any
 
 from sparktf.common import feedwire
 from sparktf.errors import FeedError
 from sparktf.node.feed import unpickle
 
+#: A chunk of the feed: a ``pyarrow.RecordBatch`` (DataFrame rows) or a list of RDD elements.
+Chunk = Any
 
-def read_schema(payload):
+
+def read_schema(payload: Any) -> Any:
     """A DataFrame partition's Arrow schema, from its SCHEMA frame."""
     import pyarrow as pa
 
     return pa.ipc.read_schema(pa.py_buffer(payload))
 
 
-def buffer_for(kind: bytes, size: int):
+def buffer_for(kind: bytes, size: int) -> Any:
     """A buffer to receive or read one frame into. An Arrow batch's (tens of MB with Spark's
     10,000-row batches) comes from Arrow's memory pool, uninitialized: its allocator reuses the
     pages of the frames already consumed, where a new ``bytearray`` is zeroed, and its fresh
@@ -34,7 +38,7 @@ def buffer_for(kind: bytes, size: int):
     return bytearray(size)
 
 
-def decode(kind: bytes, payload, schema):
+def decode(kind: bytes, payload: Any, schema: Any) -> Chunk:
     """One data frame of the feed wire as a chunk."""
     if kind == feedwire.ARROW:
         import pyarrow as pa
@@ -50,23 +54,23 @@ def decode(kind: bytes, payload, schema):
     raise FeedError(f"unexpected frame {kind!r} on the data feed")
 
 
-def encode(chunk) -> tuple[bytes, bytes]:
+def encode(chunk: Chunk) -> tuple[bytes, bytes]:
     """A chunk as a data frame: an Arrow record batch (IPC message), or a pickled list."""
     if hasattr(chunk, "num_rows"):
         return feedwire.ARROW, chunk.serialize()
     return feedwire.PICKLED, pickle.dumps(list(chunk), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def rows(chunk) -> int:
+def rows(chunk: Chunk) -> int:
     return chunk.num_rows if hasattr(chunk, "num_rows") else len(chunk)
 
 
-def cut(chunk, start: int, n: int):
+def cut(chunk: Chunk, start: int, n: int) -> Chunk:
     """``n`` rows of a chunk from ``start`` (zero-copy for Arrow)."""
     return chunk.slice(start, n) if hasattr(chunk, "num_rows") else chunk[start : start + n]
 
 
-def shuffled(chunk, rng):
+def shuffled(chunk: Chunk, rng: Any) -> Chunk:
     """The chunk's rows in an order drawn from ``rng`` (a numpy RandomState)."""
     order = rng.permutation(rows(chunk))
     if hasattr(chunk, "num_rows"):
@@ -76,14 +80,14 @@ def shuffled(chunk, rng):
     return [chunk[j] for j in order]
 
 
-def count(batch) -> int:
+def count(batch: Any) -> int:
     """Rows in a batch as ``next_batch`` returns it."""
     if isinstance(batch, dict):
         return len(next(iter(batch.values()))) if batch else 0
     return len(batch)
 
 
-def assemble(parts: list, schema, input_mapping: dict | None):
+def assemble(parts: list, schema: Any, input_mapping: dict | None) -> Any:
     """The batch ``next_batch`` returns from the chunk slices it took: a list of RDD elements,
     or a dict of column (or ``input_mapping`` name) to numpy array for a DataFrame."""
     if schema is None:  # an RDD: lists of elements
@@ -109,7 +113,7 @@ def assemble(parts: list, schema, input_mapping: dict | None):
     }
 
 
-def column_to_numpy(name: str, arr):
+def column_to_numpy(name: str, arr: Any) -> Any:
     """An Arrow array as numpy: lists of equal length become one more dimension."""
     import numpy as np
     import pyarrow as pa
@@ -196,7 +200,7 @@ def _numpy_dtype(arrow_type):
     return _DTYPES[arrow_type]
 
 
-def structure(batch):
+def structure(batch: Any) -> Any:
     """RDD elements (tuples of arrays/scalars) stacked into a tuple of arrays, or (dicts)
     into a dict of arrays; a DataFrame's dict as it is."""
     import numpy as np
@@ -227,7 +231,7 @@ def structure(batch):
         ) from None
 
 
-def signature(tf, batch):
+def signature(tf: Any, batch: Any) -> Any:
     """The ``tf.data`` output signature of a batch (first dimension unknown)."""
     data = structure(batch)
 

@@ -6,11 +6,16 @@ Runs in the TF process; imports tensorflow and numpy when called.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sparktf.node.feed.datafeed import DataFeed
+
 from sparktf.errors import FeedError
 from sparktf.node.feed import batches
 
 
-def build(feed, batch_size: int, output_signature=None):
+def build(feed: DataFeed, batch_size: int, output_signature: Any = None) -> Any:
     """``feed.to_dataset(batch_size, output_signature)``: see its docstring."""
     import numpy as np
     import tensorflow as tf

@@ -27,7 +27,7 @@ class Spool:
         self._read_fd: int | None = None
         self.frames: list[tuple[int, int, int, bytes]] = []
 
-    def append(self, kind: bytes, payload, rows: int) -> None:
+    def append(self, kind: bytes, payload: Any, rows: int) -> None:
         offset = self._file.tell()
         if self._max_bytes is not None and offset + len(payload) > self._max_bytes:
             why = (

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sparktf.common import feedwire, messages, protocol
 from sparktf.common.spec import FeedConfig
@@ -350,7 +351,7 @@ class Stream:
         self._report(messages.make("feed_progress", received=self.received, ended=ended))
 
     # ----------------------------------------------------------------------- consumer side
-    def take(self):
+    def take(self) -> Any:
         """The next chunk, :data:`EOF`, or the exception that broke the stream."""
         deadline = time.monotonic() + self.config.feed_timeout
         with self._cond:

@@ -15,6 +15,7 @@ No numpy import here: numpy is imported by the pickles that reference it.
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 _FROMBUFFER = {("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer")}
 _REBUILDERS: dict = {}  # numpy's _frombuffer -> the rebuilder standing in for it
@@ -76,6 +77,6 @@ class _Reader:
             width *= 4
 
 
-def loads(data):
+def loads(data: Any) -> Any:
     """``pickle.loads(data)`` (``data``: bytes or any buffer), numpy arrays built faster."""
     return _Unpickler(_Reader(data)).load()

@@ -17,6 +17,11 @@ the patch is applied when its module is imported (or at once if it already is).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparktf.node.runtime import NodeRuntime
+
 import functools
 import time
 
@@ -27,7 +32,7 @@ MODULE = "tensorflow.python.training.checkpoint_utils"
 SLICE = 2.0
 
 
-def install(runtime) -> None:
+def install(runtime: NodeRuntime) -> None:
     """``checkpoints_iterator`` in this process ends once ``runtime`` hears training is done."""
     on_import.after_import(MODULE, lambda module: _patch(module, runtime))
 

@@ -17,6 +17,11 @@ Parameter servers run sparktf's own server and never a ``main_fn``, so they are 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparktf.node.runtime import NodeRuntime
+
 import threading
 
 from sparktf.node.patches import on_import
@@ -24,7 +29,7 @@ from sparktf.node.patches import on_import
 MODULE = "tensorflow.python.training.server_lib"
 
 
-def install(runtime) -> None:
+def install(runtime: NodeRuntime) -> None:
     """``Server.join`` in this process serves until ``runtime``'s stop, reporting it."""
     on_import.after_import(MODULE, lambda module: _patch(module, runtime))
 

@@ -10,6 +10,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 from collections.abc import Callable
+from typing import Any
 
 _HOOKS: dict[str, list[Callable]] = {}  # module name -> patches, in the order asked
 
@@ -44,7 +45,9 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def wrap(owner, name: str, make: Callable[[Callable], Callable], everywhere: bool = False) -> None:
+def wrap(
+    owner: Any, name: str, make: Callable[[Callable], Callable], everywhere: bool = False
+) -> None:
     """Replace ``owner.<name>`` (a module's function, a class's method) with ``make(original)``,
     once: nothing where ``owner`` has no such attribute (another TensorFlow) or it is sparktf's
     already. ``everywhere``: also in every module that holds the original by name
@@ -60,7 +63,7 @@ def wrap(owner, name: str, make: Callable[[Callable], Callable], everywhere: boo
         setattr(owner, name, new)
 
 
-def replace_everywhere(module, name: str, new) -> None:
+def replace_everywhere(module: Any, name: str, new: Any) -> None:
     """Set ``module.<name>`` to ``new`` and every loaded module's own reference to the old
     function too (TensorFlow's ``tf.*`` API modules import its functions by name). Only the
     modules' own dicts are looked at: an attribute lookup could start a lazy module's import."""
