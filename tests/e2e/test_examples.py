@@ -13,7 +13,7 @@ import sys
 
 import psutil
 import pytest
-from helpers.procs import wait_until
+from conftest import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +26,7 @@ SETUP = os.path.join(EXAMPLES, "mnist_data_setup.py")
 def _env(**extra):
     return dict(
         os.environ,
+        PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
         SPARK_LOCAL_IP="127.0.0.1",
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_DRIVER_PYTHON=sys.executable,
@@ -157,10 +158,14 @@ def test_tensorflow_input_mode_reads_own_tfrecord_shards(tmp_path, data):
         data / "tfrecord",
         "--epochs",
         1,
-        "--no-inference",
+        "--num-executors",
+        2,
         cwd=tmp_path,
     )
-    assert "mnist: mirrored, input mode tensorflow, 4000 training and 1000 held-out" in out
+    assert "mnist: mirrored, input mode tensorflow, 1000 held-out images" in out
+    # two files, one a node, 2,000 images each
+    assert "[chief:0] chief:0: 2000 images of its own" in out, out[-3000:]
+    assert "[worker:0] worker:0: 2000 images of its own" in out
     assert accuracy(out) > 0.7
 
 
@@ -238,10 +243,10 @@ def test_evaluator_and_resume_from_checkpoint(tmp_path, no_spark):
 
 def test_hdfs_data_checkpoints_export_and_logs(tmp_path, hdfs, no_spark):
     """The real HDFS of conftest's hdfs_cluster (Hadoop 2.7.3 on loopback): TFRecords written
-    there by mnist_data_setup.py; nodes reading their own from it (mnist_tf_input.py) with
-    --model-dir, --export-dir and --log-dir on HDFS; then the main job, Spark reading the same
-    TFRecords and feeding them, resuming from the HDFS checkpoint and scoring the HDFS
-    SavedModel with sparktf.predict. The driver reaches HDFS through WebHDFS
+    there by mnist_data_setup.py; nodes reading their own files from it (mnist_tf_input.py);
+    the main job with Spark reading the same TFRecords and feeding them, --model-dir,
+    --export-dir and --log-dir on HDFS, the HDFS SavedModel scored by sparktf.predict; then the
+    main job again, resuming from the HDFS checkpoint. The driver reaches HDFS through WebHDFS
     (SPARKTF_WEBHDFS_URL, set by the hdfs fixture) and passes that on to the nodes."""
     from sparktf import fs
 
@@ -250,38 +255,22 @@ def test_hdfs_data_checkpoints_export_and_logs(tmp_path, hdfs, no_spark):
     out = submit(SETUP, "--output", data, "--format", "tfrecord", "--partitions", 2, cwd=tmp_path)
     assert "wrote 4000 train images" in out
     assert len(fs.list_files(data + "/train")) == 2
-    first = submit(
+    own = submit(
         os.path.join(EXAMPLES, "mnist_tf_input.py"),
-        "--data",
-        data,
-        "--epochs",
-        1,
-        "--model-dir",
-        model,
-        "--export-dir",
-        export,
-        "--log-dir",
-        logs,
+        *("--data", data, "--epochs", 1, "--num-executors", 2),
         cwd=tmp_path,
     )
-    assert "input mode tensorflow, 4000 training" in first
+    assert "[worker:0] worker:0: 2000 images of its own" in own, own[-3000:]
+    assert accuracy(own) > 0.7
+    flags = ["--data", data, "--model-dir", model, "--export-dir", export]
+    first = submit(MNIST, *flags, "--epochs", 1, "--log-dir", logs, cwd=tmp_path)
+    assert "input mode spark, 4000 training and 1000 held-out" in first
     assert "scored 1000 held-out images" in first
     assert "ckpt-1" in fs.read_bytes(model + "/checkpoint").decode()
     assert fs.exists(export + "/saved_model.pb") and fs.exists(export + "/variables")
     assert any("tfevents" in f for f in fs.list_files(logs + "/chief_0"))
     assert not any("_sparktf_tmp_" in f for f in fs.list_files(hdfs.path("mnist")))
-    second = submit(
-        MNIST,
-        "--data",
-        data,
-        "--epochs",
-        2,
-        "--model-dir",
-        model,
-        "--export-dir",
-        export,
-        cwd=tmp_path,
-    )
+    second = submit(MNIST, *flags, "--epochs", 2, cwd=tmp_path)
     assert f"resumed from {model}/ckpt-1 (epoch 1)" in second, second[-3000:]
     assert "[chief:0] Epoch 2/2" in second and "Epoch 1/2" not in second
     assert "ckpt-2" in fs.read_bytes(model + "/checkpoint").decode()
@@ -460,7 +449,7 @@ def test_a_driver_killed_while_its_nodes_run_leaves_no_process_behind(tmp_path, 
     import signal
 
     import pyspark
-    from helpers.procs import sparktf_processes
+    from conftest import sparktf_processes
 
     script = tmp_path / "waits.py"
     script.write_text(DRIVER_WAITS)
@@ -532,7 +521,7 @@ def test_a_driver_program_that_raises_while_its_cluster_runs_ends_quietly(tmp_pa
     """The user's driver code raises while the nodes run: the program ends with that
     traceback, the nodes are stopped at exit, and sparktf does not add a line blaming a node
     ("lost contact with the node ...") for the stop it made itself."""
-    from helpers.procs import sparktf_processes
+    from conftest import sparktf_processes
 
     out = run_script(tmp_path, "raises.py", DRIVER_RAISES, "local[3]")
     console = out.stdout + out.stderr  # spark-submit passes the Python's stderr on as stdout
