@@ -1,104 +1,122 @@
-"""MNIST under TF2's ParameterServerStrategy: variables on the parameter servers, the chief
-dispatches steps to the workers.
+"""MNIST under TF2's ParameterServerStrategy: the variables live on the parameter servers, and
+the chief sends training steps to the workers.
 
-``spark-submit --master local[3] examples/mnist_ps.py`` (a chief, a worker and one ps; every
+``spark-submit --master local[3] examples/mnist_ps.py`` (a chief, a worker and a ps: every
 Spark task slot is a node unless ``--num-executors`` says otherwise)
 
-The workers and parameter servers run no code of their own: a worker calls ``ctx.serve()``
-and the chief's ``model.fit`` ships its ``dataset_fn`` to them, so the input pipeline runs
-inside the workers' TensorFlow runtime and reads the files itself (InputMode.TENSORFLOW;
-Spark cannot feed it). The chief evaluates and exports a plain copy of the model.
+The workers and parameter servers run no code of their own: a worker calls ``ctx.serve()``,
+and the chief's ``model.fit`` ships its ``dataset_fn`` to them, so the input pipeline runs in
+the workers' TensorFlow runtime (InputMode.TENSORFLOW; Spark cannot feed it). The digits reach
+the chief in ``args`` (sparktf ships large args as a Spark broadcast), or the chief reads
+``--data`` itself.
 """
 
-import sys
-import time
+import argparse
+import os
 
-import mnist_helpers as helpers
+import mnist_data
+from pyspark.sql import SparkSession
+
+import sparktf
 
 
+# ---------------------------------------------------------------------------------- model
+def build_model(keras, **compile_kw):
+    """A small CNN over raw pixels [N, 784]; it rescales and reshapes them itself."""
+    model = keras.Sequential(
+        [
+            keras.layers.Rescaling(1.0 / 255, input_shape=(784,)),
+            keras.layers.Reshape((28, 28, 1)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(keras.optimizers.Adam(1e-3), loss, metrics=["accuracy"], **compile_kw)
+    return model
+
+
+# ------------------------------------------------------------ main_fn: every node, the ps too
 def main_fn(args, ctx):
     if ctx.job_name == "worker":
-        ctx.serve()  # until the job ends; the chief sends it the steps
+        ctx.serve()  # until the job ends: the chief sends it the steps
         return None
-    tf, keras = helpers.keras_modules()
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"  # the Keras of ParameterServerStrategy's fit
+    import tensorflow as tf
+    import tf_keras as keras
+
     strategy = tf.distribute.experimental.ParameterServerStrategy(ctx.cluster_resolver())
     if args.data:
-        x, y = helpers.local_shard(args.data.rstrip("/") + "/train", args.data_format, 0, 1)
+        x, y = mnist_data.read_files(sparktf.fs.list_files(args.data.rstrip("/") + "/train"))
     else:
-        (x, y), _ = helpers.load_default(args.test_size, args.limit)
+        x, y = args.train
     with strategy.scope():
-        model = helpers.build_model(keras, steps_per_execution=10)
-    batch = args.batch_size
+        model = build_model(keras, steps_per_execution=10)
 
-    def dataset_fn(input_context):
-        ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(
-            input_context.num_input_pipelines, input_context.input_pipeline_id
-        )
-        return ds.shuffle(len(y)).batch(batch).repeat()
+    def dataset_fn(input_context):  # runs on each worker
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        return ds.shuffle(len(y)).batch(args.batch_size).repeat()
 
-    with helpers.Checkpoints(tf, keras, model, args, ctx) as callbacks:
-        model.fit(
-            keras.utils.experimental.DatasetCreator(dataset_fn),
-            epochs=args.epochs,
-            initial_epoch=args.initial_epoch,
-            steps_per_epoch=args.steps_per_epoch or max(1, len(y) // batch),
-            callbacks=callbacks,
-            verbose=2,
-        )
-    # Evaluate and export a plain copy on the chief, its weights read from the ps.
-    plain = helpers.build_model(keras)
-    plain.set_weights(model.get_weights())
-    helpers.export(plain, ctx, args.export_dir)
-    return {
-        "test_accuracy": helpers.evaluate_copy(keras, plain, args.test),
-        "export_dir": args.export_dir,
-    }
-
-
-def main(argv=None):
-    import sparktf
-
-    p = helpers.parser(__doc__)
-    p.add_argument("--num-ps", type=int, default=1, help="parameter servers (default 1)")
-    p.add_argument(
-        "--steps-per-epoch",
-        type=helpers.count,
-        default=None,
-        help="steps per epoch (default: one pass over the data)",
+    model.fit(
+        keras.utils.experimental.DatasetCreator(dataset_fn),
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch or len(y) // args.batch_size,
+        verbose=2,
     )
-    args = helpers.finish(p.parse_args(argv))
+    # A plain copy on the chief, its weights read from the parameter servers, scores.
+    plain = build_model(keras)
+    plain.set_weights(model.get_weights())
+    return {"test_accuracy": float(plain.evaluate(*args.test, batch_size=250, verbose=0)[1])}
+
+
+# ----------------------------------------------------------------------------- the driver
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", help="train/ and test/ as mnist_data_setup.py writes them")
+    p.add_argument("--num-executors", type=int, help="nodes, the ps too (default: every slot)")
+    p.add_argument("--num-ps", type=int, default=1, help="parameter servers")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--steps-per-epoch", type=int, help="default: one pass over the data")
+    p.add_argument("--batch-size", type=int, default=64)
+    args = p.parse_args(argv)
     if args.num_ps < 1:
         p.error("ParameterServerStrategy needs --num-ps >= 1")
-    spark = helpers.start_spark("sparktf-mnist-ps")
-    started = time.time()
-    # InputMode.TENSORFLOW's barrier stage is an RDD stage: its daemon imports TensorFlow
-    # while the driver loads the held-out digits.
-    sparktf.warm_up(spark, dataframes=False, rdds=True)
-    _, args.test, train_size = helpers.load_on_driver(spark, args, spark_input=False)
-    print(
-        f"mnist: ps, input mode tensorflow, {train_size} training and "
-        f"{len(args.test[1])} held-out images",
-        flush=True,
+
+    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
+    spark = (
+        SparkSession.builder.appName("sparktf-mnist-ps")
+        .config("spark.python.daemon.module", "sparktf.daemon")  # TF imported once
+        .config("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")
+        .getOrCreate()
     )
-    done = helpers.already_trained(spark, args)
-    if done is not False:
-        return done
+    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
+    # InputMode.TENSORFLOW's barrier stage is an RDD stage: start its Python daemons now.
+    sparktf.warm_up(spark, dataframes=False, rdds=True)
+    if args.data:
+        test = mnist_data.read_dataframe(spark, args.data.rstrip("/") + "/test")
+        args.train, args.test = None, mnist_data.to_numpy(test)
+    else:
+        args.train, args.test = mnist_data.load_default()
+    print(f"mnist: ps, input mode tensorflow, {len(args.test[1])} held-out images")
 
     cluster = sparktf.run(
-        spark.sparkContext,
+        spark,
         main_fn,
         args,
         num_ps=args.num_ps,
         num_executors=args.num_executors,
-        tensorboard=args.tensorboard,
-        log_dir=args.log_dir,
-        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+        input_mode=sparktf.InputMode.TENSORFLOW,
     )
-    if args.tensorboard:
-        print(f"mnist: TensorBoard at {cluster.tensorboard_url(timeout=60)}", flush=True)
-    result = cluster.shutdown()
-    return helpers.report(spark, args, cluster, result, started)
+    result = cluster.shutdown()  # the chief's main_fn's value; sparktf stops the ps
+    print(f"test_accuracy={result['test_accuracy']:.4f}")
+    return result
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    main()
