@@ -1,167 +1,132 @@
 """MNIST the classic TF1 way: asynchronous between-graph replication through parameter servers.
 
-``spark-submit --master local[3] examples/mnist_async_ps.py`` (a chief, a worker and one ps)
+``spark-submit --master local[3] examples/mnist_async_ps.py`` (a chief, a worker and a ps)
 
-The code the seeds of distributed TensorFlow taught: every worker builds the graph with its
-variables placed on the ps by ``replica_device_setter``, starts a ``MonitoredTrainingSession``
-(the chief initializes, restores and checkpoints) and pushes its updates without waiting for
-the others until ``StopAtStepHook`` ends training. Spark feeds each worker its share of the
-DataFrame (``--input-mode tensorflow``: each reads its own files). The parameter servers run no
-code: sparktf starts their servers and stops them when training ends. A small MLP, since the
-graph is written by hand.
+Every worker builds the graph with its variables placed on the ps by
+``replica_device_setter``, opens a ``MonitoredTrainingSession`` (the chief initializes the
+variables) and pushes its updates without waiting for the others, until ``StopAtStepHook``
+ends training. Spark feeds each worker its share of the DataFrame. The parameter servers run
+no code: sparktf starts their servers and stops them when training ends. The model is a small
+MLP, since the graph is written by hand.
 """
 
-import contextlib
-import sys
-import time
+import argparse
 
-import mnist_helpers as helpers
-from mnist_helpers import PIXELS
+import mnist_data
+from pyspark.sql import SparkSession
 
-import sparktf.fs
+import sparktf
+
+PIXELS = mnist_data.PIXELS
 
 
-def main_fn(args, ctx):
-    import numpy as np
-    import tensorflow as tf
-
-    from sparktf.node import tf1
-
-    v1 = tf.compat.v1
-    v1.disable_eager_execution()
-    server = ctx.start_server()
+# ------------------------------------------------------------------------------ the graph
+def build_graph(v1, tf, ctx):
+    """The MLP, its loss and training op, with the variables on the parameter servers."""
     cluster = tf.train.ClusterSpec(ctx.cluster_spec)
     device = f"/job:{ctx.job_name}/task:{ctx.task_index}"
     with v1.device(v1.train.replica_device_setter(worker_device=device, cluster=cluster)):
-        global_step = v1.train.get_or_create_global_step()
-        x = v1.placeholder(tf.float32, [None, PIXELS])
-        y = v1.placeholder(tf.int64, [None])
-        w1 = v1.get_variable("w1", [PIXELS, 256], initializer=v1.glorot_uniform_initializer())
+        g = {"global_step": v1.train.get_or_create_global_step()}
+        g["x"] = x = v1.placeholder(tf.float32, [None, PIXELS])
+        g["y"] = y = v1.placeholder(tf.int64, [None])
+        init = v1.glorot_uniform_initializer()
+        w1 = v1.get_variable("w1", [PIXELS, 256], initializer=init)
         b1 = v1.get_variable("b1", [256], initializer=v1.zeros_initializer())
-        w2 = v1.get_variable("w2", [256, 10], initializer=v1.glorot_uniform_initializer())
+        w2 = v1.get_variable("w2", [256, 10], initializer=init)
         b2 = v1.get_variable("b2", [10], initializer=v1.zeros_initializer())
         logits = tf.matmul(tf.nn.relu(tf.matmul(x / 255.0, w1) + b1), w2) + b2
         loss = tf.reduce_mean(
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
         )
-        train_op = v1.train.AdamOptimizer(1e-3).minimize(loss, global_step=global_step)
-        accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float32))
+        g["train_op"] = v1.train.AdamOptimizer(1e-3).minimize(loss, g["global_step"])
+        hits = tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float32)
+        g["accuracy"] = tf.reduce_mean(hits)
+    return g, device
 
-    if args.input_mode == "spark":
-        feed = ctx.get_data_feed(train_mode=True)
 
-        def batches():
-            while not feed.should_stop():
-                items = feed.next_batch(args.batch_size)  # {"image": [n, 784], "label": [n]}
-                if len(items["label"]):
-                    yield items["image"], items["label"]
-    else:
-        xs, ys = helpers.node_shard(args, ctx)
+# -------------------------------------------------------------- main_fn: chief and workers
+def main_fn(args, ctx):
+    import tensorflow as tf
 
-        def batches():
-            rng = np.random.RandomState(ctx.rank)
-            while True:
-                idx = rng.randint(0, len(ys), args.batch_size)
-                yield xs[idx], ys[idx]
-
-    last_step = args.max_steps or args.epochs * max(1, args.train_size // args.batch_size)
-    hooks = [v1.train.StopAtStepHook(last_step=last_step)]
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+    server = ctx.start_server()  # this node's tf.compat.v1.train.Server
+    g, device = build_graph(v1, tf, ctx)
     config = v1.ConfigProto(device_filters=["/job:ps", device])
-    # The chief initializes or restores the variables and writes the checkpoints: into a local
-    # mirror of --model-dir when that is on HDFS (copied there every 5 s and at the end).
-    checkpoints = (
-        sparktf.fs.SyncedDir(args.model_dir, interval=5)
-        if ctx.is_chief and args.model_dir
-        else contextlib.nullcontext()
-    )
-    with checkpoints as checkpoint_dir:
-        if ctx.is_chief:
-            session = v1.train.MonitoredTrainingSession(
-                master=server.target,
-                is_chief=True,
-                checkpoint_dir=checkpoint_dir,
-                hooks=hooks,
-                config=config,
-                save_checkpoint_steps=max(1, last_step // 4),
-                log_step_count_steps=0,
-                save_summaries_steps=None,
-                save_summaries_secs=None,
-            )
-        else:  # as MonitoredTrainingSession(is_chief=False), but polls the chief every second
-            session = v1.train.MonitoredSession(
-                session_creator=tf1.worker_session_creator(master=server.target, config=config),
-                hooks=hooks,
-            )
-        steps = train(session, batches(), ctx, global_step, train_op, x, y)
+    feed = ctx.get_data_feed(train_mode=True)  # this worker's share, batch by batch
+    steps = 0
+    with v1.train.MonitoredTrainingSession(
+        master=server.target,
+        is_chief=ctx.is_chief,
+        hooks=[v1.train.StopAtStepHook(last_step=args.max_steps)],
+        config=config,
+        log_step_count_steps=0,
+    ) as sess:
+        while not sess.should_stop() and not feed.should_stop():
+            batch = feed.next_batch(args.batch_size)  # {"image": [n, 784], "label": [n]}
+            if len(batch["label"]):
+                data = {g["x"]: batch["image"], g["y"]: batch["label"]}
+                step, _ = sess.run([g["global_step"], g["train_op"]], data)
+                steps += 1
+                if ctx.is_chief and steps % 50 == 0:
+                    print(f"{ctx.name}: global step {step}", flush=True)
     result = {"my_steps": steps}
     if ctx.is_chief:  # the variables still live on the ps: read them in a plain session
         with v1.Session(server.target, config=config) as sess:
             x_test, y_test = args.test
-            result["test_accuracy"] = float(sess.run(accuracy, {x: x_test, y: y_test}))
-            result["global_step"] = int(sess.run(global_step))
+            feed_dict = {g["x"]: x_test, g["y"]: y_test}
+            result["test_accuracy"] = float(sess.run(g["accuracy"], feed_dict))
+            result["global_step"] = int(sess.run(g["global_step"]))
         print(f"{ctx.name}: global step {result['global_step']}, {steps} of them mine", flush=True)
     return result
 
 
-def train(session, batches, ctx, global_step, train_op, x, y):
-    """Steps until StopAtStepHook (or the data) ends; returns this worker's step count."""
-    steps = 0
-    with session as sess:
-        for bx, by in batches:
-            if sess.should_stop():
-                break
-            step, _ = sess.run([global_step, train_op], {x: bx, y: by})
-            steps += 1
-            if ctx.is_chief and steps % 50 == 0:
-                print(f"{ctx.name}: global step {step}", flush=True)
-    return steps
-
-
+# ----------------------------------------------------------------------------- the driver
 def main(argv=None):
-    import sparktf
-
-    p = helpers.parser(__doc__)
-    p.add_argument("--num-ps", type=int, default=1, help="parameter servers (default 1)")
-    p.add_argument("--input-mode", choices=["spark", "tensorflow"], default="spark")
-    p.add_argument(
-        "--max-steps",
-        type=helpers.count,
-        default=None,
-        help="global steps (default: --epochs passes over the training data)",
-    )
-    args = helpers.finish(p.parse_args(argv))
-    args.initial_epoch = 0  # MonitoredTrainingSession resumes from --model-dir by itself
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", help="train/ and test/ as mnist_data_setup.py writes them")
+    p.add_argument("--num-executors", type=int, help="nodes, the ps too (default: every slot)")
+    p.add_argument("--num-ps", type=int, default=1, help="parameter servers")
+    p.add_argument("--epochs", type=int, default=5, help="passes Spark feeds")
+    p.add_argument("--batch-size", type=int, default=64, help="each worker's batch")
+    p.add_argument("--max-steps", type=int, help="global steps (default: the epochs' worth)")
+    args = p.parse_args(argv)
     if args.num_ps < 1:
         p.error("asynchronous parameter-server training needs --num-ps >= 1")
-    spark = helpers.start_spark("sparktf-mnist-async-ps")
-    started = time.time()
-    spark_input = args.input_mode == "spark"
-    # The executors' Python daemons (DataFrame stages or RDD stages: the nodes' barrier stage
-    # is one or the other) start, importing TensorFlow, while the driver loads data.
-    sparktf.warm_up(spark, dataframes=spark_input, rdds=not spark_input)
-    train_df, args.test, args.train_size = helpers.load_on_driver(spark, args, spark_input)
-    print(
-        f"mnist: async-ps, input mode {args.input_mode}, {args.train_size} training and "
-        f"{len(args.test[1])} held-out images",
-        flush=True,
+    if args.max_steps is not None and args.max_steps < 1:
+        p.error("argument --max-steps: must be an int >= 1")
+
+    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
+    spark = (
+        SparkSession.builder.appName("sparktf-mnist-async-ps")
+        .config("spark.python.daemon.module", "sparktf.daemon")  # TF imported once
+        .getOrCreate()
     )
+    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
+    sparktf.warm_up(spark)  # the daemons start while the driver loads the data
+    if args.data:
+        train_df = mnist_data.read_dataframe(spark, args.data.rstrip("/") + "/train").cache()
+        args.test = mnist_data.to_numpy(mnist_data.read_dataframe(spark, args.data + "/test"))
+        size = train_df.count()
+    else:
+        (x, y), args.test = mnist_data.load_default()
+        train_df, size = sparktf.from_numpy(spark, {"image": x, "label": y}).cache(), len(y)
+    args.max_steps = args.max_steps or args.epochs * size // args.batch_size
+    print(f"mnist: async-ps, input mode spark, {size} training and {len(args.test[1])} held-out")
 
     cluster = sparktf.run(
-        spark.sparkContext,
+        spark,
         main_fn,
         args,
         num_ps=args.num_ps,
         num_executors=args.num_executors,
-        tensorboard=args.tensorboard,
-        log_dir=args.log_dir,
-        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
-        input_mode=sparktf.InputMode.SPARK if spark_input else sparktf.InputMode.TENSORFLOW,
+        input_mode=sparktf.InputMode.SPARK,
     )
-    if spark_input:
-        cluster.train(train_df, num_epochs=args.epochs, shuffle=True)
-    result = cluster.shutdown()
-    return helpers.report(spark, args, cluster, result, started, score=False)
+    cluster.train(train_df, num_epochs=args.epochs, shuffle=True)
+    result = cluster.shutdown()  # the chief's main_fn's value; sparktf stops the ps
+    print(f"test_accuracy={result['test_accuracy']:.4f}")
+    return result
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    main()

@@ -198,7 +198,7 @@ def test_async_between_graph_fed_from_parquet(tmp_path, data):
         master="local[3]",
         cwd=tmp_path,
     )
-    assert "mnist: async-ps, input mode spark" in out
+    assert "mnist: async-ps, input mode spark, 4000 training and 1000 held-out" in out
     # Two epochs feed ~124 steps; StopAtStepHook ends training at global step 60.
     steps = [int(s) for s in re.findall(r"global step (\d+), \d+ of them mine", out)]
     assert steps and 60 <= steps[0] < 124, out[-3000:]
@@ -280,6 +280,7 @@ def test_hdfs_data_checkpoints_export_and_logs(tmp_path, hdfs, no_spark):
     "script, flags, says",
     [
         ("mnist_ps.py", ["--num-ps", "0"], "needs --num-ps >= 1"),
+        ("mnist_async_ps.py", ["--num-ps", "0"], "needs --num-ps >= 1"),
         ("mnist.py", ["--epochs", "0"], "argument --epochs: must be an int >= 1, got '0'"),
         ("mnist.py", ["--batch-size", "-4"], "argument --batch-size: must be an int >= 1"),
         ("mnist.py", ["--num-executors", "0"], "argument --num-executors: must be an int >= 1"),
