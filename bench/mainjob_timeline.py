@@ -38,7 +38,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
-import mnist_helpers as helpers  # noqa: E402
+import mnist  # noqa: E402  (examples/mnist.py: its model and its scoring)
+import mnist_data  # noqa: E402
+
+
+def keras_modules():
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+    import tf_keras as keras
+
+    return tf, keras
 
 
 def timed_main_fn(args, ctx):
@@ -46,7 +55,7 @@ def timed_main_fn(args, ctx):
     import time
 
     t = {"main_fn": time.time()}
-    tf, keras = helpers.keras_modules()
+    tf, keras = keras_modules()
     t["tf_import"] = time.time()
     strategy = (
         tf.distribute.MultiWorkerMirroredStrategy()
@@ -54,7 +63,7 @@ def timed_main_fn(args, ctx):
         else tf.distribute.get_strategy()
     )
     with strategy.scope():
-        model = helpers.build_model(keras)
+        model = mnist.build_model(keras)
     t["strategy"] = time.time()
     feed = ctx.get_data_feed(train_mode=True)
     train = feed.to_dataset(args.batch_size).map(lambda b: (b["image"], b["label"]))
@@ -73,17 +82,29 @@ def timed_main_fn(args, ctx):
     t["fit_start"] = time.time()
     model.fit(train, epochs=args.epochs, callbacks=[Stamp()], verbose=0)
     t["epochs"] = epochs
-    helpers.export(model, ctx, args.export_dir)
+    import contextlib
+    import io
+    import tempfile
+
+    import sparktf
+
+    local = (
+        sparktf.fs.export_dir(args.export_dir) if ctx.is_chief else tempfile.TemporaryDirectory()
+    )
+    with local as target, contextlib.redirect_stdout(io.StringIO()):
+        model.export(target)
     t["export"] = time.time()
-    accuracy = helpers.evaluate_copy(keras, model, args.test)
+    plain = mnist.build_model(keras)
+    plain.set_weights(model.get_weights())
+    accuracy = float(plain.evaluate(*args.test, batch_size=250, verbose=0)[1])
     t["evaluate"] = time.time()
     return {"t": t, "steps": steps, "test_accuracy": accuracy}
 
 
 def plain_tf(args, x, y, test):
     """The same CNN in this process (no Spark, no distribution): fit seconds, accuracy."""
-    tf, keras = helpers.keras_modules()
-    model = helpers.build_model(keras)
+    tf, keras = keras_modules()
+    model = mnist.build_model(keras)
     t = time.perf_counter()
     model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, verbose=0)
     secs = time.perf_counter() - t
@@ -224,7 +245,17 @@ def timeline(args):
 
     start = time.time()
     marks = []
-    spark = helpers.start_spark("bench-mainjob")
+    from pyspark.sql import SparkSession
+
+    sparktf.quiet_spark_logs()
+    spark = (
+        SparkSession.builder.appName("bench-mainjob")
+        .config("spark.python.daemon.module", "sparktf.daemon")
+        .config("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")
+        .getOrCreate()
+    )
+    for module in (mnist, mnist_data):  # for the executors and the nodes
+        spark.sparkContext.addPyFile(module.__file__)
     warming = sparktf.warm_up(spark)  # as the example: the daemon imports TF meanwhile
     warmed = []
     threading.Thread(
@@ -233,8 +264,11 @@ def timeline(args):
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     marks.append(("Spark start", time.time()))
     args.initial_epoch = 0
-    args.num_executors = args.num_executors or helpers.nodes_for(spark)
-    train_df, args.test, _ = helpers.load_on_driver(spark, args)
+    local = spark.sparkContext.master.startswith("local")
+    args.num_executors = args.num_executors or (1 if local else None)
+    (x, y), args.test = mnist_data.load_default()
+    parts = args.num_executors or spark.sparkContext.defaultParallelism
+    train_df = sparktf.from_numpy(spark, {"image": x, "label": y}, parts).cache()
     marks.append(("data to a DataFrame (driver)", time.time()))
     cluster = sparktf.run(
         spark.sparkContext,
@@ -268,7 +302,7 @@ def timeline(args):
     marks.append(("export (chief)", t["export"]))
     marks.append(("evaluation (chief)", t["evaluate"]))
     marks.append(("main_fn end to shutdown() returning", shutdown_done))
-    accuracy, _ = helpers.score_with_predict(spark, args, *args.test)
+    accuracy = mnist.score(spark, args)
     marks.append(("inference (sparktf.predict)", time.time()))
     spark.stop()  # the example does not (the JVM stops Spark as spark-submit's process ends)
     marks.append(
@@ -367,7 +401,7 @@ def main():
                 f"(target <= 0.3)"
             )
         print(line, flush=True)
-    (x, y), test = helpers.load_default(1000)
+    (x, y), test = mnist_data.load_default(1000)
     secs, acc = plain_tf(args, x, y, test)
     print(
         f"(3) baseline, the same CNN in one plain TF process: fit {secs:.1f} s, "

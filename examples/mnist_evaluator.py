@@ -1,92 +1,140 @@
-"""The main job (``mnist.py``) with one more node: an evaluator that scores each new checkpoint
-of the chief on the held-out digits while training runs.
+"""MNIST with an evaluator node: it scores each new checkpoint of the chief on the held-out
+digits while training runs.
 
 ``spark-submit --master local[3] examples/mnist_evaluator.py --model-dir /tmp/mnist/model``
 
-The chief and workers run ``mnist.main_fn`` unchanged; the evaluator node (``eval_node=True``)
-follows ``--model-dir`` (a temporary directory if not given) until training is done, prints
-each checkpoint's accuracy and writes it to TensorBoard under ``--log-dir``.
+The chief and the worker train as ``mnist.py`` does (InputMode.SPARK,
+MultiWorkerMirroredStrategy) and save a checkpoint to ``--model-dir`` after every epoch (local
+or Hadoop; ``mnist.py --model-dir`` resumes from them). The evaluator (``eval_node=True``)
+follows that directory until training is done and prints each checkpoint's accuracy.
 """
 
+import argparse
+import operator
 import os
-import sys
 import tempfile
-import time
 
-import mnist
-import mnist_helpers as helpers
+import mnist_data
+from pyspark.sql import SparkSession
 
-import sparktf.fs
+import sparktf
 
 
+# ---------------------------------------------------------------------------------- model
+def build_model(keras):
+    """A small CNN over raw pixels [N, 784]; it rescales and reshapes them itself."""
+    model = keras.Sequential(
+        [
+            keras.layers.Rescaling(1.0 / 255, input_shape=(784,)),
+            keras.layers.Reshape((28, 28, 1)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, metrics=["accuracy"])
+    return model
+
+
+# ----------------------------------------------------- main_fn: chief, worker and evaluator
 def main_fn(args, ctx):
-    if ctx.job_name != "evaluator":
-        return mnist.main_fn(args, ctx)
-    tf, keras = helpers.keras_modules()
-    model = helpers.build_model(keras)
-    x_test, y_test = args.test
-    writer = (
-        tf.summary.create_file_writer(os.path.join(ctx.log_dir, "evaluator"))
-        if ctx.log_dir
-        else None
-    )
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 3 cannot fit() under MultiWorkerMirrored
+    import tensorflow as tf
+    import tf_keras as keras
+
+    if ctx.job_name == "evaluator":
+        return {"evaluated": evaluate(tf, build_model(keras), args, ctx)}
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = build_model(keras)
+    feed = ctx.get_data_feed(train_mode=True)
+    train = feed.to_dataset(args.batch_size).map(operator.itemgetter("image", "label"))
+    # TensorFlow cannot write hdfs://: a local mirror of --model-dir, copied up after every
+    # epoch. Every node must save; only the chief's copy is kept.
+    mirror = sparktf.fs.SyncedDir(args.model_dir)
+    with mirror as local:
+        ckpt = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        own = local if ctx.is_chief else tempfile.mkdtemp()
+        manager = tf.train.CheckpointManager(ckpt, own, max_to_keep=3)
+
+        class Save(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                manager.save(checkpoint_number=epoch + 1)
+                if ctx.is_chief:
+                    mirror.sync()
+
+        model.fit(
+            train,
+            epochs=args.epochs,
+            callbacks=[Save(), ctx.keras_callback()],
+            verbose=2 if ctx.is_chief else 0,
+        )
+    return {"steps": int(model.optimizer.iterations.numpy())}
+
+
+def evaluate(tf, model, args, ctx):
+    """Score every new checkpoint in --model-dir until the chief and workers are done."""
     seen = []
-    # --model-dir may be on HDFS: follow a local mirror that fetches new checkpoints every second.
     with sparktf.fs.SyncedDir(args.model_dir, direction="down", interval=1) as model_dir:
-        evaluate(tf, model, x_test, y_test, model_dir, ctx, writer, seen)
-    return {"evaluated": seen}
+        for path in tf.train.checkpoints_iterator(
+            model_dir, min_interval_secs=1, timeout=2, timeout_fn=ctx.training_done
+        ):
+            try:  # a checkpoint can be replaced while we read it (max_to_keep): skip it then
+                tf.train.Checkpoint(model=model).restore(path).expect_partial()
+            except (tf.errors.NotFoundError, ValueError):
+                continue
+            _, accuracy = model.evaluate(*args.test, batch_size=250, verbose=0)
+            seen.append((os.path.basename(path), float(accuracy)))
+            print(f"{ctx.name}: {seen[-1][0]} test_accuracy={accuracy:.4f}", flush=True)
+    return seen
 
 
-def evaluate(tf, model, x_test, y_test, model_dir, ctx, writer, seen):
-    for path in tf.train.checkpoints_iterator(
-        model_dir, min_interval_secs=1, timeout=2, timeout_fn=ctx.training_done
-    ):
-        # A checkpoint can be replaced while we read it (max_to_keep): skip it then.
-        try:
-            tf.train.Checkpoint(model=model).restore(path).expect_partial()
-        except (tf.errors.NotFoundError, ValueError):
-            continue
-        _, acc = model.evaluate(x_test, y_test, batch_size=250, verbose=0)
-        seen.append((os.path.basename(path), float(acc)))
-        print(f"{ctx.name}: {os.path.basename(path)} test_accuracy={acc:.4f}", flush=True)
-        if writer:
-            with writer.as_default():
-                tf.summary.scalar("test_accuracy", acc, step=int(path.rsplit("-", 1)[1]))
-
-
+# ----------------------------------------------------------------------------- the driver
 def main(argv=None):
-    import sparktf
-
-    args = helpers.finish(helpers.parser(__doc__).parse_args(argv))
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model-dir", help="checkpoints (default: a temporary directory)")
+    p.add_argument("--num-executors", type=int, help="nodes, the evaluator too (default: all)")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=64, help="global batch size")
+    p.add_argument("--limit", type=int, help="train on the first N digits only")
+    args = p.parse_args(argv)
     args.model_dir = args.model_dir or tempfile.mkdtemp(prefix="mnist-model-")
-    spark = helpers.start_spark("sparktf-mnist-evaluator", mnist)
-    started = time.time()
-    sparktf.warm_up(spark)  # the daemon imports TensorFlow while the driver loads data
-    train_df, args.test, train_size = helpers.load_on_driver(spark, args)
-    print(
-        f"mnist: mirrored with an evaluator, input mode spark, {train_size} training and "
-        f"{len(args.test[1])} held-out images",
-        flush=True,
+    if "://" not in args.model_dir:
+        args.model_dir = os.path.abspath(args.model_dir)
+
+    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
+    spark = (
+        SparkSession.builder.appName("sparktf-mnist-evaluator")
+        .config("spark.python.daemon.module", "sparktf.daemon")  # TF imported once
+        .config("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")
+        .getOrCreate()
     )
-    done = helpers.already_trained(spark, args)
-    if done is not False:
-        return done
+    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
+    sparktf.warm_up(spark)  # the daemons start while the driver loads the data
+    (x, y), args.test = mnist_data.load_default(limit=args.limit)
+    train_df = sparktf.from_numpy(spark, {"image": x, "label": y}).cache()
+    print(f"mnist: mirrored with an evaluator, {len(y)} training images, {args.model_dir}")
 
     cluster = sparktf.run(
-        spark.sparkContext,
+        spark,
         main_fn,
         args,
         eval_node=True,
         num_executors=args.num_executors,
-        tensorboard=args.tensorboard,
-        log_dir=args.log_dir,
-        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
         input_mode=sparktf.InputMode.SPARK,
     )
-    cluster.train(train_df, num_epochs=args.epochs - args.initial_epoch, shuffle=True)
-    result = cluster.shutdown()
-    return helpers.report(spark, args, cluster, result, started)
+    cluster.train(train_df, num_epochs=args.epochs, shuffle=True)
+    cluster.shutdown()
+    scores = cluster.results["evaluator:0"]["evaluated"]
+    print(f"test_accuracy={scores[-1][1]:.4f}" if scores else "the evaluator saw no checkpoint")
+    return scores
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    main()

@@ -152,7 +152,7 @@ def test_the_recipe_archive_on_hdfs_cluster_mode_then_client_mode_resuming(
             archives,
             *_test_yarn_flags(),
             "--py-files",
-            os.path.join(EXAMPLES, "mnist_helpers.py"),
+            os.path.join(EXAMPLES, "mnist_data.py"),
             os.path.join(EXAMPLES, "mnist.py"),
             *flags,
             "--epochs",
