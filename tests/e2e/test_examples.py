@@ -278,6 +278,14 @@ def test_hdfs_data_checkpoints_export_and_logs(tmp_path, hdfs, no_spark):
     assert accuracy(second) > 0.8
 
 
+def test_spark_ml_pipeline_fits_on_the_cluster_and_scores_after_save_and_load(tmp_path, no_spark):
+    out = submit(os.path.join(EXAMPLES, "mnist_ml.py"), "--epochs", 2, cwd=tmp_path)
+    assert "mnist: fitted, saved and loaded; the TFModel scores " in out, out[-3000:]
+    assert (tmp_path / "mnist_pipeline" / "stages").is_dir()
+    assert [p.name[:4] for p in (tmp_path / "mnist_ml_export").iterdir()] == ["fit-"]
+    assert accuracy(out) > 0.85  # two epochs of 4,000 real digits, a dense net
+
+
 @pytest.mark.parametrize(
     "script, flags, says",
     [
