@@ -26,9 +26,9 @@ def spark(sc_local):
 @pytest.fixture(scope="module")
 def digits(spark):
     """(train, test) DataFrames of real digits: 784 pixel columns p0..p783 and a label."""
-    import mnist_helpers
+    import mnist_data
 
-    (x, y), (x_test, y_test) = mnist_helpers.load_default(1000, limit=None, seed=0)
+    (x, y), (x_test, y_test) = mnist_data.load_default(1000, limit=None, seed=0)
 
     def frame(images, labels):
         import pandas as pd
