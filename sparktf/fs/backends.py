@@ -124,7 +124,6 @@ class _WebHDFS(_Backend):
     def __init__(self, url: str) -> None:
         import hdfs
 
-        self._hdfs = hdfs
         self.url = url
         self._client = hdfs.InsecureClient(url, user=hadoop_user(), timeout=(CONNECT_TIMEOUT, 120))
         self._client.status("/")  # fail here, not at the first real call

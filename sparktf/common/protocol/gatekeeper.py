@@ -114,7 +114,7 @@ class Gatekeeper:
         self._backoff = 0.0
         self._resume_at = 0.0
         self.failure: BaseException | None = None
-        self.authenticated = self.wrong_secret = self.timed_out = self.evicted = 0
+        self.wrong_secret = self.timed_out = self.evicted = 0
         self.closed_early = self.turned_away = self.busy = self.accept_errors = 0
         # made here, not in the thread: they need descriptors, which may be short later
         self._wake_r, self._wake_w = socket.socketpair()
@@ -308,7 +308,6 @@ class Gatekeeper:
             if conn.send(answer) != len(answer):
                 raise ConnectionError("the verdict did not fit the peer's buffer")
             conn.setblocking(True)
-            self.authenticated += 1
             self._admit(conn, session, p.deadline)
         except Exception as exc:
             self.closed_early += 1
