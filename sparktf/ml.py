@@ -52,7 +52,7 @@ from pyspark.ml.util import (
     MLWriter,
 )
 
-from sparktf import fs, predictor
+from sparktf import batch_prediction, fs
 from sparktf.driver import partition
 from sparktf.errors import ConfigError, SparkTFError
 
@@ -60,7 +60,9 @@ from sparktf.errors import ConfigError, SparkTFError
 TRAIN_BATCH_SIZE = 64
 #: ``batchSize`` of a :class:`TFModel`: rows per call in ``transform``, as ``sparktf.predict``
 #: defaults it (read from its signature: one source).
-PREDICT_BATCH_SIZE: int = inspect.signature(predictor.predict).parameters["batch_size"].default
+PREDICT_BATCH_SIZE: int = (
+    inspect.signature(batch_prediction.predict).parameters["batch_size"].default
+)
 
 
 class _TFParams(HasInputCols, HasPredictionCol):
@@ -130,7 +132,7 @@ class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
         self._set(**_given(locals()))
 
     def _transform(self, dataset):
-        from sparktf.predictor import predict
+        from sparktf.batch_prediction import predict
 
         if not self.isDefined(self.exportDir):
             raise ConfigError("TFModel needs exportDir: the SavedModel to apply")
@@ -228,7 +230,7 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
         root = self.getOrDefault(self.exportDir).rstrip("/")
         while True:  # (a relative local path made the driver's where executors share it)
             name = time.strftime("fit-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
-            path, seen = predictor.as_executors_read(session, f"{root}/{name}")
+            path, seen = batch_prediction.as_executors_read(session, f"{root}/{name}")
             if not (seen and fs.exists(path)):
                 return path
 
@@ -271,7 +273,7 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
             df, num_epochs=self.getOrDefault(self.epochs), shuffle=self.getOrDefault(self.shuffle)
         )
         cluster.shutdown()
-        export, missing = predictor.saved_model_missing(dataset.sparkSession, export_dir)
+        export, missing = batch_prediction.saved_model_missing(dataset.sparkSession, export_dir)
         if missing:
             raise SparkTFError(
                 f"this fit's export directory {export} holds no saved_model.pb after "

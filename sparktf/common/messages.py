@@ -17,11 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-#: Each kind of peer, as its hello names it (the hello's ``role`` field: the peer, not a TF role).
+#: Each kind of peer, as its hello names it (the hello's ``peer`` field; not a TF role).
 NODE, SUPERVISOR, TASK = "node", "supervisor", "task"
 PEERS = (NODE, SUPERVISOR, TASK)
-#: The old names, while the driver's modules still use them.
-AGENT, ROLES = SUPERVISOR, PEERS
 
 
 @dataclass(frozen=True)
@@ -40,8 +38,8 @@ _ALL = [
         "hello",
         "node|supervisor|task",
         "driver",
-        ("role", "node", "host"),
-        "first message of every connection: role is the peer's kind (node, supervisor, task), "
+        ("peer", "node", "host"),
+        "first message of every connection: peer is the peer's kind (node, supervisor, task), "
         "node its node's name; supervisors and nodes add pid and port",
     ),
     Message(
@@ -182,7 +180,7 @@ def make(type_: str, **fields) -> dict:
 
 def hello(peer: str, node: str, host: str | None, **extra) -> dict:
     """The ``hello`` of a ``peer`` (:data:`PEERS`) for the node named ``node``."""
-    return make("hello", role=peer, node=node, host=host, **extra)
+    return make("hello", peer=peer, node=node, host=host, **extra)
 
 
 def error(

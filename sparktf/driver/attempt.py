@@ -32,7 +32,7 @@ class Attempt:
     launch: LaunchSpec
     stage: Callable[[], Any]
     state: JobState
-    channels: dict  # (node, role) -> Channel
+    channels: dict  # (node, peer) -> Channel
     thread: threading.Thread | None = None
     finalizer: Any = None
     #: When its Spark job's thread started (monotonic).
@@ -50,8 +50,8 @@ class Attempt:
 
     def abort_supervisors(self) -> None:
         """Tell every supervisor to stop its process tree."""
-        for (_, role), chan in list(self.channels.items()):
-            if role == messages.AGENT:
+        for (_, peer), chan in list(self.channels.items()):
+            if peer == messages.SUPERVISOR:
                 send_quietly(chan, messages.make("abort"))
 
     def wait_supervisors(self, cond: threading.Condition, timeout: float) -> None:
@@ -60,7 +60,7 @@ class Attempt:
         stopped their processes."""
         deadline = time.monotonic() + timeout
         with cond:
-            while any(role == messages.AGENT for _, role in self.channels):
+            while any(peer == messages.SUPERVISOR for _, peer in self.channels):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     log.warning(
@@ -93,11 +93,11 @@ def send_quietly(chan: Any, message: dict) -> None:
 class Events(Protocol):
     """What takes an attempt's events (the runner)."""
 
-    def on_connect(self, number: int, node: str, role: str, chan: Any, hello: dict) -> None: ...
+    def on_connect(self, number: int, node: str, peer: str, chan: Any, hello: dict) -> None: ...
 
-    def on_message(self, number: int, node: str, role: str, message: dict) -> None: ...
+    def on_message(self, number: int, node: str, peer: str, message: dict) -> None: ...
 
-    def on_disconnect(self, number: int, node: str, role: str) -> None: ...
+    def on_disconnect(self, number: int, node: str, peer: str) -> None: ...
 
     def abort(self, failure: SparkTFError) -> None: ...
 
@@ -120,19 +120,19 @@ class AttemptHandler:
                 SparkTFError(f"sparktf's control handler failed: {type(exc).__name__}: {exc}")
             )
 
-    def on_connect(self, node: str, role: str, chan: Any, hello: dict) -> None:
-        self._guard(self._runner.on_connect, node, role, chan, hello)
+    def on_connect(self, node: str, peer: str, chan: Any, hello: dict) -> None:
+        self._guard(self._runner.on_connect, node, peer, chan, hello)
 
-    def on_message(self, node: str, role: str, message: dict) -> None:
-        self._guard(self._runner.on_message, node, role, message)
+    def on_message(self, node: str, peer: str, message: dict) -> None:
+        self._guard(self._runner.on_message, node, peer, message)
 
-    def on_security_error(self, node: str, role: str, exc: SparkTFError) -> None:
+    def on_security_error(self, node: str, peer: str, exc: SparkTFError) -> None:
         """A frame from ``node`` failed its MAC: the job fails with that error, and no restart
         starts after it (a forger would only be given another secret to attack)."""
         self._runner.abort(exc)
 
-    def on_disconnect(self, node: str, role: str) -> None:
-        self._guard(self._runner.on_disconnect, node, role)
+    def on_disconnect(self, node: str, peer: str) -> None:
+        self._guard(self._runner.on_disconnect, node, peer)
 
 
 def abort_quietly(sc: Any, job_id: str, server: ControlServer, exiting: threading.Event) -> None:

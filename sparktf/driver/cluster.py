@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sparktf.common import shipped, topology, values
+from sparktf.common import plain_numbers, shipped, topology
 from sparktf.common.spec import FeedConfig, LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import preflight, stages
@@ -198,7 +198,7 @@ class Cluster:
         problem."""
         if timeout is None:
             return None
-        seconds = values.real(timeout)
+        seconds = plain_numbers.real(timeout)
         if seconds is None or seconds <= 0:
             problems.append(
                 f"timeout must be a positive number of seconds or None, got {timeout!r}"
@@ -225,7 +225,7 @@ class Cluster:
         failed to start (the reason is printed on the driver). TensorBoard runs while the
         chief's node does, and is stopped with it.
         """
-        if values.real(timeout) is None:
+        if plain_numbers.real(timeout) is None:
             raise ConfigError(f"timeout must be a number of seconds, got {timeout!r}")
         if not self.settings.tensorboard:
             return None
@@ -264,10 +264,10 @@ class Cluster:
         NodeError
             A node's ``main_fn`` raised or its process died; names the node and its output.
         """
-        grace = values.real(grace_secs)
+        grace = plain_numbers.real(grace_secs)
         if grace is None or grace < 0:
             raise ConfigError(f"grace_secs must be a number >= 0, got {grace_secs!r}")
-        if timeout is not None and (values.real(timeout) or 0) <= 0:
+        if timeout is not None and (plain_numbers.real(timeout) or 0) <= 0:
             raise ConfigError(
                 f"timeout must be a positive number of seconds or None, got {timeout!r}"
             )

@@ -8,9 +8,9 @@ must arrive within what is left of ``handshake_timeout``, however slowly the pee
 bytes. A peer that fails is counted and dropped, and the job goes on; the acceptor survives
 running out of file descriptors or threads; :meth:`ControlServer.close` never raises.
 
-Authenticated connections start with a ``hello`` naming the node and its role (see
-:mod:`sparktf.common.messages`); every later message goes to the handler, from the connection's
-thread. Every frame carries a MAC: a frame that fails it (forged, altered, replayed) ends the
+Authenticated connections start with a ``hello`` naming the node and the peer, the kind of
+process at the other end (see :mod:`sparktf.common.messages`); every later message goes to the
+handler, from the connection's thread. Every frame carries a MAC: a frame that fails it (forged, altered, replayed) ends the
 connection and is the job's failure (the handler's ``on_security_error``; a handler without one
 gets it as an ``error`` message from that node).
 """
@@ -36,11 +36,11 @@ EVICT_AFTER = protocol.EVICT_AFTER
 
 
 class Handler(Protocol):
-    def on_connect(self, node: str, role: str, chan: protocol.Channel, hello: dict) -> None: ...
-    def on_message(self, node: str, role: str, message: dict) -> None: ...
-    def on_disconnect(self, node: str, role: str) -> None: ...
+    def on_connect(self, node: str, peer: str, chan: protocol.Channel, hello: dict) -> None: ...
+    def on_message(self, node: str, peer: str, message: dict) -> None: ...
+    def on_disconnect(self, node: str, peer: str) -> None: ...
 
-    # optional: def on_security_error(self, node, role, exc: protocol.SecurityError) -> None
+    # optional: def on_security_error(self, node, peer, exc: protocol.SecurityError) -> None
 
 
 class ControlServer:
@@ -133,7 +133,7 @@ class ControlServer:
                 isinstance(hello, dict)
                 and hello.get("type") == "hello"
                 and isinstance(hello.get("node"), str)
-                and hello.get("role") in messages.ROLES
+                and hello.get("peer") in messages.PEERS
             ):
                 raise protocol.AuthenticationError(f"bad hello message: {hello!r:.200}")
             conn.settimeout(None)
@@ -154,32 +154,32 @@ class ControlServer:
             if authed is None:
                 return
             chan, hello = authed
-            node, role = hello["node"], hello["role"]
-            self._handler.on_connect(node, role, chan, hello)
+            node, peer = hello["node"], hello["peer"]
+            self._handler.on_connect(node, peer, chan, hello)
             try:
                 while True:
-                    self._handler.on_message(node, role, chan.recv())
+                    self._handler.on_message(node, peer, chan.recv())
             except protocol.FrameRejected as exc:
-                self._security_error(node, role, exc)
+                self._security_error(node, peer, exc)
             except (OSError, EOFError, pickle.UnpicklingError):
                 pass
-            self._handler.on_disconnect(node, role)
+            self._handler.on_disconnect(node, peer)
         except Exception:
             log.exception("sparktf: the control connection's handler failed")
         finally:
             self._forget(conn)
             _close_quietly(conn)
 
-    def _security_error(self, node: str, role: str, exc: protocol.FrameRejected) -> None:
-        """A frame from ``node``'s ``role`` connection failed its MAC: the job's failure."""
+    def _security_error(self, node: str, peer: str, exc: protocol.FrameRejected) -> None:
+        """A frame from ``node``'s ``peer`` connection failed its MAC: the job's failure."""
         with self._lock:
             self.frames_rejected += 1
-        exc = protocol.FrameRejected(f"the control channel from {node} ({role}): {exc}")
+        exc = protocol.FrameRejected(f"the control channel from {node} ({peer}): {exc}")
         hook = getattr(self._handler, "on_security_error", None)
         if hook is not None:
-            hook(node, role, exc)
+            hook(node, peer, exc)
         else:
-            self._handler.on_message(node, role, messages.error("control", exc))
+            self._handler.on_message(node, peer, messages.error("control", exc))
 
     def close(self) -> None:
         """Stop accepting, drop every connection, and wait for the connection threads.

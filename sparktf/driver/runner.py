@@ -215,7 +215,7 @@ class Runner:
         if not current or (stop_it and role in (messages.NODE, messages.TASK)):
             chan.close()  # an earlier attempt's, or one that must not run: it exits
             return
-        if stop_it and role == messages.AGENT:
+        if stop_it and role == messages.SUPERVISOR:
             send_quietly(chan, messages.make("abort"))
         attempt.perform(replies)
 
@@ -251,7 +251,7 @@ class Runner:
             attempt = self._current
             if attempt is None or attempt.number != number:
                 return
-            attempt.state.apply(node, messages.AGENT, message, time.monotonic())
+            attempt.state.apply(node, messages.SUPERVISOR, message, time.monotonic())
         self.console.node_line(node, message["stream"], message["line"])
 
     # ------------------------------------------------------------------------- attempts

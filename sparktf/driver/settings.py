@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparktf.common import values
+from sparktf.common import plain_numbers
 from sparktf.common.topology import MASTER_NODES
 from sparktf.errors import ConfigError
 
@@ -36,7 +36,7 @@ class _Invalid(ValueError):
 
 
 def _seconds(value: Any, positive: bool, what: str) -> float:
-    number = values.real(value)
+    number = plain_numbers.real(value)
     if number is None or number < 0 or (positive and number == 0):
         raise _Invalid(f"be {what}")
     return number
@@ -67,7 +67,7 @@ def flag(value: Any) -> bool:
 
 def count(minimum: int) -> Callable[[Any], int]:
     def check(value: Any) -> int:
-        number = values.integer(value)
+        number = plain_numbers.integer(value)
         if number is None or number < minimum:
             raise _Invalid(f"be an int >= {minimum}")
         return number

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sparktf.common import values
+from sparktf.common import plain_numbers
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import partition, preflight
@@ -179,9 +179,9 @@ def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize, rebalan
             )
         elif isinstance(data, DataFrame):
             problems += _dataframe_problems(data)
-    if (values.integer(num_epochs) or 0) < 1:
+    if (plain_numbers.integer(num_epochs) or 0) < 1:
         problems.append(f"num_epochs must be an int >= 1, got {num_epochs!r}")
-    if (values.real(feed_timeout) or 0) <= 0:
+    if (plain_numbers.real(feed_timeout) or 0) <= 0:
         problems.append(f"feed_timeout must be a positive number of seconds, got {feed_timeout!r}")
     for name, value in (("shuffle", shuffle), ("equalize", equalize)):
         if not isinstance(value, bool):

@@ -248,7 +248,7 @@ class JobState:
     def _on_closed(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
         if role == messages.NODE:
             n.closed = True
-        elif role == messages.AGENT and n.exit is None:
+        elif role == messages.SUPERVISOR and n.exit is None:
             n.lost = True
             n.mark_failed(now)
 

@@ -33,4 +33,4 @@ class Recorder:
 
 
 def hello(chan, node="worker:0"):
-    chan.send({"type": "hello", "role": "node", "node": node})
+    chan.send({"type": "hello", "peer": "node", "node": node})

@@ -11,7 +11,7 @@ from sparktf.common.topology import assign_roles
 from sparktf.driver.state import JobState, Limits, Status
 from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError
 
-NODE, AGENT, TASK = messages.NODE, messages.AGENT, messages.TASK
+NODE, SUPERVISOR, TASK = messages.NODE, messages.SUPERVISOR, messages.TASK
 
 
 def job(num=3, num_ps=0, eval_node=False, **limits):
@@ -21,7 +21,7 @@ def job(num=3, num_ps=0, eval_node=False, **limits):
 
 def start(state, now=1.0, names=None):
     for name in names or state.nodes:
-        state.apply(name, AGENT, messages.hello(AGENT, name, "h"), now)
+        state.apply(name, SUPERVISOR, messages.hello(SUPERVISOR, name, "h"), now)
         state.apply(name, NODE, messages.hello(NODE, name, "h"), now)
 
 
@@ -33,7 +33,7 @@ def beat(state, now, names=None, step=None):
 def finish(state, name, now, value="v", code=0):
     """A node returns value, is stopped, and exits (its channel closes)."""
     state.apply(name, NODE, messages.done(value), now)
-    state.apply(name, AGENT, messages.make("exit", code=code, aborted=False, tail=[]), now)
+    state.apply(name, SUPERVISOR, messages.make("exit", code=code, aborted=False, tail=[]), now)
     state.apply(name, NODE, {"type": "closed"}, now)
 
 
@@ -67,7 +67,7 @@ def test_training_done_then_stop_after_the_grace_then_finished():
     s.job_ended(None, 5.0)
     for name in s.nodes:
         s.apply(name, NODE, messages.done(None), 5.0) if name == "ps:0" else None
-        s.apply(name, AGENT, messages.make("exit", code=0, aborted=False, tail=[]), 5.0)
+        s.apply(name, SUPERVISOR, messages.make("exit", code=0, aborted=False, tail=[]), 5.0)
         s.apply(name, NODE, {"type": "closed"}, 5.0)
     s.step(5.0)
     assert s.status is Status.FINISHED
@@ -97,7 +97,7 @@ def test_the_last_result_is_never_lost_to_its_processes_exit():
     start(s)
     s.job_ended(None, 1.0)
     finish(s, "chief:0", 1.0)
-    s.apply("worker:0", AGENT, messages.make("exit", code=0, aborted=False, tail=[]), 1.0)
+    s.apply("worker:0", SUPERVISOR, messages.make("exit", code=0, aborted=False, tail=[]), 1.0)
     s.step(1.5)
     assert s.status is not Status.FINISHED  # worker:0's value is still on its way
     s.apply("worker:0", NODE, messages.done([1] * 1000), 1.6)
@@ -109,7 +109,7 @@ def test_the_last_result_is_never_lost_to_its_processes_exit():
 def test_a_clean_exit_without_a_result_is_a_failure_not_a_silent_none():
     s = job(num=2)
     start(s)
-    s.apply("worker:0", AGENT, messages.make("exit", code=0, aborted=False, tail=["bye"]), 2.0)
+    s.apply("worker:0", SUPERVISOR, messages.make("exit", code=0, aborted=False, tail=["bye"]), 2.0)
     s.apply("worker:0", NODE, {"type": "closed"}, 2.0)
     s.step(2.0)
     assert s.status is Status.FAILED
@@ -133,7 +133,7 @@ def test_an_evaluator_evaluating_after_training_ended_is_alive_and_finishes():
     assert sent(actions, "stop") == {"evaluator:0"}  # the job is over: it may exit
     s.job_ended(None, 21.0)
     for name in s.nodes:
-        s.apply(name, AGENT, messages.make("exit", code=0, aborted=False, tail=[]), 21.0)
+        s.apply(name, SUPERVISOR, messages.make("exit", code=0, aborted=False, tail=[]), 21.0)
         s.apply(name, NODE, {"type": "closed"}, 21.0)
     s.step(21.0)
     assert s.status is Status.FINISHED and s.results["evaluator:0"] == {"acc": 0.9}
@@ -231,8 +231,8 @@ def test_a_barrier_task_failure_is_typed_and_names_the_node():
 def test_the_first_node_to_fail_is_blamed_and_the_others_listed():
     s = job(num=3)
     start(s)
-    s.apply("worker:1", AGENT, messages.make("exit", code=-9, aborted=False, tail=[]), 2.0)
-    s.apply("chief:0", AGENT, {"type": "closed"}, 2.5)
+    s.apply("worker:1", SUPERVISOR, messages.make("exit", code=-9, aborted=False, tail=[]), 2.0)
+    s.apply("chief:0", SUPERVISOR, {"type": "closed"}, 2.5)
     s.step(2.6)
     assert s.outcome.node == "worker:1" and "SIGKILL" in str(s.outcome)
     assert s.outcome.others == ["chief:0"]
@@ -407,7 +407,7 @@ def test_a_broken_pipe_waits_for_its_cause_from_the_other_side():
     s = job(num=2)
     start(s)
     s.apply("chief:0", NODE, _error("BrokenPipeError", "[Errno 32] Broken pipe"), 2.0)
-    s.apply("chief:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.1)
+    s.apply("chief:0", SUPERVISOR, messages.make("exit", code=1, aborted=False, tail=[]), 2.1)
     assert s.failure(2.2) is None  # not yet: the cause may be on its way
     s.apply(
         "chief:0",
@@ -423,7 +423,7 @@ def test_a_broken_pipe_alone_fails_the_job_after_the_settle():
     s = job(num=2)
     start(s)
     s.apply("chief:0", NODE, _error("BrokenPipeError", "[Errno 32] Broken pipe"), 2.0)
-    s.apply("chief:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.1)
+    s.apply("chief:0", SUPERVISOR, messages.make("exit", code=1, aborted=False, tail=[]), 2.1)
     assert s.failure(4.0) is None
     err = s.failure(5.1)
     assert isinstance(err, NodeError) and "BrokenPipeError" in str(err)
@@ -435,7 +435,7 @@ def test_an_error_report_behind_the_exit_report_is_what_the_job_fails_with():
     node's channel to end (everything it sent applied) before it says why the node failed."""
     s = job(num=2)
     start(s)
-    s.apply("worker:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.0)
+    s.apply("worker:0", SUPERVISOR, messages.make("exit", code=1, aborted=False, tail=[]), 2.0)
     assert s.failure(2.1) is None
     s.apply(
         "worker:0",
@@ -457,7 +457,7 @@ def test_an_exit_with_an_error_code_and_no_report_fails_once_its_channel_ends(cl
     the settle time passes) and the exit code is the reason."""
     s = job(num=2)
     start(s)
-    s.apply("worker:0", AGENT, messages.make("exit", code=3, aborted=False, tail=[]), 2.0)
+    s.apply("worker:0", SUPERVISOR, messages.make("exit", code=3, aborted=False, tail=[]), 2.0)
     assert s.failure(failed_at - 0.05) is None
     if closed_at is not None:
         s.apply("worker:0", NODE, {"type": "closed"}, closed_at)
@@ -468,7 +468,7 @@ def test_an_exit_with_an_error_code_and_no_report_fails_once_its_channel_ends(cl
 def test_a_node_killed_by_a_signal_fails_at_once():
     s = job(num=2)
     start(s)
-    s.apply("worker:0", AGENT, messages.make("exit", code=-9, aborted=False, tail=[]), 2.0)
+    s.apply("worker:0", SUPERVISOR, messages.make("exit", code=-9, aborted=False, tail=[]), 2.0)
     err = s.failure(2.0)
     assert isinstance(err, NodeError) and "SIGKILL" in str(err)
 
@@ -478,7 +478,7 @@ def test_a_real_error_is_not_replaced_by_the_broken_connection_it_caused():
     start(s)
     s.apply("chief:0", NODE, _error("ValueError", "bad input in main_fn"), 2.0)
     s.apply("chief:0", TASK, _error("BrokenPipeError", "[Errno 32] Broken pipe", where="feed"), 2.1)
-    s.apply("chief:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 2.2)
+    s.apply("chief:0", SUPERVISOR, messages.make("exit", code=1, aborted=False, tail=[]), 2.2)
     err = s.failure(2.3)
     assert isinstance(err, NodeError) and "bad input in main_fn" in str(err)
 
@@ -563,9 +563,11 @@ def test_an_exit_reported_before_the_nodes_own_connection_waits_for_its_report()
     code, is the reason. A node that never connects fails with the code after the settle."""
     s = job(num=2)
     for name in s.nodes:
-        s.apply(name, AGENT, messages.hello(AGENT, name, "h"), 1.0)
+        s.apply(name, SUPERVISOR, messages.hello(SUPERVISOR, name, "h"), 1.0)
     s.apply("chief:0", NODE, messages.hello(NODE, "chief:0", "h"), 1.0)
-    s.apply("worker:0", AGENT, messages.make("exit", code=1, aborted=False, tail=["boom"]), 1.1)
+    s.apply(
+        "worker:0", SUPERVISOR, messages.make("exit", code=1, aborted=False, tail=["boom"]), 1.1
+    )
     s.step(1.12)
     assert s.outcome is None
     s.apply("worker:0", NODE, messages.hello(NODE, "worker:0", "h"), 1.15)
@@ -576,8 +578,8 @@ def test_an_exit_reported_before_the_nodes_own_connection_waits_for_its_report()
 
     s = job(num=2)
     for name in s.nodes:
-        s.apply(name, AGENT, messages.hello(AGENT, name, "h"), 1.0)
-    s.apply("worker:0", AGENT, messages.make("exit", code=1, aborted=False, tail=[]), 1.1)
+        s.apply(name, SUPERVISOR, messages.hello(SUPERVISOR, name, "h"), 1.0)
+    s.apply("worker:0", SUPERVISOR, messages.make("exit", code=1, aborted=False, tail=[]), 1.1)
     s.step(2.0)
     assert s.outcome is None
     s.step(4.2)
@@ -756,7 +758,7 @@ def test_a_node_lost_with_its_executor_says_why_spark_lost_it():
     job fails with the executor's loss reason; the NodeError carries that reason."""
     s = job(num=2)
     start(s)
-    s.apply("worker:0", AGENT, {"type": "closed"}, 5.0)
+    s.apply("worker:0", SUPERVISOR, {"type": "closed"}, 5.0)
     s.step(5.5)
     assert s.outcome is None  # the job's own error may say why: it comes at once
     s.job_ended(YARN_KILL, 5.8)
@@ -772,7 +774,7 @@ def test_a_node_lost_with_its_executor_says_why_spark_lost_it():
 def test_a_node_lost_without_a_reason_from_spark_still_fails_after_the_settle():
     s = job(num=2)
     start(s)
-    s.apply("worker:0", AGENT, {"type": "closed"}, 5.0)
+    s.apply("worker:0", SUPERVISOR, {"type": "closed"}, 5.0)
     s.step(5.0 + s.limits.error_settle + 0.1)
     assert isinstance(s.outcome, NodeError) and "lost contact with the node" in str(s.outcome)
 

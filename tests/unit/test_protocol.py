@@ -242,7 +242,7 @@ for c in clients:
 resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 time.sleep(0.5)
 chan = protocol.connect(srv.address, secret, timeout=10)
-chan.send({"type": "hello", "role": "node", "node": "worker:0"})
+chan.send({"type": "hello", "peer": "node", "node": "worker:0"})
 print("ACCEPTOR ALIVE" if h.connected.wait(10) else "ACCEPTOR DEAD", flush=True)
 chan.close()
 srv.close()
