@@ -26,6 +26,7 @@ _EXPORTS = {
     "NodeError": "sparktf.errors",
     "SparkJobError": "sparktf.errors",
     "ClusterTimeoutError": "sparktf.errors",
+    "ReservationTimeoutError": "sparktf.errors",
     "ClusterStateError": "sparktf.errors",
     "predict": "sparktf.batch_prediction",
     "ModelChangedError": "sparktf.batch_prediction",
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
         ConfigError,
         FeedError,
         NodeError,
+        ReservationTimeoutError,
         SparkJobError,
         SparkTFError,
     )
