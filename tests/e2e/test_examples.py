@@ -14,7 +14,7 @@ import sys
 
 import psutil
 import pytest
-from conftest import wait_until
+from helpers.procs import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -459,7 +459,7 @@ def test_a_driver_killed_while_its_nodes_run_leaves_no_process_behind(tmp_path, 
     import signal
 
     import pyspark
-    from conftest import sparktf_processes
+    from helpers.procs import sparktf_processes
 
     script = tmp_path / "waits.py"
     script.write_text(DRIVER_WAITS)
@@ -531,7 +531,7 @@ def test_a_driver_program_that_raises_while_its_cluster_runs_ends_quietly(tmp_pa
     """The user's driver code raises while the nodes run: the program ends with that
     traceback, the nodes are stopped at exit, and sparktf does not add a line blaming a node
     ("lost contact with the node ...") for the stop it made itself."""
-    from conftest import sparktf_processes
+    from helpers.procs import sparktf_processes
 
     out = run_script(tmp_path, "raises.py", DRIVER_RAISES, "local[3]")
     console = out.stdout + out.stderr  # spark-submit passes the Python's stderr on as stdout
