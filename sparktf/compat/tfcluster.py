@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sparktf.driver.settings import InputMode as _Mode
+from sparktf.driver.settings import default as _default
 from sparktf.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -106,7 +107,11 @@ class TFCluster:
         self.cluster = cluster
 
     def train(
-        self, dataRDD: Any, num_epochs: int = 0, feed_timeout: float = 600, qname: str = "input"
+        self,
+        dataRDD: Any,
+        num_epochs: int = 0,
+        feed_timeout: float = _default("feed_timeout"),
+        qname: str = "input",
     ) -> None:
         """Feed ``dataRDD`` (an RDD or a DataFrame) for ``num_epochs`` passes; ``0`` (the
         default) is ten passes, as in TFoS (a ``main_fun`` that has trained enough calls
@@ -121,7 +126,9 @@ class TFCluster:
             num_epochs = TFOS_DEFAULT_EPOCHS
         self.cluster.train(dataRDD, num_epochs, feed_timeout)
 
-    def inference(self, dataRDD: Any, feed_timeout: float = 600, qname: str = "input") -> Any:
+    def inference(
+        self, dataRDD: Any, feed_timeout: float = _default("feed_timeout"), qname: str = "input"
+    ) -> Any:
         """One output per row of ``dataRDD``, in its order (an RDD for an RDD)."""
         _check_qname(qname)
         return self.cluster.inference(dataRDD, feed_timeout=feed_timeout)

@@ -1,33 +1,33 @@
 """The public API on the driver: ``sparktf.run`` and the :class:`Cluster` it returns.
 
-A thin layer: settings are resolved by :mod:`~sparktf.driver.settings`, the job is carried out
-by a :class:`~sparktf.driver.runner.Runner` whose rules live in
-:mod:`~sparktf.driver.state`, and the barrier stages come from :mod:`~sparktf.driver.stages`.
-Every wait here stops every node and Spark job before an interruption or error propagates.
+A thin layer: settings are resolved by :mod:`~sparktf.driver.settings` and the calls'
+arguments checked by :mod:`~sparktf.driver.arguments`; the job is carried out by a
+:class:`~sparktf.driver.runner.Runner` whose rules live in :mod:`~sparktf.driver.state`, on
+the barrier stages of :mod:`~sparktf.driver.stages`. Every wait (:mod:`~sparktf.driver.waits`)
+stops every node and Spark job before an interruption or error propagates.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from sparktf.common import plain_numbers, shipped, topology
 from sparktf.common.spec import FeedConfig, LaunchSpec
 from sparktf.common.topology import NodeRole
-from sparktf.driver import preflight, stages
+from sparktf.driver import arguments, preflight, stages, waits
 from sparktf.driver.hadoop import hadoop_env
 from sparktf.driver.limits import PAUSED_SECS, Limits
 from sparktf.driver.records import NodeState
 from sparktf.driver.runner import Runner
 from sparktf.driver.settings import InputMode, Settings, default
 from sparktf.driver.state import Status
-from sparktf.errors import ClusterStateError, ClusterTimeoutError, ConfigError, SparkTFError
+from sparktf.errors import ClusterStateError, ConfigError, SparkTFError
 
 log = logging.getLogger(__name__)
 
@@ -154,65 +154,10 @@ class Cluster:
         return spec
 
     # ----------------------------------------------------------------------------- waits
-    @contextlib.contextmanager
-    def _stop_on_error(self) -> Iterator[None]:
-        """Any exception or interruption in a wait stops every node and Spark job first."""
-        try:
-            yield
-        except BaseException as exc:
-            what = type(exc).__name__
-            self._runner.abort(
-                ClusterStateError(
-                    f"interrupted ({what}); every node was stopped"
-                    if isinstance(exc, KeyboardInterrupt)
-                    else f"the driver raised {what}: {exc}; every node was stopped"
-                )
-            )
-            self._runner.teardown()
-            raise
-
     def _start(self, stage_factory, deadline: float | None = None, expired: str = "") -> None:
-        with self._stop_on_error():
+        with waits.stopping_on_error(self._runner):
             self._runner.start(self._launch, stage_factory)
-        self._wait_until(lambda s: s.registered, deadline, expired)
-
-    def _wait_until(self, predicate: Callable, deadline: float | None, expired: str) -> None:
-        """Wait for ``predicate(state)``; past ``deadline``, stop every node and raise a
-        :class:`ClusterTimeoutError` saying ``expired``."""
-        with self._stop_on_error():
-            if self._wait(predicate, deadline):
-                return
-            state = self._runner.state
-            running = [n.name for n in state.nodes.values() if n.exit is None] if state else []
-            self._runner.abort(
-                ClusterTimeoutError(
-                    f"{expired} expired with nodes {running} still running; every node was stopped"
-                )
-            )
-        self._runner.teardown()
-        raise self._runner.failure
-
-    @staticmethod
-    def _deadline(timeout: Any, problems: list[str]) -> float | None:
-        """The monotonic deadline of a call's ``timeout`` (None: none); a bad one is a
-        problem."""
-        if timeout is None:
-            return None
-        seconds = plain_numbers.real(timeout)
-        if seconds is None or seconds <= 0:
-            problems.append(
-                f"timeout must be a positive number of seconds or None, got {timeout!r}"
-            )
-            return None
-        return time.monotonic() + seconds
-
-    def _wait(self, predicate: Callable, deadline: float | None) -> bool:
-        """Wait for ``predicate(state)``; raise the job's failure (after teardown)."""
-        ok = self._runner.wait(predicate, deadline)
-        if self._runner.failure is not None:
-            self._runner.teardown()
-            raise self._runner.failure
-        return ok
+        waits.wait_until(self._runner, lambda s: s.registered, deadline, expired)
 
     def _set_launch(self, **changes: Any) -> None:
         self._launch = dataclasses.replace(self._launch, **changes)
@@ -264,28 +209,14 @@ class Cluster:
         NodeError
             A node's ``main_fn`` raised or its process died; names the node and its output.
         """
-        grace = plain_numbers.real(grace_secs)
-        if grace is None or grace < 0:
-            raise ConfigError(f"grace_secs must be a number >= 0, got {grace_secs!r}")
-        if timeout is not None and (plain_numbers.real(timeout) or 0) <= 0:
-            raise ConfigError(
-                f"timeout must be a positive number of seconds or None, got {timeout!r}"
-            )
+        grace, deadline = arguments.check_shutdown(grace_secs, timeout)
         if self.status is Status.CREATED:  # InputMode.SPARK, never given data
             self._runner.teardown()
             return None
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
-        with self._stop_on_error():
+        with waits.stopping_on_error(self._runner):
             self._runner.set_grace(grace)
-            if not self._wait(lambda s: s.status is Status.FINISHED, deadline):
-                state = self._runner.state
-                running = [n.name for n in state.nodes.values() if n.exit is None]
-                self._runner.abort(
-                    ClusterTimeoutError(
-                        f"shutdown(timeout={timeout}) expired with nodes {running} still "
-                        "running; every node was stopped"
-                    )
-                )
+        expired = f"shutdown(timeout={timeout})"
+        waits.wait_until(self._runner, lambda s: s.status is Status.FINISHED, deadline, expired)
         self._runner.teardown()
         if self._runner.failure is not None:
             raise self._runner.failure
@@ -338,16 +269,18 @@ class Cluster:
             :class:`~sparktf.errors.ClusterTimeoutError`, as :meth:`shutdown` does. ``None``
             waits as long as training takes.
         """
-        self._require_data_mode("train")
-        trainers = sum(r.trains for r in self.roles)
-        if equalize is None:
-            equalize = trainers > 1 and not any(r.job == "ps" for r in self.roles)
-        problems = stages.feed_problems(
-            self.sc, data, num_epochs, feed_timeout, shuffle, equalize, rebalance
+        arguments.check_data_mode("train", self.input_mode, self.status, self._runner.aborted)
+        equalize, deadline = arguments.check_train(
+            self.sc,
+            self.roles,
+            data,
+            num_epochs,
+            feed_timeout,
+            shuffle,
+            equalize,
+            rebalance,
+            timeout,
         )
-        deadline = self._deadline(timeout, problems)
-        if problems:
-            raise ConfigError.from_problems(problems)
         stage = stages.Training(self.sc, self.roles, data, rebalance, equalize, self._profile)
         self._set_launch(
             train_mode=True,
@@ -362,7 +295,8 @@ class Cluster:
         )
         expired = f"train(timeout={timeout})"
         self._start(stage, deadline, expired)
-        self._wait_until(
+        waits.wait_until(
+            self._runner,
             lambda s: s.training_done_at is not None or s.status is Status.FINISHED,
             deadline,
             expired,
@@ -396,48 +330,19 @@ class Cluster:
         ``timeout`` (seconds, from the call) stops every node and raises
         :class:`~sparktf.errors.ClusterTimeoutError` once it expires.
         """
-        self._require_data_mode("inference")
-        problems = stages.feed_problems(self.sc, data, 1, feed_timeout, False, False, None)
-        deadline = self._deadline(timeout, problems)
-        if any(r.job in ("ps", "evaluator") for r in self.roles):
-            problems.append(
-                "an inference cluster has no parameter servers or evaluator: "
-                "start it with num_ps=0 and eval_node=False"
-            )
-        schema = None
-        try:
-            schema = stages.parse_output_schema(output_schema)
-        except ConfigError as exc:
-            problems.append(str(exc))
-        if problems:
-            raise ConfigError.from_problems(problems)
+        arguments.check_data_mode("inference", self.input_mode, self.status, self._runner.aborted)
+        schema, deadline = arguments.check_inference(
+            self.sc, self.roles, data, output_schema, feed_timeout, timeout
+        )
         stage = stages.Inference(self.sc, self.roles, data, schema, self._profile)
         self._set_launch(
             train_mode=False, feed=FeedConfig(num_epochs=1, feed_timeout=float(feed_timeout))
         )
         expired = f"inference(timeout={timeout})"
         self._start(stage, deadline, expired)
-        self._wait_until(lambda s: s.status is Status.FINISHED, deadline, expired)
+        waits.wait_until(self._runner, lambda s: s.status is Status.FINISHED, deadline, expired)
         self._runner.teardown()
         return stage.output
-
-    def _require_data_mode(self, what: str) -> None:
-        if self.input_mode is not InputMode.SPARK:
-            raise ClusterStateError(
-                f"{what}() feeds data, which needs InputMode.SPARK: start "
-                "with sparktf.run(..., input_mode=sparktf.InputMode.SPARK)"
-            )
-        if self.status is Status.CREATED and self._runner.aborted:
-            raise ClusterStateError(
-                f"{what}(): this cluster was shut down before it was given "
-                "data; call sparktf.run() again for a new one"
-            )
-        if self.status is not Status.CREATED or self._runner.aborted:
-            raise ClusterStateError(
-                f"{what}() starts the cluster's nodes over the data and can be called once per "
-                f"cluster (this one is {self.status.value}); call sparktf.run() again for "
-                "another pass"
-            )
 
     def __enter__(self) -> Cluster:
         return self

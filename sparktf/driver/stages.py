@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sparktf.common import plain_numbers
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
-from sparktf.driver import partition, preflight
+from sparktf.driver import partition
 from sparktf.errors import ConfigError
 from sparktf.task.barrier import barrier_task
 
@@ -157,104 +156,6 @@ def _saying_it_ran(task):
         yield pa.RecordBatch.from_pydict({"node": ["ran"]})
 
     return run
-
-
-def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize, rebalance) -> list[str]:
-    """Every problem with the arguments of ``train()`` or ``inference()`` on ``sc``'s cluster."""
-    from pyspark import RDD
-    from pyspark.sql import DataFrame
-
-    problems = []
-    if preflight.is_connect(data):
-        problems.append(f"data is a Spark Connect DataFrame: {preflight.CONNECT_CANNOT}")
-    elif not isinstance(data, (RDD, DataFrame)):
-        problems.append(f"data must be a pyspark RDD or DataFrame, got {_what(data)}")
-    else:
-        made_on = data.context if isinstance(data, RDD) else data.sparkSession.sparkContext
-        if made_on is not sc:
-            stopped = " (a stopped one)" if getattr(made_on, "_jsc", None) is None else ""
-            problems.append(
-                f"data was made on another SparkContext{stopped} than the "
-                "cluster's: make it with the SparkContext given to sparktf.run()"
-            )
-        elif isinstance(data, DataFrame):
-            problems += _dataframe_problems(data)
-    if (plain_numbers.integer(num_epochs) or 0) < 1:
-        problems.append(f"num_epochs must be an int >= 1, got {num_epochs!r}")
-    if (plain_numbers.real(feed_timeout) or 0) <= 0:
-        problems.append(f"feed_timeout must be a positive number of seconds, got {feed_timeout!r}")
-    for name, value in (("shuffle", shuffle), ("equalize", equalize)):
-        if not isinstance(value, bool):
-            problems.append(f"{name} must be True or False, got {value!r}")
-    if rebalance is not None and not isinstance(rebalance, bool):
-        problems.append(f"rebalance must be True, False or None, got {rebalance!r}")
-    return problems
-
-
-def _dataframe_problems(df) -> list[str]:
-    """Why a DataFrame cannot be fed: a stream has no end to an epoch, and a node's batch is a
-    dict by column name."""
-    if df.isStreaming:
-        return [
-            "data is a streaming DataFrame: sparktf feeds finite data, epoch by epoch; "
-            "read the same source with spark.read instead of spark.readStream, or write "
-            "the stream to a table and train on that"
-        ]
-    names = df.columns
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        return [
-            f"data has more than one column named {dupes}; a node's batch is a dict by "
-            "column name: rename them first (df.toDF(*names) or selectExpr('... AS ...'))"
-        ]
-    return []
-
-
-def _what(data) -> str:
-    """``data``'s type as a user would recognise it, and how to make Spark data of it."""
-    kind = type(data)
-    if kind.__module__.startswith("pyspark.pandas"):
-        return f"a pandas-on-Spark {kind.__name__} (.to_spark() makes a Spark DataFrame of it)"
-    module = kind.__module__.split(".")[0]
-    name = kind.__name__ if module == "builtins" else f"a {module} {kind.__name__}"
-    if module == "pandas":
-        return f"{name} (spark.createDataFrame(pdf) makes a Spark DataFrame of it)"
-    if module == "numpy" or isinstance(data, (list, tuple, range)):
-        return f"{name} (sc.parallelize(...) makes an RDD of it)"
-    return name
-
-
-def parse_output_schema(output_schema: Any):
-    """The Spark type of an inference output: a DDL string or a ``StructType``, as Spark's own
-    APIs take it (``ConfigError`` naming it if invalid)."""
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    if isinstance(output_schema, StructType):
-        if not output_schema.fields:
-            raise ConfigError(
-                "output_schema is a StructType without fields: give it the "
-                "output's columns, like 'prediction double'"
-            )
-        return output_schema
-    if not isinstance(output_schema, str) or not output_schema.strip():
-        raise ConfigError(
-            f"output_schema must be a DDL string such as 'prediction double' "
-            f"or a StructType, got {output_schema!r}"
-        )
-    try:
-        schema = _parse_datatype_string(output_schema)
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(
-            f"output_schema {output_schema!r} is not a valid DDL schema "
-            f"({first}); write it like 'prediction double' or "
-            "'label int, scores array<float>'"
-        ) from None
-    if not isinstance(schema, StructType):
-        raise ConfigError(
-            f"output_schema {output_schema!r} must name its columns, like 'prediction double'"
-        )
-    return schema
 
 
 class Inference:

@@ -1,0 +1,204 @@
+"""What a :class:`~sparktf.driver.cluster.Cluster`'s calls accept: the arguments of ``train()``,
+``inference()`` and ``shutdown()``, and the cluster's state, checked on the driver before any
+barrier stage starts.
+
+Each ``check_*`` of arguments collects every problem and raises them at once, as one
+:class:`~sparktf.errors.ConfigError` saying what to change (as :mod:`~sparktf.driver.preflight`
+does for ``run()``), and returns what the call goes on with. Imports pyspark lazily, never
+TensorFlow.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sparktf.common import plain_numbers
+from sparktf.common.topology import NodeRole
+from sparktf.driver import preflight
+from sparktf.driver.settings import InputMode
+from sparktf.driver.state import Status
+from sparktf.errors import ClusterStateError, ConfigError
+
+
+def check_data_mode(what: str, input_mode: InputMode, status: Status, aborted: bool) -> None:
+    """``train()`` or ``inference()`` (``what``) may start this cluster: InputMode.SPARK, not
+    started yet, not shut down (:class:`~sparktf.errors.ClusterStateError` otherwise)."""
+    if input_mode is not InputMode.SPARK:
+        raise ClusterStateError(
+            f"{what}() feeds data, which needs InputMode.SPARK: start "
+            "with sparktf.run(..., input_mode=sparktf.InputMode.SPARK)"
+        )
+    if status is Status.CREATED and aborted:
+        raise ClusterStateError(
+            f"{what}(): this cluster was shut down before it was given "
+            "data; call sparktf.run() again for a new one"
+        )
+    if status is not Status.CREATED or aborted:
+        raise ClusterStateError(
+            f"{what}() starts the cluster's nodes over the data and can be called once per "
+            f"cluster (this one is {status.value}); call sparktf.run() again for "
+            "another pass"
+        )
+
+
+def check_train(
+    sc,
+    roles: tuple[NodeRole, ...],
+    data: Any,
+    num_epochs: Any,
+    feed_timeout: Any,
+    shuffle: Any,
+    equalize: Any,
+    rebalance: Any,
+    timeout: Any,
+) -> tuple[bool, float | None]:
+    """``train()``'s arguments: whether to equalize (unset: with more than one training node
+    and no parameter server) and the call's deadline (None: none)."""
+    if equalize is None:
+        equalize = sum(r.trains for r in roles) > 1 and not any(r.job == "ps" for r in roles)
+    problems = feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize, rebalance)
+    until = deadline(timeout, problems)
+    if problems:
+        raise ConfigError.from_problems(problems)
+    return equalize, until
+
+
+def check_inference(
+    sc, roles: tuple[NodeRole, ...], data: Any, output_schema: Any, feed_timeout: Any, timeout: Any
+) -> tuple[Any, float | None]:
+    """``inference()``'s arguments: the outputs' Spark type and the call's deadline."""
+    problems = feed_problems(sc, data, 1, feed_timeout, False, False, None)
+    until = deadline(timeout, problems)
+    if any(r.job in ("ps", "evaluator") for r in roles):
+        problems.append(
+            "an inference cluster has no parameter servers or evaluator: "
+            "start it with num_ps=0 and eval_node=False"
+        )
+    schema = None
+    try:
+        schema = parse_output_schema(output_schema)
+    except ConfigError as exc:
+        problems.append(str(exc))
+    if problems:
+        raise ConfigError.from_problems(problems)
+    return schema, until
+
+
+def check_shutdown(grace_secs: Any, timeout: Any) -> tuple[float, float | None]:
+    """``shutdown()``'s arguments: the grace in seconds and the call's deadline."""
+    grace = plain_numbers.real(grace_secs)
+    if grace is None or grace < 0:
+        raise ConfigError(f"grace_secs must be a number >= 0, got {grace_secs!r}")
+    if timeout is not None and (plain_numbers.real(timeout) or 0) <= 0:
+        raise ConfigError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    return grace, None if timeout is None else time.monotonic() + float(timeout)
+
+
+def deadline(timeout: Any, problems: list[str]) -> float | None:
+    """The monotonic deadline of a call's ``timeout`` (None: none); a bad one is a problem."""
+    if timeout is None:
+        return None
+    seconds = plain_numbers.real(timeout)
+    if seconds is None or seconds <= 0:
+        problems.append(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        return None
+    return time.monotonic() + seconds
+
+
+def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize, rebalance) -> list[str]:
+    """Every problem with the arguments of ``train()`` or ``inference()`` on ``sc``'s cluster."""
+    from pyspark import RDD
+    from pyspark.sql import DataFrame
+
+    problems = []
+    if preflight.is_connect(data):
+        problems.append(f"data is a Spark Connect DataFrame: {preflight.CONNECT_CANNOT}")
+    elif not isinstance(data, (RDD, DataFrame)):
+        problems.append(f"data must be a pyspark RDD or DataFrame, got {_what(data)}")
+    else:
+        made_on = data.context if isinstance(data, RDD) else data.sparkSession.sparkContext
+        if made_on is not sc:
+            stopped = " (a stopped one)" if getattr(made_on, "_jsc", None) is None else ""
+            problems.append(
+                f"data was made on another SparkContext{stopped} than the "
+                "cluster's: make it with the SparkContext given to sparktf.run()"
+            )
+        elif isinstance(data, DataFrame):
+            problems += _dataframe_problems(data)
+    if (plain_numbers.integer(num_epochs) or 0) < 1:
+        problems.append(f"num_epochs must be an int >= 1, got {num_epochs!r}")
+    if (plain_numbers.real(feed_timeout) or 0) <= 0:
+        problems.append(f"feed_timeout must be a positive number of seconds, got {feed_timeout!r}")
+    for name, value in (("shuffle", shuffle), ("equalize", equalize)):
+        if not isinstance(value, bool):
+            problems.append(f"{name} must be True or False, got {value!r}")
+    if rebalance is not None and not isinstance(rebalance, bool):
+        problems.append(f"rebalance must be True, False or None, got {rebalance!r}")
+    return problems
+
+
+def _dataframe_problems(df) -> list[str]:
+    """Why a DataFrame cannot be fed: a stream has no end to an epoch, and a node's batch is a
+    dict by column name."""
+    if df.isStreaming:
+        return [
+            "data is a streaming DataFrame: sparktf feeds finite data, epoch by epoch; "
+            "read the same source with spark.read instead of spark.readStream, or write "
+            "the stream to a table and train on that"
+        ]
+    names = df.columns
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        return [
+            f"data has more than one column named {dupes}; a node's batch is a dict by "
+            "column name: rename them first (df.toDF(*names) or selectExpr('... AS ...'))"
+        ]
+    return []
+
+
+def _what(data) -> str:
+    """``data``'s type as a user would recognise it, and how to make Spark data of it."""
+    kind = type(data)
+    if kind.__module__.startswith("pyspark.pandas"):
+        return f"a pandas-on-Spark {kind.__name__} (.to_spark() makes a Spark DataFrame of it)"
+    module = kind.__module__.split(".")[0]
+    name = kind.__name__ if module == "builtins" else f"a {module} {kind.__name__}"
+    if module == "pandas":
+        return f"{name} (spark.createDataFrame(pdf) makes a Spark DataFrame of it)"
+    if module == "numpy" or isinstance(data, (list, tuple, range)):
+        return f"{name} (sc.parallelize(...) makes an RDD of it)"
+    return name
+
+
+def parse_output_schema(output_schema: Any):
+    """The Spark type of an inference output: a DDL string or a ``StructType``, as Spark's own
+    APIs take it (``ConfigError`` naming it if invalid)."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    if isinstance(output_schema, StructType):
+        if not output_schema.fields:
+            raise ConfigError(
+                "output_schema is a StructType without fields: give it the "
+                "output's columns, like 'prediction double'"
+            )
+        return output_schema
+    if not isinstance(output_schema, str) or not output_schema.strip():
+        raise ConfigError(
+            f"output_schema must be a DDL string such as 'prediction double' "
+            f"or a StructType, got {output_schema!r}"
+        )
+    try:
+        schema = _parse_datatype_string(output_schema)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"output_schema {output_schema!r} is not a valid DDL schema "
+            f"({first}); write it like 'prediction double' or "
+            "'label int, scores array<float>'"
+        ) from None
+    if not isinstance(schema, StructType):
+        raise ConfigError(
+            f"output_schema {output_schema!r} must name its columns, like 'prediction double'"
+        )
+    return schema
