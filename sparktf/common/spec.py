@@ -7,9 +7,13 @@ Spark ships to executors holds no driver objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sparktf.common.topology import NodeRole
 from sparktf.driver.settings import default  # pure: the settings table, its defaults
+
+if TYPE_CHECKING:
+    from sparktf.common.shipped import BroadcastBytes
 
 
 @dataclass
@@ -42,7 +46,9 @@ class LaunchSpec:
     roles: tuple[NodeRole, ...]
     driver_address: tuple[str, int]
     secret: bytes = field(repr=False)
-    payload: bytes = field(repr=False)  # cloudpickle of (main_fn, args, n_params)
+    #: cloudpickle of (main_fn, args, n_params); a BroadcastBytes on the driver when large,
+    #: plain bytes again once the task's closure is unpickled (sparktf.common.shipped)
+    payload: bytes | BroadcastBytes = field(repr=False)
     attempt: int = 0
     connect_timeout: float = 30.0
     stop_grace: float = default("stop_grace")

@@ -15,9 +15,16 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, Protocol
 
 Snapshot = dict  # node name -> its progress (JobState.progress_snapshot)
+
+
+class Writer(Protocol):
+    """Where the lines go: a text file, or the driver's console (``Console``)."""
+
+    def write(self, text: str, /) -> Any: ...
+    def flush(self) -> Any: ...
 
 
 def _metrics(metrics: dict) -> str:
@@ -76,17 +83,17 @@ class Reporter:
         self,
         snapshot: Callable[[], Snapshot],
         interval: float,
-        out: TextIO | None = None,
+        out: Writer | None = None,
         bar: bool | None = None,
     ) -> None:
         self._snapshot = snapshot
         self._interval = interval
-        self._out = out if out is not None else sys.stdout
+        self._out: Writer = out if out is not None else sys.stdout
         err = sys.stderr
         self._bar_wanted = (
             bar if bar is not None else bool(getattr(err, "isatty", None) and err.isatty())
         )
-        self._bar = None
+        self._bar: Any = None  # a tqdm bar, once shown
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_line: str | None = None

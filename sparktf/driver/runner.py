@@ -189,7 +189,7 @@ class Runner:
         if attempt is not None:
             stopping = self.aborted or self.failure is not None
             self._wait_job(attempt, timeout, cancel=stopping)
-            attempt.wait_supervisors(self._cond, self._launch.stop_grace + 10.0)
+            attempt.wait_supervisors(self._cond, attempt.launch.stop_grace + 10.0)
         with self._cond:
             self.aborted = True
             if self._closed:
@@ -205,14 +205,17 @@ class Runner:
     def on_connect(self, number: int, node: str, role: str, chan, hello: dict) -> None:
         with self._cond:
             attempt = self._current
-            current = attempt is not None and attempt.number == number
-            if current:
+            if attempt is not None and attempt.number != number:
+                attempt = None  # an earlier attempt's connection
+            if attempt is not None:
                 attempt.channels[(node, role)] = chan
-            replies = attempt.state.apply(node, role, hello, time.monotonic()) if current else []
+            replies = attempt.state.apply(node, role, hello, time.monotonic()) if attempt else []
             self._wake.set()
             # aborted (a final failure sets it too), or this attempt failed: a restart is coming
-            stop_it = self.aborted or (current and attempt.state.status is Status.FAILED)
-        if not current or (stop_it and role in (messages.NODE, messages.TASK)):
+            stop_it = self.aborted or (
+                attempt is not None and attempt.state.status is Status.FAILED
+            )
+        if attempt is None or (stop_it and role in (messages.NODE, messages.TASK)):
             chan.close()  # an earlier attempt's, or one that must not run: it exits
             return
         if stop_it and role == messages.SUPERVISOR:
@@ -258,8 +261,10 @@ class Runner:
     def _open(self, number: int) -> Attempt:
         """Build attempt ``number`` without starting it: a control server with a fresh secret
         (an earlier attempt's processes cannot reach it), its launch spec and its stage."""
+        if self._launch is None or self._stage_factory is None:
+            raise ClusterStateError("the cluster was not started: start() opens its attempts")
         job_id = self.base_id if number == 0 else f"{self.base_id}-{number}"
-        advertise = self._conf.get("spark.driver.host")
+        advertise = self._conf["spark.driver.host"]  # a SparkContext always has it
         secret = protocol.new_secret()
         server = ControlServer(
             self._conf.get("spark.driver.bindAddress", advertise),
@@ -312,9 +317,9 @@ class Runner:
             while True:
                 self._wake.clear()  # an event after this is seen by this step or wakes the next
                 with self._cond:
-                    if self.failure is not None or self._closed:
+                    attempt = self._current  # set before the monitor starts, never unset
+                    if self.failure is not None or self._closed or attempt is None:
                         return
-                    attempt = self._current
                     state = attempt.state
                     actions = state.step(time.monotonic())
                     notes = state.take_notes()
@@ -335,9 +340,9 @@ class Runner:
                     continue
                 if isinstance(outcome, ReservationTimeoutError):
                     hosts = [n.host for n in state.nodes.values()]
-                    note = sparkjobs.unlaunched_note(self.sc, attempt.job_id, hosts)
-                    if note:
-                        outcome = ReservationTimeoutError(f"{outcome}. {note}")
+                    why = sparkjobs.unlaunched_note(self.sc, attempt.job_id, hosts)
+                    if why:
+                        outcome = ReservationTimeoutError(f"{outcome}. {why}")
                 if sparkjobs.spark_stopped(self.sc):
                     outcome = ClusterStateError(
                         "the SparkContext was stopped while the cluster ran; every node was "
@@ -378,6 +383,7 @@ class Runner:
             and not getattr(failure, "cancelled", False)  # a user's cancel: no restart
             and not self._exiting.is_set()
             and self.attempt < self._max_restarts
+            and self._launch is not None
             and self._launch.train_mode is not False
         )  # inference is not restarted
 
