@@ -1,8 +1,10 @@
 """Exceptions raised by sparktf.
 
-Every exception derives from :class:`SparkTFError`. Errors about bad input also derive from
-``ValueError`` (or ``TypeError``) so that generic handlers keep working; every message says what
-to change.
+Every exception a user can meet derives from :class:`SparkTFError`
+(``tests/unit/test_raise_sites.py`` keeps it so). Errors about bad input also derive from
+``ValueError`` (:class:`ConfigError`), and from ``TypeError`` too for a wrong type
+(:class:`ConfigTypeError`), so that generic handlers keep working; every message says what to
+change.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ class ConfigError(SparkTFError, ValueError):
             return cls(problems[0], problems)
         lines = "\n".join(f"  - {p}" for p in problems)
         return cls(f"sparktf cannot start this job ({len(problems)} problems):\n{lines}", problems)
+
+
+class ConfigTypeError(ConfigError, TypeError):
+    """An argument has the wrong type: a ConfigError that is also a TypeError, as Python's own
+    calls raise for one."""
 
 
 class ClusterStateError(SparkTFError, RuntimeError):

@@ -13,6 +13,8 @@ import math
 import numbers
 from typing import Any
 
+from sparktf.errors import ConfigTypeError
+
 
 def integer(value: Any) -> int | None:
     """``value`` as a plain ``int`` if it is an integer (not a bool), else ``None``."""
@@ -35,10 +37,11 @@ def step(value: Any, what: str = "step") -> int:
     loop has it at hand (a numpy integer or 0-d array, an eager tensor, ``optimizer.iterations``
     and other integer ``tf.Variable`` objects, a float with an integer value). ``TypeError`` for
     anything else (a bool, a string, a fraction, a tensor with more than one value, a graph
-    tensor that needs a session run first) saying what was given."""
+    tensor that needs a session run first) saying what was given
+    (:class:`~sparktf.errors.ConfigTypeError`, a ``TypeError``)."""
     number = _scalar(value, what, "an int")
     if number != number or number in (math.inf, -math.inf) or number != int(number):
-        raise TypeError(f"{what} must be an int, got {value!r}")
+        raise ConfigTypeError(f"{what} must be an int, got {value!r}")
     return int(number)
 
 
@@ -52,14 +55,14 @@ def metric(value: Any, what: str) -> float:
 
 def _scalar(value: Any, what: str, kind: str):
     if isinstance(value, (bool, str, bytes)) or value is None:
-        raise TypeError(f"{what} must be {kind}, got {value!r}")
+        raise ConfigTypeError(f"{what} must be {kind}, got {value!r}")
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real):
         return float(value)
     dtype = getattr(value, "dtype", None)
     if dtype is not None and "bool" in str(dtype):  # a numpy/TF boolean scalar
-        raise TypeError(f"{what} must be {kind}, got {value!r}")
+        raise ConfigTypeError(f"{what} must be {kind}, got {value!r}")
     try:
         if getattr(dtype, "is_integer", False) or getattr(dtype, "kind", "") in ("i", "u"):
             return int(value)  # exact, even above 2**53
@@ -76,7 +79,7 @@ def _scalar(value: Any, what: str, kind: str):
             if type(value).__name__ == "SymbolicTensor" or dims is None
             else ""
         )
-        raise TypeError(
+        raise ConfigTypeError(
             f"{what} must be {kind} or a scalar tensor/array that holds one, got "
             f"{type(value).__name__}{hint}: {exc}"
         ) from None

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sparktf.errors import ConfigError
+
 MASTER_NODES = ("chief", "master", None)
 TRAINING_JOBS = ("chief", "master", "worker")
 JOB_ORDER = ("chief", "master", "worker", "ps", "evaluator")
@@ -88,11 +90,12 @@ def assign_roles(
 ) -> tuple[NodeRole, ...]:
     """Give each of ``num_nodes`` nodes its role, in rank order.
 
-    Raises ``ValueError`` listing every problem when the arguments cannot make a cluster.
+    Raises :class:`~sparktf.errors.ConfigError` (a ``ValueError``) listing every problem when
+    the arguments cannot make a cluster.
     """
     problems = topology_problems(num_nodes, num_ps, master_node, eval_node)
     if problems:
-        raise ValueError("; ".join(problems))
+        raise ConfigError("; ".join(problems))
     roles: list[NodeRole] = []
     trainers = num_nodes - num_ps - (1 if eval_node else 0)
     if master_node is not None:

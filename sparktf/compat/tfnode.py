@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sparktf.errors import ConfigTypeError
+
 if TYPE_CHECKING:
     from sparktf.node.context import NodeContext
     from sparktf.node.feed import DataFeed as Feed
@@ -28,7 +30,7 @@ def _ctx(mgr: Any) -> NodeContext:
     from sparktf.node.context import NodeContext
 
     if not isinstance(mgr, NodeContext):
-        raise TypeError(
+        raise ConfigTypeError(
             f"TFNode: pass ctx.mgr (or ctx), the main_fn's context; got {type(mgr).__name__}"
         )
     return mgr

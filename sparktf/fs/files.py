@@ -12,6 +12,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 
+from sparktf.errors import ConfigError
 from sparktf.fs.backends import _Backend, _call, _cause, _resolve, backend
 from sparktf.fs.paths import _TMP_MARK, HadoopFSError, _fspath, _local, _split, is_hadoop
 
@@ -130,7 +131,7 @@ def open(path: str, mode: str = "rb") -> Iterator:
     place atomically when the block ends without an error."""
     path = _fspath(path)
     if mode not in ("rb", "wb"):
-        raise ValueError(f"sparktf.fs.open supports 'rb' and 'wb', not {mode!r}")
+        raise ConfigError(f"sparktf.fs.open supports 'rb' and 'wb', not {mode!r}")
     if not is_hadoop(path):
         if mode == "rb":
             with builtins.open(_local(path), "rb") as f:

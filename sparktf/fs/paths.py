@@ -9,7 +9,7 @@ import os
 import urllib.parse
 import xml.etree.ElementTree as ET
 
-from sparktf.errors import SparkTFError
+from sparktf.errors import ConfigTypeError, SparkTFError
 
 HADOOP_SCHEMES = ("hdfs", "viewfs", "webhdfs")
 #: Seconds to wait for a NameNode or WebHDFS to answer before the path is an error.
@@ -32,7 +32,9 @@ def _fspath(path, name: str = "path") -> str:
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
     if not isinstance(path, str) or not path:
-        raise TypeError(f"sparktf.fs: {name} must be a non-empty str or os.PathLike, got {path!r}")
+        raise ConfigTypeError(
+            f"sparktf.fs: {name} must be a non-empty str or os.PathLike, got {path!r}"
+        )
     scheme = urllib.parse.urlsplit(path).scheme if "://" in path else ""
     if scheme and scheme not in HADOOP_SCHEMES + ("file",):
         # Not a local path either: it would be written to ./s3:/bucket/... on the local disk.

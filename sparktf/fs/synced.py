@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from sparktf.errors import ConfigError
 from sparktf.fs.backends import _call, backend
 from sparktf.fs.files import _download_file, _put_file, delete, exists, upload
 from sparktf.fs.paths import _TMP_MARK, HadoopFSError, _fspath, _local, _split, is_hadoop
@@ -45,9 +46,9 @@ class SyncedDir:
     ) -> None:
         remote = _fspath(remote, "remote")
         if direction not in ("up", "down"):
-            raise ValueError(f"direction must be 'up' or 'down', got {direction!r}")
+            raise ConfigError(f"direction must be 'up' or 'down', got {direction!r}")
         if interval is not None and interval <= 0:
-            raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
+            raise ConfigError(f"interval must be > 0 seconds, got {interval!r}")
         self.remote = remote
         self.direction = direction
         self.interval = interval

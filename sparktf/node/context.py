@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparktf.common import plain_numbers
 from sparktf.common.topology import NodeRole, chief_role, num_training_nodes
+from sparktf.errors import ConfigError, ConfigTypeError
 
 if TYPE_CHECKING:
     from sparktf.node.feed import DataFeed
@@ -155,7 +156,7 @@ class NodeContext:
         this node's task (:attr:`gpus`), whatever ``num_gpus`` says; ``rdma=True`` (the
         ``grpc+verbs`` protocol) does not exist in TensorFlow 2 and is refused."""
         if rdma:
-            raise ValueError(
+            raise ConfigError(
                 "start_cluster_server(rdma=True): TensorFlow 2 has no grpc+verbs "
                 "(RDMA) protocol; pass rdma=False"
             )
@@ -291,7 +292,7 @@ class NodeContext:
         ``TF_USE_LEGACY_KERAS=1`` (as for MultiWorkerMirroredStrategy's ``fit``), else for
         Keras 3."""
         if (plain_numbers.integer(every_n_steps) or 0) < 1:
-            raise TypeError(f"every_n_steps must be an int >= 1, got {every_n_steps!r}")
+            raise ConfigTypeError(f"every_n_steps must be an int >= 1, got {every_n_steps!r}")
         every_n_steps = int(every_n_steps)
         if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
             import tf_keras as keras
@@ -349,5 +350,5 @@ class NodeContext:
     def wait_for_training_done(self, timeout: float | None = None) -> bool:
         """Block until :meth:`training_done`, or ``timeout`` seconds; returns whether it is."""
         if timeout is not None and plain_numbers.real(timeout) is None:
-            raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
+            raise ConfigTypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
         return self._runtime.training_done.wait(None if timeout is None else float(timeout))
