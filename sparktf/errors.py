@@ -159,3 +159,8 @@ class FeedError(SparkTFError, RuntimeError):
 
     def __reduce__(self):  # keep the reason when pickled
         return (type(self), (str(self), self.reason))
+
+
+class PortRangeError(SparkTFError, RuntimeError):
+    """Every port of ``spark.sparktf.portRange`` on a host is taken: widen the range, or run
+    fewer nodes (or jobs) on that host at once."""

@@ -14,28 +14,186 @@ So the port is never free between publication and TensorFlow's bind: "bind, clos
 leaves exactly that gap. What remains is a process that binds this very port number with
 ``SO_REUSEADDR`` on purpose, between publication and TensorFlow's ``listen()``; ports are
 drawn from the kernel's ephemeral range, which servers do not hard-code.
+
+Firewalled clusters: with ``spark.sparktf.portRange=LO-HI`` every port sparktf opens (the
+driver's control server, the TF servers' reservations, the row exchange's listener,
+TensorBoard) is taken from that range instead (:class:`PortRange`). A port of the range is
+claimed with an exclusive ``flock`` on a lock file named after it in the host's temp
+directory, held as long as the socket: two reservations never share a port (two non-listening
+``SO_REUSEADDR`` sockets could), and a listener never takes a port a reservation holds for a
+TF server. A port some other program holds fails the bind and is skipped; a range with no port
+left raises :class:`~sparktf.errors.PortRangeError`, naming the setting.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
+import random
 import socket
+import tempfile
+from dataclasses import dataclass
+
+from sparktf.errors import PortRangeError
+
+#: The Spark conf key of the port range (named in every error about it).
+SETTING = "spark.sparktf.portRange"
+
+
+@dataclass(frozen=True)
+class PortRange:
+    """The ports ``low`` to ``high`` (both included) that sparktf may open."""
+
+    low: int
+    high: int
+
+    @classmethod
+    def parse(cls, text: str) -> PortRange:
+        """``"40000-40100"`` as a range; ValueError saying what is wrong otherwise."""
+        parts = str(text).strip().split("-")
+        try:
+            low, high = (int(p.strip()) for p in parts)
+        except ValueError:
+            raise ValueError("be two port numbers as LOW-HIGH (e.g. 40000-40100)") from None
+        if not 1 <= low <= high <= 65535:
+            raise ValueError("be ports 1 to 65535 as LOW-HIGH with LOW <= HIGH (e.g. 40000-40100)")
+        return cls(low, high)
+
+    def __str__(self) -> str:
+        return f"{self.low}-{self.high}"
+
+    def __len__(self) -> int:
+        return self.high - self.low + 1
+
+    def candidates(self) -> list[int]:
+        """Every port of the range, starting at a random one (jobs starting at once on one
+        host do not all try the same port first)."""
+        ports = list(range(self.low, self.high + 1))
+        start = random.randrange(len(ports))
+        return ports[start:] + ports[:start]
+
+
+def _lock_dir() -> str:
+    path = os.path.join(tempfile.gettempdir(), "sparktf-ports")
+    os.makedirs(path, mode=0o1777, exist_ok=True)
+    try:
+        os.chmod(path, 0o1777)  # every user's jobs share the claims (sticky, like /tmp)
+    except OSError:
+        pass  # another user's directory: it is already shared
+    return path
+
+
+def _claim(port: int) -> int | None:
+    """An exclusive lock on ``port``'s lock file (its descriptor), or None if another
+    sparktf socket on this host holds the port."""
+    path = os.path.join(_lock_dir(), f"{port}.lock")
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o444)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _unclaim(fd: int | None) -> None:
+    if fd is not None:
+        try:
+            os.close(fd)  # (the lock goes with the last descriptor of it)
+        except OSError:
+            pass
+
+
+def exhausted(ports: PortRange, what: str) -> PortRangeError:
+    return PortRangeError(
+        f"no free port for {what} in {SETTING}={ports} on {socket.gethostname()}: all "
+        f"{len(ports)} are taken (by this job's other nodes and servers, other sparktf jobs, "
+        f"or other programs). Widen {SETTING}, or run fewer nodes on this host at once"
+    )
+
+
+def bind_in_range(
+    sock_factory, host: str, ports: PortRange, what: str, listen: int | None
+) -> tuple[socket.socket, int]:
+    """A socket from ``sock_factory()`` bound to ``host`` on a free port of ``ports`` (and
+    listening with backlog ``listen``, unless None), and the claim on its port (closed with
+    :func:`release`). Raises :class:`PortRangeError` when none is free."""
+    for port in ports.candidates():
+        fd = _claim(port)
+        if fd is None:
+            continue
+        sock = sock_factory()
+        try:
+            sock.bind((host, port))
+            if listen is not None:
+                sock.listen(listen)
+        except OSError as exc:
+            sock.close()
+            _unclaim(fd)
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                continue
+            raise
+        except BaseException:
+            sock.close()
+            _unclaim(fd)
+            raise
+        return sock, fd
+    raise exhausted(ports, what)
+
+
+def listening_socket(
+    host: str, ports: PortRange | None, what: str, backlog: int
+) -> tuple[socket.socket, int | None]:
+    """A listening TCP socket on ``host``: on a port the kernel picks, or on one of ``ports``
+    (then with its claim, to :func:`release` with the socket)."""
+    family = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0][0]
+    if ports is None:
+        return socket.create_server((host, 0), family=family, backlog=backlog), None
+
+    def make() -> socket.socket:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as create_server does
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        return sock
+
+    return bind_in_range(make, host, ports, what, backlog)
+
+
+def release(claim: int | None) -> None:
+    """Give up the claim on a port of the range (after its socket is closed)."""
+    _unclaim(claim)
 
 
 class PortReservation:
     """A placeholder socket holding a port; use as a context manager or call ``release()``."""
 
-    def __init__(self, host: str = "0.0.0.0") -> None:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self._sock.bind((host, 0))
-        except BaseException:
-            self._sock.close()
-            raise
+    def __init__(
+        self, host: str = "0.0.0.0", ports: PortRange | None = None, what: str = "a TF server"
+    ) -> None:
+        self._claim: int | None = None
+
+        def make() -> socket.socket:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            return sock
+
+        if ports is None:
+            self._sock = make()
+            try:
+                self._sock.bind((host, 0))
+            except BaseException:
+                self._sock.close()
+                raise
+        else:
+            self._sock, self._claim = bind_in_range(make, host, ports, what, None)
         self.port: int = self._sock.getsockname()[1]
 
     def release(self) -> None:
         self._sock.close()
+        _unclaim(self._claim)
+        self._claim = None
 
     def __enter__(self) -> PortReservation:
         return self

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sparktf.common.ports import PortRange
 from sparktf.common.topology import NodeRole
 from sparktf.driver.settings import default  # pure: the settings table, its defaults
 
@@ -67,6 +68,8 @@ class LaunchSpec:
     #: Cores of one executor where the master or conf says (None: unknown). A node whose host
     #: runs fewer nodes than the executor has task slots takes the idle cores as TF threads.
     executor_cores: int | None = None
+    #: spark.sparktf.portRange: every port the nodes open comes from it (None: any port).
+    port_range: PortRange | None = None
 
     @property
     def num_nodes(self) -> int:

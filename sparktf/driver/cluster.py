@@ -77,6 +77,7 @@ class Cluster:
             heartbeat_interval=min(1.0, (settings.heartbeat_timeout or 3.0) / 3),
             hadoop_env=hadoop_env(sc),
             executor_cores=preflight.executor_cores(sc.master, conf, os.cpu_count() or 1),
+            port_range=settings.port_range,
         )
         limits = Limits(
             reservation_timeout=settings.reservation_timeout,

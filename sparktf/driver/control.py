@@ -24,7 +24,7 @@ import struct
 import threading
 from typing import Protocol
 
-from sparktf.common import messages, protocol
+from sparktf.common import messages, ports, protocol
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +54,12 @@ class ControlServer:
         handler: Handler,
         handshake_timeout: float = 10.0,
         max_pending: int = MAX_PENDING,
+        port_range: ports.PortRange | None = None,
     ) -> None:
         self._handler = handler
-        family = socket.getaddrinfo(bind_host, 0, type=socket.SOCK_STREAM)[0][0]
-        self._sock = socket.create_server((bind_host, 0), family=family, backlog=128)
+        self._sock, self._claim = ports.listening_socket(
+            bind_host, port_range, "the driver's control server", backlog=128
+        )
         self.address: tuple[str, int] = (advertise_host, self._sock.getsockname()[1])
         self.bad_hellos = 0
         self.frames_rejected = 0
@@ -76,6 +78,7 @@ class ControlServer:
             )
         except BaseException:
             _close_quietly(self._sock)
+            ports.release(self._claim)
             raise
         self._acceptor = self._gate.thread
 
@@ -193,6 +196,7 @@ class ControlServer:
                 threads = list(self._threads)
             self._gate.close()
             _close_quietly(self._sock)
+            ports.release(self._claim)
             for conn in conns:
                 try:
                     conn.shutdown(socket.SHUT_RDWR)

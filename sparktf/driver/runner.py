@@ -271,6 +271,7 @@ class Runner:
             advertise,
             secret,
             AttemptHandler(self, number),
+            port_range=self._launch.port_range,
         )
         try:
             launch = dataclasses.replace(

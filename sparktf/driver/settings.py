@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparktf.common import plain_numbers
+from sparktf.common.ports import PortRange
 from sparktf.common.topology import MASTER_NODES
 from sparktf.errors import ConfigError
 
@@ -136,6 +137,18 @@ def tensorboard(value: Any) -> bool:
     if value and importlib.util.find_spec("tensorboard") is None:
         raise _Invalid("be False without the tensorboard package (pip install tensorboard)")
     return value
+
+
+def port_range(value: Any) -> PortRange | None:
+    """None, or ports as ``LOW-HIGH``."""
+    if value is None or isinstance(value, PortRange):
+        return value
+    if not isinstance(value, str):
+        raise _Invalid("be ports as LOW-HIGH (e.g. 40000-40100)")
+    try:
+        return PortRange.parse(value)
+    except ValueError as exc:
+        raise _Invalid(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -331,6 +344,17 @@ TABLE: tuple[Setting, ...] = (
         "(InputMode.SPARK)",
         arg=None,
     ),
+    Setting(
+        "port_range",
+        "portRange",
+        None,
+        port_range,
+        "firewalled clusters: every port sparktf opens (the driver's control server, the TF "
+        "servers, the row exchange, TensorBoard) is one of these, as LOW-HIGH (e.g. "
+        "40000-40100); a host needs one per node it runs, the driver one more. Unset: ports "
+        "the kernel picks",
+        arg=False,
+    ),
 )
 
 
@@ -370,6 +394,7 @@ class Settings:
     tensorboard: bool
     log_dir: str | None
     spool_max_bytes: int | None
+    port_range: PortRange | None
 
     @classmethod
     def resolve(cls, conf: Mapping[str, str] | None = None, **args: Any) -> Settings:

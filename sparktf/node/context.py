@@ -249,7 +249,7 @@ class NodeContext:
             spool_dir=self.work_dir,
             report=runtime.send,
             bound=runtime.bound,
-            peer=(spec.name, spec.host, spec.launch.secret),
+            peer=(spec.name, spec.host, spec.launch.secret, spec.launch.port_range),
         )
         return runtime.feed
 

@@ -144,7 +144,9 @@ def _start_tensorboard(
 
     output = os.path.join(spec.work_dir or ".", "tensorboard.out")
     try:
-        proc, reservation = tensorboard.start(ctx.log_dir, spec.host, output)
+        proc, reservation = tensorboard.start(
+            ctx.log_dir, spec.host, output, spec.launch.port_range
+        )
     except OSError as exc:
         chan.send(
             messages.make(

@@ -3,6 +3,8 @@
 The chief's node process starts ``python -m tensorboard.main`` on the cluster's log directory,
 on a port held by a :class:`~sparktf.common.ports.PortReservation` until TensorBoard has bound it
 (werkzeug sets ``SO_REUSEADDR``, as TensorFlow's gRPC server does), waits until it answers,
+(with ``spark.sparktf.portRange``, without its fast loader, which would listen on a port of
+its own choosing),
 and tells the driver its URL. TensorBoard is a child of the node process, in the node's
 session: the supervisor stops it with the rest of the node's process tree.
 """
@@ -17,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from sparktf.common import messages
-from sparktf.common.ports import PortReservation
+from sparktf.common.ports import PortRange, PortReservation
 
 START_TIMEOUT = 60.0  # seconds for TensorBoard to import and answer
 
@@ -39,11 +41,14 @@ def _answers(host: str, port: int) -> bool:
         return False
 
 
-def start(log_dir: str, host: str, output: str) -> tuple[subprocess.Popen, PortReservation]:
-    """Start TensorBoard on ``log_dir``, bound to ``host``, its output to the file ``output``.
-    Call from the main thread: the kernel's parent-death signal follows the thread that forks."""
+def start(
+    log_dir: str, host: str, output: str, ports: PortRange | None = None
+) -> tuple[subprocess.Popen, PortReservation]:
+    """Start TensorBoard on ``log_dir``, bound to ``host`` (on a port of ``ports``, if given),
+    its output to the file ``output``. Call from the main thread: the kernel's parent-death
+    signal follows the thread that forks."""
     os.makedirs(log_dir, exist_ok=True)
-    reservation = PortReservation(host)
+    reservation = PortReservation(host, ports, what="TensorBoard")
     parent = os.getpid()
     try:
         with open(output, "w") as out:
@@ -61,6 +66,8 @@ def start(log_dir: str, host: str, output: str) -> tuple[subprocess.Popen, PortR
                     str(reservation.port),
                     "--reload_interval",
                     "5",
+                    # its fast loader is a data server of its own, on a port it picks
+                    *(["--load_fast", "false"] if ports is not None else []),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=out,

@@ -330,7 +330,9 @@ def _steps(
     listener = feeder.listen_unix(feed_path) if feed_path else None
     proc = None
     try:
-        with PortReservation() as reservation:
+        with PortReservation(
+            ports=launch.port_range, what=f"{node.name}'s TF server"
+        ) as reservation:
             addresses = rendezvous(launch, node.name, host, reservation.port)
             spec = build_node_spec(
                 launch,

@@ -78,8 +78,10 @@ class DataFeed:
         self._waiting = False  # the consumer waits for the other nodes' rows (the bound)
         self._exchange: Exchange | None = None
         if moving:  # listening before the first progress report, which says where
-            name, host, secret = peer
-            self._exchange = Exchange(name, host, secret, bound, config.feed_timeout)
+            name, host, secret, *ports = peer  # (and spark.sparktf.portRange, if set)
+            self._exchange = Exchange(
+                name, host, secret, bound, config.feed_timeout, ports[0] if ports else None
+            )
             self._reports.exchange = self._exchange
         self._stream = Stream(
             sock_path,

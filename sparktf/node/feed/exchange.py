@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterator
 
 from sparktf.common import feedwire, protocol, topology
+from sparktf.common import ports as ports_
 from sparktf.errors import FeedError
 from sparktf.node.feed import batches
 from sparktf.node.feed.equalize import Bound
@@ -49,14 +50,23 @@ class Exchange:
     """This node's side of the moves: a listener for rows given to it, and the sending of the
     rows it gives once the driver's final bound says so."""
 
-    def __init__(self, name: str, host: str, secret: bytes, bound: Bound, timeout: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        host: str,
+        secret: bytes,
+        bound: Bound,
+        timeout: float,
+        ports: ports_.PortRange | None = None,
+    ) -> None:
         self._name = name  # this node's, as givers introduce themselves
         self._secret = secret
         self._stream: Stream | None = None  # this node's partition: its frames, the spool
         self._bound = bound
         self._timeout = timeout
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._listener = socket.create_server((host, 0), family=family, backlog=64)
+        self._listener, self._claim = ports_.listening_socket(
+            host, ports, f"{name}'s row exchange", backlog=64
+        )
         self.address = topology.format_address(host, self._listener.getsockname()[1])
         self._cond = threading.Condition()
         self._frames: dict[str, list[int]] = {}  # giver -> its frames' places in the spool
@@ -80,6 +90,7 @@ class Exchange:
             )
         except BaseException:
             self._listener.close()
+            ports_.release(self._claim)
             raise
         self._giving.start()
 
@@ -296,3 +307,5 @@ class Exchange:
             except OSError:
                 pass
         self._listener.close()
+        ports_.release(self._claim)
+        self._claim = None
