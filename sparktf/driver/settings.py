@@ -353,7 +353,7 @@ TABLE: tuple[Setting, ...] = (
         "servers, the row exchange, TensorBoard) is one of these, as LOW-HIGH (e.g. "
         "40000-40100); a host needs one per node it runs, the driver one more. Unset: ports "
         "the kernel picks",
-        arg=False,
+        arg=None,
     ),
 )
 
