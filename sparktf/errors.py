@@ -58,6 +58,9 @@ class NodeError(SparkTFError, RuntimeError):
         The original exception's message.
     output_tail : list of str
         The last lines the node wrote to stdout/stderr.
+    log_file : str or None
+        The file on the driver that holds the node's whole output
+        (``spark.sparktf.nodeLogDir``).
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class NodeError(SparkTFError, RuntimeError):
         traceback_text: str | None = None,
         output_tail: Sequence[str] = (),
         others: Sequence[str] = (),
+        log_file: str | None = None,
     ) -> None:
         self.node = node
         self.host = host
@@ -80,6 +84,7 @@ class NodeError(SparkTFError, RuntimeError):
         self.traceback_text = traceback_text
         self.output_tail = list(output_tail)
         self.others = list(others)
+        self.log_file = log_file
         super().__init__(self._format())
 
     def _format(self) -> str:
@@ -92,7 +97,13 @@ class NodeError(SparkTFError, RuntimeError):
         if self.output_tail:
             lines = "\n".join(f"    {line}" for line in self.output_tail)
             text += f"\n  last {len(self.output_tail)} lines of {self.node}'s output:\n{lines}"
+        if self.log_file:
+            text += f"\n  {self.node}'s whole output is in {self.log_file} (on the driver)"
         return text
+
+    def with_log_file(self, path: str) -> NodeError:
+        """The same error, naming the file that holds the node's whole output."""
+        return _rebuild_node_error(*self.__reduce__()[1][:-1], path)
 
     def __reduce__(self):  # keep the error picklable with all its fields
         return (
@@ -106,11 +117,12 @@ class NodeError(SparkTFError, RuntimeError):
                 self.traceback_text,
                 self.output_tail,
                 self.others,
+                self.log_file,
             ),
         )
 
 
-def _rebuild_node_error(node, host, reason, exc_type, exc_message, tb, tail, others):
+def _rebuild_node_error(node, host, reason, exc_type, exc_message, tb, tail, others, log_file=None):
     return NodeError(
         node,
         host,
@@ -120,6 +132,7 @@ def _rebuild_node_error(node, host, reason, exc_type, exc_message, tb, tail, oth
         traceback_text=tb,
         output_tail=tail,
         others=others,
+        log_file=log_file,
     )
 
 

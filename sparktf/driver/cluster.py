@@ -98,6 +98,8 @@ class Cluster:
             progress_interval=(settings.progress_interval if settings.progress else None),
             tail_lines=settings.tail_lines,
             conf=conf,
+            node_log_dir=settings.node_log_dir,
+            log_dir=settings.log_dir,
         )
         #: The barrier stages' ResourceProfile (gpus_per_node), None for the default profile.
         self._profile = preflight.gpu_profile(sc, settings.gpus_per_node)
@@ -124,6 +126,13 @@ class Cluster:
     def results(self) -> dict[str, Any]:
         state = self._runner.state
         return state.results if state is not None else {}
+
+    @property
+    def log_files(self) -> dict[str, str]:
+        """Node name to the file on the driver that holds its whole output, this attempt's
+        (``spark.sparktf.nodeLogDir``; earlier attempts' are beside it, in ``attempt-N``)."""
+        logs = self._runner.logs
+        return {r.name: logs.path(self.attempt, r.name) for r in self.roles}
 
     def progress(self) -> dict[str, dict]:
         """How far each node is, as plain data: ``{"chief:0": {"state": "running",

@@ -27,6 +27,7 @@ from sparktf.driver import sparkjobs
 from sparktf.driver.attempt import Attempt, AttemptHandler, abort_quietly, send_quietly
 from sparktf.driver.console import Console
 from sparktf.driver.control import ControlServer
+from sparktf.driver.history import NodeLogs
 from sparktf.driver.limits import Limits
 from sparktf.driver.progress import Reporter
 from sparktf.driver.state import JobState, Status
@@ -71,6 +72,8 @@ class Runner:
         conf: dict[str, str],
         tf_startup_logs: bool = False,
         progress_interval: float | None = None,
+        node_log_dir: str | None = None,
+        log_dir: str | None = None,
     ) -> None:
         self.sc = sc
         self._conf = conf  # the context's settings, read once by run()
@@ -83,6 +86,9 @@ class Runner:
         self._progress_interval = progress_interval  # None: no progress shown
         self._reporter: Reporter | None = None
         self._tail_lines = tail_lines
+        #: Every node's whole output, as files on the driver (spark.sparktf.nodeLogDir).
+        self.logs = NodeLogs(node_log_dir, job_id)
+        self._log_dir = log_dir  # a Hadoop one gets a copy of the logs at the end
         self._cond = threading.Condition()
         self._wake = threading.Event()  # set by every event that may change the outcome
         self._current: Attempt | None = None
@@ -200,6 +206,7 @@ class Runner:
             self._reporter.stop(summary=True)
         if attempt is not None:
             attempt.close()
+        self.logs.close(mirror_to=self._log_dir)
 
     # ------------------------------------------------------------------- events (handler)
     def on_connect(self, number: int, node: str, role: str, chan, hello: dict) -> None:
@@ -250,6 +257,7 @@ class Runner:
             self._cond.notify_all()
 
     def _on_log(self, number: int, node: str, message: dict) -> None:
+        self.logs.write(number, node, message["line"])  # (an earlier attempt's too)
         with self._cond:
             attempt = self._current
             if attempt is None or attempt.number != number:
@@ -344,6 +352,8 @@ class Runner:
                     why = sparkjobs.unlaunched_note(self.sc, attempt.job_id, hosts)
                     if why:
                         outcome = ReservationTimeoutError(f"{outcome}. {why}")
+                if isinstance(outcome, NodeError):
+                    outcome = outcome.with_log_file(self.logs.path(attempt.number, outcome.node))
                 if sparkjobs.spark_stopped(self.sc):
                     outcome = ClusterStateError(
                         "the SparkContext was stopped while the cluster ran; every node was "

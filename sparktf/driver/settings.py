@@ -345,6 +345,17 @@ TABLE: tuple[Setting, ...] = (
         arg=None,
     ),
     Setting(
+        "node_log_dir",
+        "nodeLogDir",
+        None,
+        path,
+        "directory on the driver that keeps every node's whole output, as "
+        "<job id>/attempt-N/worker-1.log (a failed node's error names its file); copied to "
+        "log_dir/sparktf-logs/ at the job's end when log_dir is on HDFS. Unset: "
+        "sparktf-<user>/logs in the driver's temp directory",
+        arg=None,
+    ),
+    Setting(
         "port_range",
         "portRange",
         None,
@@ -394,6 +405,7 @@ class Settings:
     tensorboard: bool
     log_dir: str | None
     spool_max_bytes: int | None
+    node_log_dir: str | None
     port_range: PortRange | None
 
     @classmethod

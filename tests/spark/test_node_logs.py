@@ -1,0 +1,71 @@
+"""Every node's whole output is kept as a file on the driver (spark.sparktf.nodeLogDir), named
+by job, attempt and node; a failed node's error names its file, and each job has its own.
+Real Spark (local[4]) and real node processes."""
+
+import os
+import sys
+
+import cloudpickle
+import pytest
+
+import sparktf
+from sparktf.errors import NodeError
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+KEY = "spark.sparktf.nodeLogDir"
+
+
+def talk_then_fail(args, ctx):
+    """Print ``args['lines']`` numbered lines (half to stderr); worker:0 then raises."""
+    for i in range(args["lines"]):
+        print(f"{ctx.name} line {i}", file=sys.stderr if i % 2 else sys.stdout, flush=True)
+    if ctx.name == args.get("fail"):
+        raise ValueError("failed on purpose")
+    return ctx.name
+
+
+@pytest.fixture
+def logs_in(sc_local, tmp_path):
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession(sc_local)
+    spark.conf.set(KEY, str(tmp_path / "logs"))
+    yield tmp_path / "logs"
+    spark.conf.unset(KEY)
+
+
+def test_a_failed_nodes_error_names_the_file_with_its_whole_output(sc_local, logs_in):
+    cluster = sparktf.run(
+        sc_local, talk_then_fail, {"lines": 200, "fail": "worker:0"}, num_executors=2
+    )
+    with pytest.raises(NodeError) as err:
+        cluster.shutdown(timeout=120)
+    path = err.value.log_file
+    assert path == str(logs_in / cluster.job_id / "attempt-0" / "worker-0.log")
+    assert path in str(err.value)
+    assert len(err.value.output_tail) <= 40  # the error keeps the tail ...
+    with open(path) as f:
+        text = f.read()
+    for i in range(200):  # ... the file every line, stdout and stderr
+        assert f"worker:0 line {i}\n" in text
+    assert "ValueError: failed on purpose" in text  # and the traceback the node printed
+    chief = cluster.log_files["chief:0"]
+    assert chief.endswith(os.path.join("attempt-0", "chief-0.log"))
+    assert "chief:0 line 199" in open(chief).read()
+
+
+def test_each_job_writes_files_of_its_own(sc_local, logs_in):
+    first = sparktf.run(sc_local, talk_then_fail, {"lines": 3}, num_executors=2)
+    first.shutdown(timeout=120)
+    second = sparktf.run(sc_local, talk_then_fail, {"lines": 5}, num_executors=2)
+    second.shutdown(timeout=120)
+    assert first.job_id != second.job_id
+    for cluster, lines in ((first, 3), (second, 5)):
+        for node, path in cluster.log_files.items():
+            assert path.startswith(str(logs_in / cluster.job_id))
+            with open(path) as f:
+                got = [ln for ln in f.read().splitlines() if " line " in ln]
+            # (stdout and stderr are read apart: each in its order, not with each other)
+            assert sorted(got) == sorted(f"{node} line {i}" for i in range(lines))
