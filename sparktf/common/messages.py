@@ -156,7 +156,15 @@ CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
 #: Fields a message may carry beyond the catalogue's (for the hello: its pid and port).
 _OPTIONAL = {
     "hello": ("pid", "port"),
-    "heartbeat": ("epoch", "epoch_rows", "metrics", "feed_secs", "cpu", "collective"),
+    "heartbeat": (
+        "epoch",
+        "epoch_rows",
+        "metrics",
+        "feed_secs",
+        "cpu",
+        "collective",
+        "reports",  # every ctx.report with metrics since the last: [(step, time, {k: v})]
+    ),
     "feed_progress": ("exchange", "stopped"),
     "feed_bound": ("ended", "give", "take", "others"),
     "error": ("code", "reason"),

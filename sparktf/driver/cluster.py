@@ -127,6 +127,15 @@ class Cluster:
         state = self._runner.state
         return state.results if state is not None else {}
 
+    def metrics(self) -> dict[str, list[dict]]:
+        """Each node's history of what ``ctx.report`` / ``ctx.keras_callback()`` sent, oldest
+        first: ``{"chief:0": [{"step": 10, "time": 1795700000.5, "values": {"loss": 0.4},
+        "attempt": 0}, ...], ...}`` (``time``: the node's wall clock, seconds since the epoch;
+        only reports with metrics). The driver also writes them as TensorBoard scalars: under
+        ``log_dir/sparktf/<job id>/<node>``, or beside the node logs without a local
+        ``log_dir`` (a Hadoop one gets a copy at the end)."""
+        return self._runner.metrics()
+
     @property
     def log_files(self) -> dict[str, str]:
         """Node name to the file on the driver that holds its whole output, this attempt's

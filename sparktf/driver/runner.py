@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 import weakref
@@ -30,6 +31,7 @@ from sparktf.driver.control import ControlServer
 from sparktf.driver.history import NodeLogs
 from sparktf.driver.limits import Limits
 from sparktf.driver.progress import Reporter
+from sparktf.driver.scalars import Scalars
 from sparktf.driver.state import JobState, Status
 from sparktf.errors import (
     ClusterStateError,
@@ -89,6 +91,9 @@ class Runner:
         #: Every node's whole output, as files on the driver (spark.sparktf.nodeLogDir).
         self.logs = NodeLogs(node_log_dir, job_id)
         self._log_dir = log_dir  # a Hadoop one gets a copy of the logs at the end
+        #: Node -> every ctx.report with metrics, oldest first (cluster.metrics()).
+        self._series: dict[str, list[dict]] = {}
+        self.scalars = Scalars(_scalars_root(log_dir, self.logs.job_dir, job_id))
         self._cond = threading.Condition()
         self._wake = threading.Event()  # set by every event that may change the outcome
         self._current: Attempt | None = None
@@ -206,6 +211,9 @@ class Runner:
             self._reporter.stop(summary=True)
         if attempt is not None:
             attempt.close()
+        self.scalars.close()
+        if self._log_dir and os.path.isdir(self.scalars.root):
+            _copy_scalars(self.scalars.root, self._log_dir, self.base_id)
         self.logs.close(mirror_to=self._log_dir)
 
     # ------------------------------------------------------------------- events (handler)
@@ -245,6 +253,23 @@ class Runner:
         attempt.perform(replies)
         if message.get("type") == "tensorboard":
             self.console.tensorboard(self.job_id, node, message)
+        if message.get("reports"):
+            self._record(number, node, message["reports"])
+
+    def _record(self, number: int, node: str, reports: list) -> None:
+        """Keep a heartbeat's ``ctx.report`` calls as the node's series, and as scalars."""
+        points = [
+            {"step": step, "time": wall, "values": dict(values), "attempt": number}
+            for step, wall, values in reports
+        ]
+        with self._cond:
+            self._series.setdefault(node, []).extend(points)
+        self.scalars.add(node, reports)
+
+    def metrics(self) -> dict[str, list[dict]]:
+        """Each node's series of ``ctx.report`` metrics, oldest first, every attempt's."""
+        with self._cond:
+            return {node: [dict(p) for p in points] for node, points in self._series.items()}
 
     def on_disconnect(self, number: int, node: str, role: str) -> None:
         with self._cond:
@@ -454,3 +479,27 @@ class Runner:
             state = attempt.state
             succeeded = state.job_ended_at is not None and state.job_failure is None
             self._spark_jobs.wait(attempt.thread, attempt.job_id, timeout, cancel, succeeded)
+
+
+def _scalars_root(log_dir: str | None, job_dir: str, job_id: str) -> str:
+    """Where the driver writes the nodes' metrics as TensorBoard scalars: a local ``log_dir``'s
+    ``sparktf/<job id>``; else beside the job's node logs (a Hadoop ``log_dir`` gets a copy
+    at the end)."""
+    from sparktf import fs
+
+    if log_dir and not fs.is_hadoop(log_dir):
+        local = log_dir[len("file://") :] if log_dir.startswith("file://") else log_dir
+        return os.path.join(local, "sparktf", job_id)
+    return os.path.join(job_dir, "tensorboard")
+
+
+def _copy_scalars(root: str, log_dir: str, job_id: str) -> None:
+    from sparktf import fs
+
+    if not fs.is_hadoop(log_dir):
+        return
+    remote = f"{log_dir.rstrip('/')}/sparktf/{job_id}"
+    try:
+        fs.upload(root, remote)
+    except Exception as exc:
+        log.warning("sparktf: could not copy the nodes' metrics to %s: %s", remote, exc)

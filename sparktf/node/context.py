@@ -9,6 +9,7 @@ only by the methods that need it.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -284,6 +285,8 @@ class NodeContext:
         if step is not None:
             self._runtime.step = plain_numbers.step(step, "ctx.report: step")
         self._runtime.metrics = {**self._runtime.metrics, **reported}
+        if reported:
+            self._runtime.reports.append((self._runtime.step, time.time(), reported))
 
     def keras_callback(self, every_n_steps: int = 1) -> Any:
         """A Keras callback that reports the step and the logs (``loss``, metrics) to the

@@ -7,6 +7,7 @@ Runs in the TF process; never imports pyspark.
 
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 import sys
@@ -23,6 +24,11 @@ from sparktf.node.feed.equalize import Bound
 EXIT_DRIVER_LOST = 75
 
 
+#: ctx.report calls a heartbeat carries at most (the oldest go first when a node reports
+#: faster than this per heartbeat_interval).
+MAX_PENDING_REPORTS = 10_000
+
+
 class NodeRuntime:
     """One node process's connection to the job, and the threads that keep it."""
 
@@ -36,6 +42,9 @@ class NodeRuntime:
         self.server: Any = None  # the TF server, once started
         self.step: int | None = None  # ctx.report / ctx.report_progress
         self.metrics: dict[str, float] = {}  # ctx.report
+        #: Every ctx.report with metrics since the last heartbeat: (step, time, metrics); the
+        #: driver keeps them as a series (cluster.metrics(), TensorBoard scalars).
+        self.reports: collections.deque = collections.deque(maxlen=MAX_PENDING_REPORTS)
         # 'stop' ends the process from the control thread, whatever the main thread does: a
         # parameter server run by sparktf, which has nothing to finish (not even its start).
         self._exit_on_stop = False
@@ -121,6 +130,11 @@ class NodeRuntime:
         """One heartbeat now (also sent last thing before ``done``: the final progress)."""
         feed = self.feed
         extra = {"metrics": dict(self.metrics)} if self.metrics else {}
+        reports = []
+        while self.reports:
+            reports.append(self.reports.popleft())
+        if reports:
+            extra["reports"] = reports
         if feed is not None:  # after the last epoch the feed's counter is one past it
             extra["epoch"] = min(feed.epoch, max(0, feed.config.num_epochs - 1))
             extra["epoch_rows"] = feed.epoch_rows
