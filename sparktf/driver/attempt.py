@@ -37,6 +37,8 @@ class Attempt:
     finalizer: Any = None
     #: When its Spark job's thread started (monotonic).
     started_at: float = 0.0
+    #: What Spark's UI says of its job (:func:`~sparktf.driver.sparkjobs.describe`).
+    description: str = ""
     #: Stage id -> whether it is a barrier stage, as Spark's status store showed it.
     barrier_stages: dict = dataclasses.field(default_factory=dict)
 

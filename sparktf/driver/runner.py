@@ -24,7 +24,7 @@ from typing import Any
 from sparktf.common import messages, protocol
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
-from sparktf.driver import sparkjobs
+from sparktf.driver import sparkjobs, stages
 from sparktf.driver.attempt import Attempt, AttemptHandler, abort_quietly, send_quietly
 from sparktf.driver.console import Console
 from sparktf.driver.control import ControlServer
@@ -320,6 +320,9 @@ class Runner:
             raise
         state = JobState(self.roles, self._limits, time.monotonic(), tail_lines=self._tail_lines)
         attempt = Attempt(number, job_id, server, launch, stage, state, {})
+        attempt.description = sparkjobs.describe(
+            stages.phase(self._stage_factory), self.base_id, number, [r.name for r in self.roles]
+        )
         # Whatever happens to the cluster object, the nodes do not outlive the interpreter.
         attempt.finalizer = weakref.finalize(
             self, abort_quietly, self.sc, job_id, server, self._exiting
@@ -339,7 +342,9 @@ class Runner:
         self._cond.notify_all()
 
     def _run_job(self, attempt: Attempt) -> None:
-        error = sparkjobs.run_tagged(self.sc, attempt.job_id, attempt.stage, lambda: self.aborted)
+        error = sparkjobs.run_tagged(
+            self.sc, attempt.job_id, attempt.stage, lambda: self.aborted, attempt.description
+        )
         with self._cond:
             attempt.state.job_ended(error, time.monotonic())
             self._wake.set()

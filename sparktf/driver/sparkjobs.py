@@ -55,18 +55,34 @@ def unlaunched_note(sc, tag: str, hosts: Collection[str | None]) -> str | None:
     return text
 
 
+def describe(phase: str, job_id: str, attempt: int, nodes: list[str]) -> str:
+    """What Spark's UI shows for a cluster's barrier job: sparktf, the phase (``main_fn``,
+    ``training``, ``inference``), the job, its attempt and its nodes."""
+    return f"sparktf {phase}: job {job_id}, attempt {attempt}, nodes {' '.join(nodes)}"
+
+
 def run_tagged(
-    sc: Any, tag: str, stage: Callable[[], Any], aborted: Callable[[], bool]
+    sc: Any,
+    tag: str,
+    stage: Callable[[], Any],
+    aborted: Callable[[], bool],
+    description: str = "",
 ) -> str | None:
     """Run ``stage`` (a cluster's barrier stage) as Spark jobs tagged ``tag`` unless
-    ``aborted()``; returns what Spark said if it failed (:func:`spark_error_text`)."""
+    ``aborted()``, described in Spark's UI by ``description`` (:func:`describe`); returns
+    what Spark said if it failed (:func:`spark_error_text`)."""
     try:
         # The job runs in the caller's job group, if it has one (inherited with its
         # other properties), so that cancelling that group (a notebook's cancel of the
         # cell) cancels the cluster too; sparktf finds and cancels it by its own tag.
+        # Without one, the job gets a group of its own, named by the tag (this thread's
+        # properties only: the caller's thread is untouched).
         sc.addJobTag(tag)
-        sc.setInterruptOnCancel(True)
-        sc.setLocalProperty("spark.job.description", f"sparktf TensorFlow cluster {tag}")
+        if sc.getLocalProperty("spark.jobGroup.id") is None:
+            sc.setJobGroup(tag, description or f"sparktf {tag}", interruptOnCancel=True)
+        else:
+            sc.setInterruptOnCancel(True)
+        sc.setLocalProperty("spark.job.description", description or f"sparktf {tag}")
         if not aborted():
             stage()
     except BaseException as exc:

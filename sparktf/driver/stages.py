@@ -33,7 +33,18 @@ def _empty(sc, num_nodes: int, task, profile=None) -> None:
 
 def nodes_only(sc, roles: tuple[NodeRole, ...], profile=None) -> Callable[[LaunchSpec], Stage]:
     """InputMode.TENSORFLOW: the nodes read their own data."""
-    return lambda launch: lambda: _empty(sc, len(roles), barrier_task(launch), profile)
+
+    def stage(launch: LaunchSpec) -> Stage:
+        return lambda: _empty(sc, len(roles), barrier_task(launch), profile)
+
+    stage.phase = "main_fn"  # type: ignore[attr-defined]  # what Spark's UI shows: phase()
+    return stage
+
+
+def phase(stage_factory: Any) -> str:
+    """What a stage factory's barrier stage does, in a word, for Spark's UI: ``main_fn``
+    (InputMode.TENSORFLOW), ``training`` or ``inference`` (InputMode.SPARK)."""
+    return getattr(stage_factory, "phase", "main_fn")
 
 
 def arrow_schema(df, output=None) -> bytes:
@@ -78,6 +89,8 @@ class Training:
     are, with rows to be moved between nodes if equalizing needs it (``FeedConfig.exchange``).
     Runs no Spark job: whatever the data needs computed (the user's maps and shuffles, the
     deal-out) runs in the stage, in the cluster's own Spark job."""
+
+    phase = "training"  # what Spark's UI says the barrier stage does
 
     def __init__(
         self,
@@ -169,6 +182,8 @@ class Inference:
     input's partitions, row for row (it zips with the input). Everything, the counting and
     dealing out of the input included, runs in the stage, in the cluster's Spark job. Built
     for one attempt (inference is not restarted)."""
+
+    phase = "inference"  # what Spark's UI says the barrier stage does
 
     def __init__(self, sc, roles: tuple[NodeRole, ...], data, schema, profile=None) -> None:
         if not _is_rdd(data):
