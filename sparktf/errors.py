@@ -103,7 +103,17 @@ class NodeError(SparkTFError, RuntimeError):
 
     def with_log_file(self, path: str) -> NodeError:
         """The same error, naming the file that holds the node's whole output."""
-        return _rebuild_node_error(*self.__reduce__()[1][:-1], path)
+        return NodeError(
+            self.node,
+            self.host,
+            self.reason,
+            exc_type=self.exc_type,
+            exc_message=self.exc_message,
+            traceback_text=self.traceback_text,
+            output_tail=self.output_tail,
+            others=self.others,
+            log_file=path,
+        )
 
     def __reduce__(self):  # keep the error picklable with all its fields
         return (

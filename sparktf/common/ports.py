@@ -35,7 +35,7 @@ import socket
 import tempfile
 from dataclasses import dataclass
 
-from sparktf.errors import PortRangeError
+from sparktf.errors import ConfigError, PortRangeError
 
 #: The Spark conf key of the port range (named in every error about it).
 SETTING = "spark.sparktf.portRange"
@@ -50,14 +50,15 @@ class PortRange:
 
     @classmethod
     def parse(cls, text: str) -> PortRange:
-        """``"40000-40100"`` as a range; ValueError saying what is wrong otherwise."""
+        """``"40000-40100"`` as a range; a ConfigError (a ValueError) saying what is wrong
+        otherwise (its message completes "spark.sparktf.portRange must ...")."""
         parts = str(text).strip().split("-")
         try:
             low, high = (int(p.strip()) for p in parts)
         except ValueError:
-            raise ValueError("be two port numbers as LOW-HIGH (e.g. 40000-40100)") from None
+            raise ConfigError("be two port numbers as LOW-HIGH (e.g. 40000-40100)") from None
         if not 1 <= low <= high <= 65535:
-            raise ValueError("be ports 1 to 65535 as LOW-HIGH with LOW <= HIGH (e.g. 40000-40100)")
+            raise ConfigError("be ports 1 to 65535 as LOW-HIGH with LOW <= HIGH (e.g. 40000-40100)")
         return cls(low, high)
 
     def __str__(self) -> str:
