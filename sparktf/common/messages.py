@@ -150,12 +150,28 @@ _ALL = [
         "before that, the fewest rows another training node has reported (others)",
     ),
     Message("abort", "driver", "supervisor", (), "stop the TF process and everything below it now"),
+    Message(
+        "restart",
+        "supervisor",
+        "driver",
+        ("code", "tail"),
+        "the worker's TF process failed (exit code, last lines): may it be started again in "
+        "place (workerRestarts)? The driver answers 'resume'",
+    ),
+    Message(
+        "resume",
+        "driver",
+        "supervisor",
+        ("go", "count", "limit", "why"),
+        "the answer to 'restart': start the TF process again (go, the count-th restart of "
+        "limit) or not (why), then report its exit as usual",
+    ),
 ]
 
 CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
 #: Fields a message may carry beyond the catalogue's (for the hello: its pid and port).
 _OPTIONAL = {
-    "hello": ("pid", "port"),
+    "hello": ("pid", "port", "incarnation"),
     "heartbeat": (
         "epoch",
         "epoch_rows",

@@ -70,6 +70,10 @@ class LaunchSpec:
     executor_cores: int | None = None
     #: spark.sparktf.portRange: every port the nodes open comes from it (None: any port).
     port_range: PortRange | None = None
+    #: How often a worker's TF process that fails may be started again in place by its
+    #: supervisor, the rest of the cluster running on (spark.sparktf.workerRestarts); the
+    #: driver decides each time (JobState's restart rule).
+    worker_restarts: int = 0
 
     @property
     def num_nodes(self) -> int:
@@ -91,6 +95,8 @@ class NodeSpec:
     work_dir: str | None = None  # private (0700) directory of this node, removed at its end
     feed_path: str | None = None  # the Unix socket its barrier task feeds data through
     gpus: tuple[str, ...] = ()  # the GPU addresses Spark assigned to its barrier task
+    #: 0 for the node's first TF process, k for the k-th started again in place
+    incarnation: int = 0
 
     @property
     def role(self) -> NodeRole:

@@ -99,7 +99,7 @@ class Events(Protocol):
 
     def on_message(self, number: int, node: str, peer: str, message: dict) -> None: ...
 
-    def on_disconnect(self, number: int, node: str, peer: str) -> None: ...
+    def on_disconnect(self, number: int, node: str, peer: str, incarnation: int = 0) -> None: ...
 
     def abort(self, failure: SparkTFError) -> None: ...
 
@@ -112,6 +112,9 @@ class AttemptHandler:
     def __init__(self, runner: Events, number: int) -> None:
         self._runner = runner
         self._number = number
+        # Which TF process a connection's thread serves (its hello's incarnation), for the
+        # connection's end: a worker restarted in place connects again under the same name.
+        self._local = threading.local()
 
     def _guard(self, call: Callable[..., None], *args: Any) -> None:
         try:
@@ -123,6 +126,7 @@ class AttemptHandler:
             )
 
     def on_connect(self, node: str, peer: str, chan: Any, hello: dict) -> None:
+        self._local.incarnation = hello.get("incarnation", 0)
         self._guard(self._runner.on_connect, node, peer, chan, hello)
 
     def on_message(self, node: str, peer: str, message: dict) -> None:
@@ -134,7 +138,8 @@ class AttemptHandler:
         self._runner.abort(exc)
 
     def on_disconnect(self, node: str, peer: str) -> None:
-        self._guard(self._runner.on_disconnect, node, peer)
+        incarnation = getattr(self._local, "incarnation", 0)
+        self._guard(self._runner.on_disconnect, node, peer, incarnation)
 
 
 def abort_quietly(sc: Any, job_id: str, server: ControlServer, exiting: threading.Event) -> None:

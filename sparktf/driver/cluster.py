@@ -44,7 +44,8 @@ class Cluster:
     results : dict
         Node name to the value its ``main_fn`` returned (``None`` for parameter servers).
     failures : list of SparkTFError
-        What made the cluster restart (``max_restarts``), oldest first.
+        What made the cluster restart (``max_restarts``) or a worker restart in place
+        (``worker_restarts``; those have ``restarted_in_place`` set), oldest first.
     rows_held_back : int
         InputMode.SPARK: rows equalization held back so every worker took the same steps.
     rows_moved : int
@@ -78,6 +79,7 @@ class Cluster:
             hadoop_env=hadoop_env(sc),
             executor_cores=preflight.executor_cores(sc.master, conf, os.cpu_count() or 1),
             port_range=settings.port_range,
+            worker_restarts=settings.restarts_in_place,
         )
         limits = Limits(
             reservation_timeout=settings.reservation_timeout,
@@ -85,6 +87,7 @@ class Cluster:
             progress_timeout=settings.progress_timeout,
             collective_idle_timeout=settings.collective_idle_timeout,
             paused_after=PAUSED_SECS,
+            worker_restarts=settings.restarts_in_place,
         )
         self._launch = launch
         self._runner = Runner(
@@ -146,8 +149,8 @@ class Cluster:
     def progress(self) -> dict[str, dict]:
         """How far each node is, as plain data: ``{"chief:0": {"state": "running",
         "epoch": 2, "step": 120, "rows": 6000, "epoch_rows": 2000, "rows_per_s": 3100.5,
-        "metrics": {"loss": 0.31, "accuracy": 0.9}, "seconds": 12.5}, ...}`` (epoch counts
-        from 1; rows are those the feed handed to ``main_fn``; steps and metrics are what
+        "metrics": {"loss": 0.31, "accuracy": 0.9}, "restarts": 0, "seconds": 12.5}, ...}``
+        (restarts: of its TF process in place, ``worker_restarts``; epoch counts from 1; rows are those the feed handed to ``main_fn``; steps and metrics are what
         ``ctx.report`` / ``ctx.keras_callback()`` sent; None where nothing was reported).
         The same data the driver's progress bar or lines show."""
         return self._runner.progress()
@@ -397,6 +400,7 @@ def run(
     tensorboard: bool = default("tensorboard"),
     log_dir: str | None = None,
     max_restarts: int | None = None,
+    worker_restarts: int | None = None,
     heartbeat_timeout: float | None = None,
     progress_timeout: float | None = None,
 ) -> Cluster:
@@ -426,6 +430,10 @@ def run(
         ``InputMode.SPARK``: the nodes start over the data given to :meth:`Cluster.train`.
     reservation_timeout, log_to_driver, heartbeat_timeout, progress_timeout, max_restarts
         See the settings table; unset, ``spark.sparktf.*`` then the default applies.
+    worker_restarts : int, optional
+        How often a worker's failed TF process is started again in place (same TF_CONFIG
+        and port) while the rest of the cluster runs on; unset: 3 with parameter servers,
+        else 0. Synchronous models (SyncReplicasOptimizer) need 0; see the failures guide.
     progress : bool, optional
         Show the nodes' progress on the driver (default on; see :meth:`Cluster.progress`).
     gpus_per_node : int, optional
@@ -465,6 +473,7 @@ def run(
         tensorboard=tensorboard,
         log_dir=log_dir,
         max_restarts=max_restarts,
+        worker_restarts=worker_restarts,
         heartbeat_timeout=heartbeat_timeout,
         progress_timeout=progress_timeout,
     )

@@ -55,6 +55,8 @@ def is_symptom(error: dict) -> bool:
 def node_failed(n: NodeRecord, now: float, limits: Limits, job_running: bool) -> bool:
     """Whether ``n`` has failed by now (``job_running``: the Spark job holding it runs)."""
     settle = limits.error_settle
+    if n.restart_wanted is not None and not (n.lost or n.hung):
+        return False  # restarted in place as soon as its old process's channel ends
     if n.lost and job_running and n.failed_at is not None and now - n.failed_at < settle:
         return False  # its executor may be lost: Spark's job error says why, at once
     if n.lost or n.hung:
@@ -128,6 +130,12 @@ def node_error(n: NodeRecord, others: list[str], job: JobFailure | None = None) 
     """The typed error for a failed node, with its reason and the tail of its output (and,
     for a node lost with its executor, why Spark says the executor was lost)."""
     tail = list(n.exit["tail"]) if n.exit and n.exit.get("tail") else list(n.tail)
+    again = (
+        f" (its TF process had been restarted in place {n.restarts} time"
+        f"{'s' if n.restarts > 1 else ''}: spark.sparktf.workerRestarts)"
+        if n.restarts
+        else ""
+    )
     if n.error is not None:
         where = n.error.get("where")
         if where == "exit":
@@ -137,14 +145,14 @@ def node_error(n: NodeRecord, others: list[str], job: JobFailure | None = None) 
         return NodeError(
             n.name,
             n.host,
-            reason,
+            reason + again,
             exc_type=n.error["exc_type"],
             exc_message=n.error["message"],
             traceback_text=n.error["traceback"],
             output_tail=tail,
             others=others,
         )
-    return NodeError(n.name, n.host, _reason(n, job), output_tail=tail, others=others)
+    return NodeError(n.name, n.host, _reason(n, job) + again, output_tail=tail, others=others)
 
 
 def _reason(n: NodeRecord, job: JobFailure | None) -> str:

@@ -30,3 +30,6 @@ class Limits:
     #: A gap this long between two steps means the driver itself was paused (None: not
     #: looked for; the runner, which steps every 0.1 s, sets PAUSED_SECS).
     paused_after: float | None = None
+    #: How often each worker's failed TF process may start again in place
+    #: (spark.sparktf.workerRestarts, resolved: Settings.restarts_in_place).
+    worker_restarts: int = 0

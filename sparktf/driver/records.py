@@ -88,6 +88,11 @@ class NodeRecord:
     cpu: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
     idle_noted: bool = False  # named in an idle-collective warning
     tail: collections.deque = field(default_factory=_tail)  # its last lines of output
+    restarts: int = 0  # its TF process was started again in place this many times
+    incarnation: int = 0  # which of its TF processes the record follows (0: the first)
+    #: Its supervisor's restart request, waiting for the old process's channel to end
+    restart_wanted: dict | None = None
+    restarting_at: float | None = None  # restarted in place; the new process has not said hello
 
     @property
     def name(self) -> str:
@@ -131,6 +136,7 @@ def progress_snapshot(nodes: Iterable[NodeRecord], now: float) -> dict[str, dict
             "epoch_rows": n.epoch_rows,
             "rows_per_s": rows_per_second(n),
             "metrics": dict(n.metrics),
+            "restarts": n.restarts,
             "seconds": None if n.started_at is None else ended - n.started_at,
         }
     return out

@@ -222,6 +222,12 @@ class Runner:
             attempt = self._current
             if attempt is not None and attempt.number != number:
                 attempt = None  # an earlier attempt's connection
+            if (
+                attempt is not None
+                and role == messages.NODE
+                and attempt.state.stale(node, hello.get("incarnation", 0))
+            ):
+                attempt = None  # a TF process restarted in place since: it must not run
             if attempt is not None:
                 attempt.channels[(node, role)] = chan
             replies = attempt.state.apply(node, role, hello, time.monotonic()) if attempt else []
@@ -271,15 +277,19 @@ class Runner:
         with self._cond:
             return {node: [dict(p) for p in points] for node, points in self._series.items()}
 
-    def on_disconnect(self, number: int, node: str, role: str) -> None:
+    def on_disconnect(self, number: int, node: str, role: str, incarnation: int = 0) -> None:
         with self._cond:
             attempt = self._current
             if attempt is None or attempt.number != number:
                 return
-            attempt.channels.pop((node, role), None)
-            attempt.state.apply(node, role, {"type": "closed"}, time.monotonic())
+            if role != messages.NODE or incarnation == attempt.state.incarnation(node):
+                attempt.channels.pop((node, role), None)
+            replies = attempt.state.apply(
+                node, role, {"type": "closed", "incarnation": incarnation}, time.monotonic()
+            )
             self._wake.set()
             self._cond.notify_all()
+        attempt.perform(replies)  # a worker restarted in place: its supervisor hears so
 
     def _on_log(self, number: int, node: str, message: dict) -> None:
         self.logs.write(number, node, message["line"])  # (an earlier attempt's too)
@@ -362,6 +372,7 @@ class Runner:
                     state = attempt.state
                     actions = state.step(time.monotonic())
                     notes = state.take_notes()
+                    self.failures += state.take_restarted()  # absorbed by restarts in place
                     outcome = state.outcome if state.status is Status.FAILED else None
                     finished = state.status is Status.FINISHED
                     reserving = state.reserving()

@@ -180,6 +180,10 @@ class Setting:
         return int(number) if number.is_integer() and "." not in text else number
 
 
+#: Restarts in place of each worker where the cluster has parameter servers and the setting is
+#: unset (see :attr:`Settings.restarts_in_place`).
+DEFAULT_WORKER_RESTARTS = 3
+
 TABLE: tuple[Setting, ...] = (
     Setting(
         "num_executors",
@@ -301,6 +305,17 @@ TABLE: tuple[Setting, ...] = (
         "launch the whole cluster again after a node failure, up to this many times",
     ),
     Setting(
+        "worker_restarts",
+        "workerRestarts",
+        None,
+        optional(count(0)),
+        "start a worker's failed TF process again in place, same TF_CONFIG and port, the "
+        "chief and ps running on, up to this many times a worker; default "
+        f"{DEFAULT_WORKER_RESTARTS} with parameter servers (ParameterServerStrategy, TF1 "
+        "async), else 0. Synchronous models cannot go on without a peer: set 0 for "
+        "SyncReplicasOptimizer",
+    ),
+    Setting(
         "gpus_per_node",
         "gpusPerNode",
         None,
@@ -400,6 +415,7 @@ class Settings:
     progress_timeout: float | None
     collective_idle_timeout: float | None
     max_restarts: int
+    worker_restarts: int | None
     gpus_per_node: int | None
     env: tuple[tuple[str, str], ...]
     tensorboard: bool
@@ -448,6 +464,14 @@ class Settings:
             raise ConfigError.from_problems(problems)
         return cls(**values)
 
+    @property
+    def restarts_in_place(self) -> int:
+        """``worker_restarts``, or where unset its default: DEFAULT_WORKER_RESTARTS with
+        parameter servers (their models go on while a worker is away), else 0."""
+        if self.worker_restarts is not None:
+            return self.worker_restarts
+        return DEFAULT_WORKER_RESTARTS if self.num_ps > 0 else 0
+
 
 def session_conf(runtime_conf) -> dict[str, str]:
     """The ``spark.sparktf.*`` values of a SparkSession's conf (``spark.conf``: the Spark conf
@@ -484,6 +508,8 @@ def markdown_table() -> str:
         conf = f"`spark.sparktf.{s.conf}`" if s.conf else "-"
         if s.name == "num_executors":
             default = "every slot"
+        elif s.name == "worker_restarts":
+            default = f"{DEFAULT_WORKER_RESTARTS} with ps, else 0"
         elif isinstance(s.default, InputMode):
             default = f"InputMode.{s.default.name}"
         elif s.default is None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from sparktf.common import messages, topology
 from sparktf.common.topology import NodeRole
-from sparktf.driver import failures, liveness
+from sparktf.driver import failures, inplace, liveness
 from sparktf.driver.failures import JobFailure
 from sparktf.driver.feedbound import FeedBound
 from sparktf.driver.limits import Limits
@@ -90,6 +90,8 @@ class JobState:
         self.resumed_at = float("-inf")
         self.addresses_sent = False
         self._notes: list[str] = []
+        #: Failures that restarts in place absorbed, not yet taken by the runner
+        self._restarted: list[SparkTFError] = []
 
     # ---------------------------------------------------------------------------- queries
     @property
@@ -133,6 +135,22 @@ class JobState:
         notes, self._notes = self._notes, []
         return notes
 
+    def take_restarted(self) -> list[SparkTFError]:
+        """The failures of workers restarted in place since the last call, oldest first."""
+        out, self._restarted = self._restarted, []
+        return out
+
+    def stale(self, node: str, incarnation: int) -> bool:
+        """Whether a TF process of ``node`` says hello after a newer one was started in its
+        place (:mod:`~sparktf.driver.inplace`): it must not run."""
+        n = self.nodes.get(node)
+        return n is not None and incarnation < n.incarnation + (n.restarting_at is not None)
+
+    def incarnation(self, node: str) -> int:
+        """Which TF process of ``node`` its record follows (0: the first)."""
+        n = self.nodes.get(node)
+        return n.incarnation if n is not None else 0
+
     # ----------------------------------------------------------------------------- events
     def apply(self, node: str, role: str, message: dict, now: float) -> list[Send]:
         """One event from a node's connection: ``message`` is a catalogue message, or
@@ -150,6 +168,7 @@ class JobState:
         if role != messages.NODE:
             return []
         n.connected, n.started_at, n.last_beat = True, now, now
+        n.incarnation, n.restarting_at = msg.get("incarnation", 0), None
         if n.state is NodeState.PENDING:
             n.state = NodeState.RUNNING
         if self.registered and self.status is Status.LAUNCHING:
@@ -245,12 +264,33 @@ class JobState:
         if msg["code"] != 0:
             n.mark_failed(now)
 
-    def _on_closed(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+    def _on_closed(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
         if role == messages.NODE:
+            if msg.get("incarnation", 0) != n.incarnation:
+                return []  # an older process of a node restarted in place
             n.closed = True
+            if n.restart_wanted is not None:
+                return self._restart_in_place(n, now)
         elif role == messages.SUPERVISOR and n.exit is None:
             n.lost = True
             n.mark_failed(now)
+        return []
+
+    def _on_restart(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+        """A worker's supervisor asks to start its failed TF process again in place: yes
+        (once the old process's channel has ended) or why not (:mod:`.inplace`)."""
+        ending = self.over or self.stop_sent or self.outcome is not None
+        why = inplace.refusal(n, self.limits, ending)
+        if why is not None:
+            return [inplace.resume(n, self.limits, why)]
+        n.restart_wanted = msg
+        if n.closed or not n.connected:
+            return self._restart_in_place(n, now)
+        return []
+
+    def _restart_in_place(self, n: NodeRecord, now: float) -> list[Send]:
+        self._restarted.append(inplace.restart(n, now))
+        return [inplace.resume(n, self.limits, None)]
 
     def _on_feed_progress(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
         sends = self.feed.on_report(n.name, msg, now)
@@ -314,6 +354,7 @@ class JobState:
             self.resumed_at = now
         self._stepped_at = now
         liveness.check_liveness(self.nodes.values(), self.limits, now, self.resumed_at)
+        inplace.check_restarting(self.nodes.values(), self.limits, now, self.resumed_at)
         failure = self.failure(now)
         if failure is not None:
             self.fail(failure)

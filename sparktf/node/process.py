@@ -218,7 +218,16 @@ def _connect(spec: NodeSpec) -> protocol.Channel:
         spec.launch.driver_address, spec.launch.secret, spec.launch.connect_timeout
     )
     keepalive.watch_peer(chan.sock)  # a driver's host that falls silent: exit within 30 s
-    chan.send(messages.hello(messages.NODE, spec.name, spec.host, pid=os.getpid(), port=spec.port))
+    chan.send(
+        messages.hello(
+            messages.NODE,
+            spec.name,
+            spec.host,
+            pid=os.getpid(),
+            port=spec.port,
+            incarnation=spec.incarnation,
+        )
+    )
     return chan
 
 

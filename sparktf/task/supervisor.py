@@ -10,12 +10,18 @@ The supervisor is small and imports neither pyspark nor tensorflow, so it can al
   supervisor goes;
 * it streams the TF process's stdout and stderr to the driver line by line, keeping a tail;
 * when the TF process exits, or the driver says ``abort``, or a signal arrives, it stops every
-  descendant (SIGTERM, then SIGKILL) and reports the exit code and the tail to the driver.
+  descendant (SIGTERM, then SIGKILL) and reports the exit code and the tail to the driver;
+* a worker's TF process that failed (a signal, an error in ``main_fn``) may be started again
+  in place (``spark.sparktf.workerRestarts``, for models with parameter servers): the
+  supervisor asks the driver (``restart``), which decides (``resume``); the new process gets
+  the same TF_CONFIG and port (the barrier task still holds its reservation) while the rest
+  of the cluster runs on.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import pickle
 import shutil
@@ -41,6 +47,9 @@ NAME, NODE_NAME = "sparktf-sup", "sparktf-node"
 #: still holds them (its children) is stopped, and how long those get between TERM and KILL.
 DRAIN_SECS = 0.5
 ORPHAN_GRACE = 1.0
+#: How long a supervisor waits for the driver's answer to a restart request before it reports
+#: the exit instead (the driver answers as soon as the old process's channel has ended).
+RESUME_WAIT = 30.0
 
 
 class Supervisor:
@@ -51,6 +60,8 @@ class Supervisor:
         self.child: subprocess.Popen | _Forked | None = None
         self.aborted = threading.Event()
         self.reported = False  # the node's exit report reached the driver's channel
+        self.resumed = threading.Event()  # the driver's answer to a restart request came
+        self.resume: dict | None = None
 
     def _send(self, message: dict) -> bool:
         try:
@@ -69,11 +80,16 @@ class Supervisor:
     def _listen(self) -> None:
         try:
             while True:
-                if self.chan.recv().get("type") == "abort":
+                message = self.chan.recv()
+                if message.get("type") == "abort":
                     break
+                if message.get("type") == "resume":
+                    self.resume = message
+                    self.resumed.set()
         except (OSError, EOFError, pickle.UnpicklingError):
             pass  # lost the driver: nobody can use this node any more
         self.aborted.set()
+        self.resumed.set()  # a restart request waiting for the answer gives up
         self.stop_children()
 
     def stop_children(self) -> None:
@@ -118,7 +134,24 @@ class Supervisor:
         self.child = child
 
     def run(self) -> int:
-        self.start_child()
+        self.start_child()  # forked while this process has no other thread
+        threading.Thread(target=self._listen, daemon=True).start()
+        while True:
+            code = self._watch_child()
+            if code == 0 or self.aborted.is_set() or not self._may_restart(code):
+                break
+            # Started anew (fork and exec), not forked: this process now runs threads.
+            self._exec_child()
+        if self.aborted.is_set() and code != 0:
+            code = code if code < 0 else EXIT_ABORTED
+        self.reported = self._send(
+            messages.make("exit", code=code, aborted=self.aborted.is_set(), tail=list(self.tail))
+        )
+        self.chan.close()
+        return code
+
+    def _watch_child(self) -> int:
+        """Stream the TF process's output, wait for it and stop whatever it left."""
         child = self.child
         assert child is not None and child.stdout is not None and child.stderr is not None
         pumps = [
@@ -127,7 +160,6 @@ class Supervisor:
         ]
         for t in pumps:
             t.start()
-        threading.Thread(target=self._listen, daemon=True).start()
         code = child.wait()
         # Its children may hold the output pipes open: read what is there, then stop them
         # (the pumps end when the last holder dies), so the exit is reported at once.
@@ -137,13 +169,39 @@ class Supervisor:
         procs.kill_tree(grace=min(ORPHAN_GRACE, self.spec.launch.stop_grace))
         for t in pumps:
             t.join(timeout=1.0)
-        if self.aborted.is_set() and code != 0:
-            code = code if code < 0 else EXIT_ABORTED
-        self.reported = self._send(
-            messages.make("exit", code=code, aborted=self.aborted.is_set(), tail=list(self.tail))
-        )
-        self.chan.close()
         return code
+
+    def _may_restart(self, code: int) -> bool:
+        """Whether the failed TF process (exit ``code``) starts again in place: a worker
+        without a data feed, where the job allows it, and the driver says so. The driver
+        answers once the old process's channel has ended (so nothing of it can be taken for
+        the new one's); on a yes the new process gets the same spec, but its incarnation."""
+        spec = self.spec
+        if spec.launch.worker_restarts <= 0 or spec.role.job != "worker" or spec.feed_path:
+            return False
+        self.resume = None
+        self.resumed.clear()
+        if not self._send(messages.make("restart", code=code, tail=list(self.tail)[-5:])):
+            return False
+        if not self.resumed.wait(RESUME_WAIT) or self.aborted.is_set():
+            return False
+        answer = self.resume or {}
+        if not answer.get("go"):
+            line = f"sparktf: {spec.name} is not restarted in place: {answer.get('why')}"
+            self._note(line)
+            return False
+        self._note(
+            f"sparktf: {spec.name}'s TF process {procs.describe_exit(code)}; restarting it in "
+            f"place (restart {answer['count']} of {answer['limit']}, "
+            "spark.sparktf.workerRestarts), same TF_CONFIG and port"
+        )
+        self.spec = dataclasses.replace(spec, incarnation=spec.incarnation + 1)
+        return True
+
+    def _note(self, line: str) -> None:
+        """A line of the supervisor's own in the node's output, as the driver shows it."""
+        self.tail.append(line)
+        self._send(messages.make("log", stream="stderr", line=line))
 
 
 class _Forked(procs.ForkedChild):

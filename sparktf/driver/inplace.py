@@ -1,0 +1,91 @@
+"""Workers restarted in place: the rules by which the driver lets a worker's supervisor start
+its failed TF process again, with the same TF_CONFIG and port, while the rest of the cluster
+runs on (``spark.sparktf.workerRestarts``).
+
+Models with parameter servers go on without a worker: TF2's ``ClusterCoordinator`` re-runs
+the lost worker's closures on the others and takes the worker back once it answers at the
+same address again; a TF1 asynchronous between-graph worker (``MonitoredTrainingSession``)
+joins the running cluster again from the variables on the ps. Synchronous models
+(MultiWorkerMirroredStrategy, ``SyncReplicasOptimizer``) wait for the lost peer's part of a
+step: for them the whole cluster restarts (``max_restarts``).
+
+The exchange: the supervisor sends ``restart`` (the exit code, the last lines); the driver
+answers ``resume`` with ``go`` or the reason why not. A yes waits until the old process's
+channel has ended, so that everything it sent (its error report, its last heartbeat) counts
+against the old process, not the new one; the new process says hello with its
+``incarnation``, and a late hello of an older one is turned away.
+
+Pure functions of a node's record, the limits and the time: no sockets, no threads, no Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sparktf.common import messages
+from sparktf.driver import failures
+from sparktf.driver.limits import Limits
+from sparktf.driver.records import NodeRecord, NodeState, Send
+from sparktf.errors import NodeError
+
+
+def refusal(n: NodeRecord, limits: Limits, ending: bool) -> str | None:
+    """Why ``n``'s failed process may not start again in place (None: it may); ``ending``:
+    the attempt is stopping or has failed."""
+    limit = limits.worker_restarts
+    if n.role.job != "worker":
+        return "only workers are restarted in place"
+    if limit <= 0:
+        return "spark.sparktf.workerRestarts is 0"
+    if n.restarts >= limit:
+        return (
+            f"it was restarted in place {n.restarts} time{'s' if n.restarts > 1 else ''} "
+            f"already (spark.sparktf.workerRestarts={limit})"
+        )
+    if n.has_result:
+        return "its main_fn had returned"
+    if n.hung or n.lost:
+        return "it was declared dead"
+    if ending:
+        return "the job is ending"
+    return None
+
+
+def restart(n: NodeRecord, now: float) -> NodeError:
+    """Forget ``n``'s failed process (its error, exit, channel) and count the restart; returns
+    the failure it absorbed, as it would have failed the job (``restarted_in_place`` set)."""
+    wanted, n.restart_wanted = n.restart_wanted or {}, None
+    n.exit = {"code": wanted.get("code", 1), "tail": list(n.tail)}
+    failure = failures.node_error(n, [])
+    failure.restarted_in_place = True  # type: ignore[attr-defined]
+    n.restarts += 1
+    n.error = n.exit = None
+    n.error_at = n.failed_at = n.exit_at = None
+    n.connected = n.closed = False
+    n.state, n.restarting_at, n.last_beat = NodeState.RUNNING, now, now
+    return failure
+
+
+def resume(n: NodeRecord, limits: Limits, why: str | None) -> Send:
+    """The answer to ``n``'s supervisor: go (``why`` None) or not, and why."""
+    message = messages.make(
+        "resume", go=why is None, count=n.restarts, limit=limits.worker_restarts, why=why
+    )
+    return Send((n.name,), messages.SUPERVISOR, message)
+
+
+def check_restarting(
+    nodes: Iterable[NodeRecord], limits: Limits, now: float, resumed_at: float
+) -> None:
+    """A worker restarted in place whose new process has not connected within
+    ``reservation_timeout`` is declared hung."""
+    limit = limits.reservation_timeout
+    for n in nodes:
+        if n.restarting_at is None or n.hung:
+            continue
+        if now - max(n.restarting_at, resumed_at) > limit:
+            n.hung = (
+                "was restarted in place, but its new TF process did not connect within "
+                f"reservation_timeout={limit:g}s"
+            )
+            n.mark_failed(now)
