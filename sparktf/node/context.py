@@ -8,7 +8,9 @@ only by the methods that need it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -190,6 +192,7 @@ class NodeContext:
         *,
         qname_in: str = "input",
         qname_out: str = "output",
+        start_epoch: int = 0,
     ) -> DataFeed:
         """This node's share of the data given to ``cluster.train`` or ``cluster.inference``.
 
@@ -204,6 +207,13 @@ class NodeContext:
         qname_in, qname_out : str
             TensorFlowOnSpark's queue names, accepted so that its calls run as written: a
             node has one feed, so they must be ``"input"`` and ``"output"``.
+        start_epoch : int
+            The epoch (0 first) training resumes at, as main_fn's checkpoint says (after a
+            restart, ``max_restarts``): the feed delivers only epochs ``start_epoch`` to
+            ``num_epochs - 1`` of ``cluster.train(data, num_epochs)``, and Spark's pass over
+            the partition is the first of them. Every training node must resume at the same
+            epoch (read it from the same checkpoint); ``num_epochs``: nothing is left, the
+            feed ends at once. :func:`sparktf.node.checkpoints.resume_epoch` reads it.
 
         Returns
         -------
@@ -242,16 +252,37 @@ class NodeContext:
                 f"{called}(); use train_mode={self.train_mode}"
             )
         spec = runtime.spec
+        config = spec.launch.feed
+        total = config.num_epochs if config is not None else 1
+        if isinstance(start_epoch, bool) or not isinstance(start_epoch, int):
+            raise ConfigError(f"start_epoch must be an int, got {start_epoch!r}")
+        if not 0 <= start_epoch <= total or (start_epoch and not self.train_mode):
+            raise ConfigError(
+                f"start_epoch must be from 0 to num_epochs={total} (under cluster.train), "
+                f"got {start_epoch}"
+            )
+        if start_epoch and config is not None:
+            left = total - start_epoch
+            config = dataclasses.replace(config, num_epochs=max(1, left))
+            print(
+                f"sparktf: {self.name}'s feed resumes at epoch {start_epoch + 1} of {total}: "
+                f"{left} epoch{'' if left == 1 else 's'} left to feed",
+                file=sys.stderr,
+                flush=True,
+            )
         runtime.feed = DataFeed(
             spec.feed_path,
             train_mode=self.train_mode,
             input_mapping=input_mapping,
-            config=spec.launch.feed,
+            config=config,
             spool_dir=self.work_dir,
             report=runtime.send,
             bound=runtime.bound,
             peer=(spec.name, spec.host, spec.launch.secret, spec.launch.port_range),
+            first_epoch=start_epoch,
         )
+        if start_epoch >= total:
+            runtime.feed.terminate()  # every epoch was trained before the restart
         return runtime.feed
 
     def absolute_path(self, path: str) -> str:

@@ -136,7 +136,8 @@ class NodeRuntime:
         if reports:
             extra["reports"] = reports
         if feed is not None:  # after the last epoch the feed's counter is one past it
-            extra["epoch"] = min(feed.epoch, max(0, feed.config.num_epochs - 1))
+            last = feed.first_epoch + max(0, feed.config.num_epochs - 1)
+            extra["epoch"] = min(feed.epoch, last)
             extra["epoch_rows"] = feed.epoch_rows
             extra["feed_secs"] = feed.feeding_secs
         if synchronous.kind:

@@ -44,6 +44,7 @@ class DataFeed:
         report: Callable[[dict], None],
         bound: Bound,
         peer: tuple[str, str, bytes] | None = None,
+        first_epoch: int = 0,
     ) -> None:
         """``peer``: this node's name, host and the job's secret, where its share is fed as
         it is and rows may have to move between nodes (``config.exchange``)."""
@@ -59,6 +60,8 @@ class DataFeed:
                 f"{input_mapping!r}"
             )
         self.train_mode = train_mode
+        #: The epoch of cluster.train's this feed's first pass is (main_fn resumed there)
+        self.first_epoch = first_epoch
         self.input_mapping = dict(input_mapping) if input_mapping else None
         self.config = config
         self._report = report
@@ -250,8 +253,9 @@ class DataFeed:
 
     @property
     def epoch(self) -> int:
-        """The epoch ``next_batch`` hands out rows from (0 first)."""
-        return self._epoch
+        """The epoch ``next_batch`` hands out rows from (0 first; of ``cluster.train``'s
+        epochs, counting those before ``start_epoch``)."""
+        return self.first_epoch + self._epoch
 
     @property
     def epoch_rows(self) -> int:
