@@ -285,6 +285,15 @@ class NodeContext:
             runtime.feed.terminate()  # every epoch was trained before the restart
         return runtime.feed
 
+    def restore_latest(self, checkpoint, directory: str) -> int:
+        """Restore ``checkpoint`` (a ``tf.train.Checkpoint``) from the newest checkpoint in
+        ``directory`` (local or ``hdfs://``) and return how often it had been saved (0: there
+        was none): the epochs done where it is saved once an epoch, for
+        ``get_data_feed(start_epoch=...)``. See :func:`sparktf.node.resume.restore_latest`."""
+        from sparktf.node import resume
+
+        return resume.restore_latest(checkpoint, directory, self.work_dir)
+
     def absolute_path(self, path: str) -> str:
         """``path`` as a full URI, as TensorFlowOnSpark's ``ctx.absolute_path``: a URI stays as
         it is; an absolute path goes on the driver's ``fs.defaultFS``; a relative one under the
