@@ -48,11 +48,13 @@ def _note_pid(args, ctx):
 
 
 def _kill_worker_once(args):
-    """SIGKILL worker 0's first TF process (once): the fault, sent from the chief."""
+    """SIGKILL worker 0's first TF process (once, once it runs): the fault, sent from the
+    chief."""
     marker = os.path.join(args["dir"], "killed")
-    if os.path.exists(marker):
-        return
-    with open(os.path.join(args["dir"], "worker0.pids")) as f:
+    pids = os.path.join(args["dir"], "worker0.pids")
+    if os.path.exists(marker) or not os.path.exists(pids):
+        return  # killed already, or the worker has not started yet: later
+    with open(pids) as f:
         pid = int(f.readline())
     open(marker, "w").close()
     os.kill(pid, signal.SIGKILL)
