@@ -4,6 +4,7 @@ Real Spark (local[4]) and real node processes."""
 
 import os
 import sys
+import time
 
 import cloudpickle
 import pytest
@@ -18,10 +19,13 @@ KEY = "spark.sparktf.nodeLogDir"
 
 
 def talk_then_fail(args, ctx):
-    """Print ``args['lines']`` numbered lines (half to stderr); worker:0 then raises."""
+    """Print ``args['lines']`` numbered lines (half to stderr); worker:0 then raises, once
+    ``args['go']`` exists (so that run() has returned: the test sees the error from shutdown)."""
     for i in range(args["lines"]):
         print(f"{ctx.name} line {i}", file=sys.stderr if i % 2 else sys.stdout, flush=True)
     if ctx.name == args.get("fail"):
+        while not os.path.exists(args["go"]):
+            time.sleep(0.05)
         raise ValueError("failed on purpose")
     return ctx.name
 
@@ -37,9 +41,11 @@ def logs_in(sc_local, tmp_path):
 
 
 def test_a_failed_nodes_error_names_the_file_with_its_whole_output(sc_local, logs_in):
+    go = logs_in.parent / "go"
     cluster = sparktf.run(
-        sc_local, talk_then_fail, {"lines": 200, "fail": "worker:0"}, num_executors=2
+        sc_local, talk_then_fail, {"lines": 200, "fail": "worker:0", "go": str(go)}, num_executors=2
     )
+    go.touch()
     with pytest.raises(NodeError) as err:
         cluster.shutdown(timeout=120)
     path = err.value.log_file
