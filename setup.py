@@ -12,7 +12,7 @@ setup(
         "pyspark>=4.0",
         "tensorflow>=2.16",
         "tf-keras>=2.16",
-        "pyarrow>=15",
+        "pyarrow>=18",  # PySpark 4.3 requires 18; the compatibility matrix runs 18.1
         "pandas>=2.2,<3",
         "cloudpickle>=3.0",
         "psutil>=5.9",
