@@ -71,8 +71,10 @@ def schema_to_arrow(schema, timezone: str | None, large: bool):
     from pyspark.sql.pandas import types
 
     params = inspect.signature(types.to_arrow_schema).parameters
-    zone = {"timezone": timezone} if "timezone" in params or "timestamp_utc" not in params else {}
-    return types.to_arrow_schema(schema, prefers_large_types=large, **zone)
+    zone = {"timezone": timezone} if "timezone" in params else {}  # 3.5 takes neither
+    if "prefers_large_types" in params:  # PySpark 4.0+ (3.5 has no useLargeVarTypes)
+        zone["prefers_large_types"] = large
+    return types.to_arrow_schema(schema, **zone)
 
 
 def _is_rdd(data) -> bool:
@@ -145,11 +147,11 @@ class Training:
         task = barrier_task(launch, "arrow", self.schema)
         profile = self.profile
         if not self.rebalance:
-            self.data.mapInArrow(task, "node string", barrier=True, profile=profile).collect()
+            self.data.mapInArrow(task, "node string", barrier=True, **_profile(profile)).collect()
             return
         df = partition.dataframe_for_nodes(self.data, self.n, self.trainers)
         if not df.mapInArrow(
-            _saying_it_ran(task), "node string", barrier=True, profile=profile
+            _saying_it_ran(task), "node string", barrier=True, **_profile(profile)
         ).collect():
             # Adaptive execution plans the deal-out of an empty DataFrame as no partitions
             # at all: no barrier task ran (the data's stages did, once). Start the nodes over
@@ -239,8 +241,14 @@ class Inference:
                 _empty(self.sc, n, lambda _: task(iter(())), self.profile)
                 return
         task = barrier_task(launch, "arrow", arrow_schema(df))
-        scored = df.mapInArrow(task, self.schema, barrier=True, profile=self.profile)
+        scored = df.mapInArrow(task, self.schema, barrier=True, **_profile(self.profile))
         out = partition.dataframe_outputs_in_order(scored, n)
         out.persist(StorageLevel.MEMORY_AND_DISK)
         self.output = out
         out.count()
+
+
+def _profile(profile: Any) -> dict[str, Any]:
+    """mapInArrow's ``profile`` argument where there is one to give: PySpark 3.5's
+    mapInArrow has no such parameter (a GPU resource profile needs PySpark 4.0)."""
+    return {"profile": profile} if profile is not None else {}
