@@ -12,7 +12,6 @@ import contextlib
 import io
 import operator
 import os
-import re
 import tempfile
 import time
 
@@ -55,20 +54,21 @@ def main_fn(args, ctx):
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if ctx.num_workers > 1 else None
     with strategy.scope() if strategy else contextlib.nullcontext():
         model = build_model(keras)
-    # This node's share of the DataFrame, in batches of the global batch size (Keras splits
-    # each across the nodes); sparktf gives every node the same number of steps.
-    feed = ctx.get_data_feed(train_mode=True)
-    train = feed.to_dataset(args.batch_size).map(operator.itemgetter("image", "label"))
     callbacks = [ctx.keras_callback()]  # progress lines on the driver
     if ctx.log_dir:
         logs = os.path.join(ctx.log_dir, ctx.name.replace(":", "_"))
         callbacks.append(keras.callbacks.TensorBoard(logs, profile_batch=0))
-    print(f"{ctx.name}: training epochs {args.initial_epoch + 1}..{args.epochs}", flush=True)
-    with checkpoints(tf, keras, model, args, ctx) as saving:
+    with checkpoints(tf, keras, model, args, ctx) as (saving, done):
+        # This node's share of the DataFrame, in batches of the global batch size (Keras
+        # splits each across the nodes); sparktf gives every node the same number of steps.
+        # start_epoch: Spark feeds only the epochs the checkpoint does not hold.
+        feed = ctx.get_data_feed(train_mode=True, start_epoch=done)
+        train = feed.to_dataset(args.batch_size).map(operator.itemgetter("image", "label"))
+        print(f"{ctx.name}: training epochs {done + 1}..{args.epochs}", flush=True)
         model.fit(
             train,
             epochs=args.epochs,
-            initial_epoch=args.initial_epoch,
+            initial_epoch=done,
             callbacks=callbacks + saving,
             verbose=2 if ctx.is_chief else 0,
         )
@@ -85,23 +85,23 @@ def main_fn(args, ctx):
 
 @contextlib.contextmanager
 def checkpoints(tf, keras, model, args, ctx):
-    """Callbacks that save ``ckpt-<epoch>`` after every epoch, the latest restored first.
+    """Callbacks that save ``ckpt-<epoch>`` after every epoch, and the epochs done: the latest
+    checkpoint is restored first (a rerun, or sparktf's restart after a failure, resumes).
 
     TensorFlow cannot write hdfs://: sparktf.fs.SyncedDir mirrors a local directory to
     ``--model-dir``. Every node must save; only the chief's copy is kept."""
     if not args.model_dir:
-        yield []
+        yield [], 0
         return
     mirror = sparktf.fs.SyncedDir(args.model_dir, "up" if ctx.is_chief else "down")
     with mirror as shared:
         ckpt = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
         own = shared if ctx.is_chief else tempfile.mkdtemp()
         manager = tf.train.CheckpointManager(ckpt, own, max_to_keep=3)
-        latest = tf.train.latest_checkpoint(shared)
-        if latest:
-            ckpt.restore(latest).expect_partial()
-            name = f"{args.model_dir.rstrip('/')}/{os.path.basename(latest)}"
-            print(f"{ctx.name}: resumed from {name} (epoch {args.initial_epoch})", flush=True)
+        done = ctx.restore_latest(ckpt, args.model_dir)  # local or hdfs://; 0: none yet
+        if done:
+            name = f"{args.model_dir.rstrip('/')}/ckpt-{done}"
+            print(f"{ctx.name}: resumed from {name} (epoch {done})", flush=True)
 
         class Save(keras.callbacks.Callback):
             def on_epoch_end(self, epoch, logs=None):
@@ -109,7 +109,7 @@ def checkpoints(tf, keras, model, args, ctx):
                 if ctx.is_chief:
                     mirror.sync()  # on HDFS before the next epoch starts
 
-        yield [Save()]
+        yield [Save()], done
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -153,7 +153,7 @@ def main(argv=None):
         log_dir=args.log_dir,
         input_mode=sparktf.InputMode.SPARK,
     )
-    cluster.train(train_df, num_epochs=args.epochs - args.initial_epoch, shuffle=True)
+    cluster.train(train_df, num_epochs=args.epochs, shuffle=True)
     result = cluster.shutdown()  # the chief's main_fn's value
     print(
         f"mnist: trained in {time.time() - started:.1f}s; held back {cluster.rows_held_back} rows"
@@ -206,13 +206,6 @@ def parse_args(argv):
         path = getattr(args, name)
         if path and "://" not in path:
             setattr(args, name, os.path.abspath(path))
-    # The epochs trained already: the latest checkpoint's number, in TF's index file.
-    index = f"{args.model_dir}/checkpoint" if args.model_dir else None
-    found = index and sparktf.fs.exists(index) and sparktf.fs.read_bytes(index).decode()
-    m = re.search(r'^model_checkpoint_path: "(?:.*/)?ckpt-(\d+)"', found or "", re.M)
-    args.initial_epoch = int(m.group(1)) if m else 0
-    if args.initial_epoch >= args.epochs:
-        p.error(f"--model-dir holds {args.initial_epoch} epochs already: raise --epochs")
     return args
 
 
