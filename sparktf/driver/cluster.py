@@ -167,12 +167,14 @@ class Cluster:
 
     @property
     def cluster_spec(self) -> dict[str, list[str]]:
-        """Job name to node hosts, as the nodes reported them."""
+        """Job name to node addresses: each TF server's ``host:port``, as in ``TF_CONFIG``
+        (the host alone before its task reserved the port; ``"?"`` before it reported)."""
         state = self._runner.state
         spec: dict[str, list[str]] = {}
         for role in self.roles:
-            host = state.nodes[role.name].host if state is not None else None
-            spec.setdefault(role.job, []).append(host or "?")
+            record = state.nodes[role.name] if state is not None else None
+            where = (record.address or record.host) if record is not None else None
+            spec.setdefault(role.job, []).append(where or "?")
         return spec
 
     # ----------------------------------------------------------------------------- waits

@@ -32,6 +32,8 @@ def test_trivial_job_returns_the_chiefs_value_and_every_result(sc_local):
     assert cluster.results["worker:0"]["is_chief"] is False
     assert cluster.status is sparktf.Status.FINISHED
     assert cluster.shutdown() == chief  # safe to call twice
+    # the driver's cluster_spec is the nodes' own: host:port of every TF server
+    assert cluster.cluster_spec == chief["cluster_spec"] == chief["tf_config"]["cluster"]
 
 
 def test_the_driver_acts_on_each_event_at_once_not_on_its_next_tick(sc_local, monkeypatch):
