@@ -251,4 +251,15 @@ class Inference:
 def _profile(profile: Any) -> dict[str, Any]:
     """mapInArrow's ``profile`` argument where there is one to give: PySpark 3.5's
     mapInArrow has no such parameter (a GPU resource profile needs PySpark 4.0)."""
-    return {"profile": profile} if profile is not None else {}
+    if profile is None:
+        return {}
+    import inspect
+
+    from pyspark.sql import DataFrame
+
+    if "profile" not in inspect.signature(DataFrame.mapInArrow).parameters:
+        raise ConfigError(
+            "a Spark resource profile for a DataFrame's barrier stage (GPUs per node) needs "
+            "PySpark 4.0 or later; feed an RDD (df.rdd) or upgrade PySpark"
+        )
+    return {"profile": profile}
