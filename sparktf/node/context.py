@@ -328,63 +328,24 @@ class NodeContext:
         if reported:
             self._runtime.reports.append((self._runtime.step, time.time(), reported))
 
-    def keras_callback(self, every_n_steps: int = 1) -> Any:
+    def keras_callback(self, every_n_steps: int = 1, keras: Any = None) -> Any:
         """A Keras callback that reports the step and the logs (``loss``, metrics) to the
         driver (:meth:`report`) every ``every_n_steps`` batches and at each epoch's end:
-        ``model.fit(..., callbacks=[ctx.keras_callback()])``. Made for tf-keras when
-        ``TF_USE_LEGACY_KERAS=1`` (as for MultiWorkerMirroredStrategy's ``fit``), else for
-        Keras 3."""
+        ``model.fit(..., callbacks=[ctx.keras_callback()])``. It works with Keras 3 and with
+        tf-keras alike (whatever ``TF_USE_LEGACY_KERAS`` says): it learns which from the
+        model. ``keras`` (the module your model is built with: ``tf_keras``, ``keras``,
+        ``tf.keras``, or its name) makes it a subclass of that Keras's ``Callback``. Under
+        ParameterServerStrategy, where tf-keras allows no batch-level callback, it reports
+        once an epoch. See :mod:`sparktf.node.keras_progress`."""
+        from sparktf.node import keras_progress
+
         if (plain_numbers.integer(every_n_steps) or 0) < 1:
             raise ConfigTypeError(f"every_n_steps must be an int >= 1, got {every_n_steps!r}")
-        every_n_steps = int(every_n_steps)
-        if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
-            import tf_keras as keras
-        else:
-            import keras
-        ctx = self
 
-        def numbers_of(logs):
-            return {
-                k: float(v)
-                for k, v in (logs or {}).items()
-                if not isinstance(v, (str, bytes)) and hasattr(v, "__float__")
-            }
+        def report(**values: Any) -> None:
+            self.report(**values)  # looked up at each call, as a user may wrap ctx.report
 
-        class SparkTFProgress(keras.callbacks.Callback):
-            """Reports fit()'s step and logs to the sparktf driver."""
-
-            def __init__(self):
-                super().__init__()
-                self.step = 0
-
-            def on_train_batch_end(self, batch, logs=None):
-                self.step += 1
-                if self.step % every_n_steps == 0:
-                    values = numbers_of(logs)
-                    replicas = self._summed_replicas()
-                    if replicas > 1:
-                        values = {k: v / replicas for k, v in values.items()}
-                    ctx.report(step=self.step, **values)
-
-            def _summed_replicas(self) -> int:
-                """tf-keras sums a batch's logs over every replica (its 'auto' reduction off
-                TPUs; under MultiWorkerMirroredStrategy, over every worker): an accuracy of
-                1.98 on two workers. Their mean is what the user expects (the epoch's logs,
-                recomputed from the synced metrics, are right as they are)."""
-                model = getattr(self, "model", None)
-                strategy = getattr(model, "distribute_strategy", None)
-                if strategy is None or keras.__name__ != "tf_keras":
-                    return 1
-                if getattr(model, "distribute_reduction_method", "auto") not in ("auto", "sum"):
-                    return 1
-                if "TPU" in type(strategy).__name__:
-                    return 1
-                return int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
-
-            def on_epoch_end(self, epoch, logs=None):
-                ctx.report(step=self.step, epoch_done=epoch + 1, **numbers_of(logs))
-
-        return SparkTFProgress()
+        return keras_progress.keras_callback(report, int(every_n_steps), keras)
 
     def training_done(self) -> bool:
         """True once every chief/worker ``main_fn`` has returned (e.g. for an evaluator loop)."""
