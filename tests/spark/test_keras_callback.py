@@ -40,9 +40,14 @@ def tf_keras_fit(args, ctx):
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
     callback = ctx.keras_callback(keras=args["keras"]) if args["keras"] else ctx.keras_callback()
     hist = model.fit(ds, epochs=3, verbose=0, callbacks=[callback])
+    try:
+        ctx.keras_callback(keras="tf")
+    except sparktf.ConfigTypeError as e:
+        refused = str(e)
     return {
         "loss": [float(v) for v in hist.history["loss"]],
         "subclass": isinstance(callback, keras.callbacks.Callback),
+        "refused": refused,
     }
 
 
@@ -84,6 +89,8 @@ def test_the_keras_callback_reports_a_tf_keras_fit_without_TF_USE_LEGACY_KERAS(s
     assert reported["metrics"]["loss"] == pytest.approx(chief["loss"][-1], rel=1e-3)
     if keras:  # named: a tf-keras Callback itself
         assert chief["subclass"]
+    assert chief["refused"].startswith("keras must be the Keras module your model is built with")
+    assert "got 'tf'" in chief["refused"]
 
 
 def test_the_keras_callback_reports_each_epoch_under_parameter_server_strategy(sc_local):
