@@ -183,15 +183,24 @@ def _to_record_batch(values: list, schema):
     import pyarrow as pa
 
     if len(schema) == 1 and not (values and isinstance(values[0], dict)):
-        field = schema[0]
-        values = _one_per_row(values, field.type)
-        try:
-            column = pa.array(values, type=field.type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise TaskFeedError(_misfit(field, values, exc)) from None
-        return pa.RecordBatch.from_arrays([column], schema=schema)
-    rows = [v if isinstance(v, dict) else dict(zip(schema.names, v)) for v in values]
-    return pa.RecordBatch.from_pylist(rows, schema=schema)
+        columns = [values]
+    else:
+        rows = [v if isinstance(v, dict) else dict(zip(schema.names, v)) for v in values]
+        columns = [[row.get(name) for row in rows] for name in schema.names]
+    arrays = [_column(field, column) for field, column in zip(schema, columns)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _column(field, values: list):
+    """One output column as Arrow: a bare output or a dict's value alike (Keras' ``(n, 1)``
+    fills a scalar column either way); a misfit says what would fit."""
+    import pyarrow as pa
+
+    values = _one_per_row(values, field.type)
+    try:
+        return pa.array(values, type=field.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise TaskFeedError(_misfit(field, values, exc)) from None
 
 
 def _one_per_row(values: list, arrow_type):

@@ -123,6 +123,27 @@ def infer_double_keeping_id(args, ctx):
     return "inferred"
 
 
+def score_as_the_guide_does(args, ctx):
+    """docs/guides/input-modes.md's inference example as written: a Keras model's
+    ``predict`` (shape (n, 1)) in a dict with the key column. The model is built here (the
+    guide loads one; a Dense(1) of ones over 'x' predicts its sum)."""
+    import tensorflow as tf
+
+    model = tf.keras.Sequential(
+        [tf.keras.Input((2,)), tf.keras.layers.Dense(1, kernel_initializer="ones")]
+    )
+    feed = ctx.get_data_feed(train_mode=False)
+    while not feed.should_stop():
+        batch = feed.next_batch(256)
+        if len(batch["x"]):
+            feed.batch_results(
+                {
+                    "id": batch["id"],
+                    "prediction": model.predict(batch["x"], verbose=0),
+                }
+            )
+
+
 def read_then_record_pids(args, ctx):
     """Take a batch (so the spool exists), record the pids above us, then wait to be killed."""
     import json

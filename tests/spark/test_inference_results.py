@@ -117,3 +117,20 @@ def test_a_second_inference_in_the_same_session_gives_its_own_result(sc_local, r
     cluster.shutdown()
     assert second.take(2) == [20, 22]
     assert first.take(2) == [0, 2]
+
+
+@pytest.mark.tf
+def test_the_guides_inference_example_runs_as_written(spark):
+    """docs/guides/input-modes.md: ``{"id": ..., "prediction": model.predict(x)}`` under
+    ``output_schema="id long, prediction double"``. Keras' predict gives (n, 1): inside a dict
+    it fills the scalar column as a bare (n, 1) array does (it raised ArrowInvalid)."""
+    df = spark.range(0, 10, numPartitions=3).selectExpr(
+        "id", "array(cast(id as float), cast(1 as float)) as x"
+    )
+    cluster = sparktf.run(
+        spark.sparkContext, feed_jobs.score_as_the_guide_does, {}, num_executors=2, input_mode=SPARK
+    )
+    out = cluster.inference(df, output_schema="id long, prediction double")
+    cluster.shutdown(timeout=120)
+    rows = df.join(out, "id").orderBy("id").collect()
+    assert [(r.id, r.prediction) for r in rows] == [(i, i + 1.0) for i in range(10)]
