@@ -101,19 +101,26 @@ class NodeError(SparkTFError, RuntimeError):
             text += f"\n  {self.node}'s whole output is in {self.log_file} (on the driver)"
         return text
 
-    def with_log_file(self, path: str) -> NodeError:
-        """The same error, naming the file that holds the node's whole output."""
-        return NodeError(
-            self.node,
-            self.host,
-            self.reason,
-            exc_type=self.exc_type,
-            exc_message=self.exc_message,
-            traceback_text=self.traceback_text,
-            output_tail=self.output_tail,
-            others=self.others,
-            log_file=path,
-        )
+    def with_log_file(self, path: str | None) -> NodeError:
+        """The same error, naming the file that holds the node's whole output (None: no
+        file, e.g. for a node that never started)."""
+        return self._but(log_file=path)
+
+    def with_output_tail(self, lines: Sequence[str]) -> NodeError:
+        """The same error, with ``lines`` as the tail of the node's output."""
+        return self._but(output_tail=lines)
+
+    def _but(self, **changes) -> NodeError:
+        fields = {
+            "exc_type": self.exc_type,
+            "exc_message": self.exc_message,
+            "traceback_text": self.traceback_text,
+            "output_tail": self.output_tail,
+            "others": self.others,
+            "log_file": self.log_file,
+        }
+        fields.update(changes)
+        return NodeError(self.node, self.host, self.reason, **fields)
 
     def __reduce__(self):  # keep the error picklable with all its fields
         return (

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from sparktf.common import messages, protocol
+from sparktf.common import logfilter, messages, protocol
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import sparkjobs, stages
@@ -85,6 +85,7 @@ class Runner:
         self._limits = limits
         self._max_restarts = max_restarts
         self.console = Console(log_to_driver, tf_startup_logs)
+        self._tf_startup_logs = tf_startup_logs
         self._progress_interval = progress_interval  # None: no progress shown
         self._reporter: Reporter | None = None
         self._tail_lines = tail_lines
@@ -394,7 +395,7 @@ class Runner:
                     if why:
                         outcome = ReservationTimeoutError(f"{outcome}. {why}")
                 if isinstance(outcome, NodeError):
-                    outcome = outcome.with_log_file(self.logs.path(attempt.number, outcome.node))
+                    outcome = self._as_shown(outcome, attempt.number)
                 if sparkjobs.spark_stopped(self.sc):
                     outcome = ClusterStateError(
                         "the SparkContext was stopped while the cluster ran; every node was "
@@ -411,6 +412,17 @@ class Runner:
         except BaseException as exc:
             log.exception("sparktf: the monitor of %s failed", self.base_id)
             self.abort(SparkTFError(f"sparktf's monitor failed: {type(exc).__name__}: {exc}"))
+
+    def _as_shown(self, err: NodeError, attempt: int) -> NodeError:
+        """A node's error as the user reads it: its tail without TensorFlow's start-up
+        chatter, as the console shows it (spark.sparktf.tfStartupLogs=true keeps it; the log
+        file keeps every line), naming the node's log file only where one was written (a
+        node that failed before it started wrote none)."""
+        if not self._tf_startup_logs:
+            tail = [line for line in err.output_tail if not logfilter.is_startup_chatter(line)]
+            err = err.with_output_tail(tail)
+        path = self.logs.path(attempt, err.node)
+        return err.with_log_file(path if os.path.isfile(path) else None)
 
     def _note_upstream(self, attempt: Attempt) -> None:
         """While no task of ``attempt``'s barrier stage has started, the stages of its Spark

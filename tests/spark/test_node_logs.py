@@ -30,6 +30,28 @@ def talk_then_fail(args, ctx):
     return ctx.name
 
 
+#: TensorFlow's C++ start-up lines as this machine's TF 2.21 writes them to stderr on import.
+#: Written by main_fn itself (fd 2, as TF's C++ code does) so that the test does not depend on
+#: which of them a given TF build prints.
+TF_CHATTER = (
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "I0000 00:00:1795711418.801508    2530 port.cc:153] oneDNN custom operations are on. "
+    "You may see slightly different numerical results.",
+    "I0000 00:00:1795711418.803382    2530 cudart_stub.cc:31] Could not find cuda drivers on "
+    "your machine, GPU will not be used.",
+    "E0000 00:00:1795711425.391857    2530 cuda_platform.cc:52] failed call to cuInit: "
+    "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)",
+)
+
+
+def chatter_then_fail(args, ctx):
+    """TensorFlow's start-up lines on fd 2, a line of main_fn's own, then raise."""
+    for line in TF_CHATTER:
+        os.write(2, (line + "\n").encode())
+    print(f"{ctx.name} says hello", flush=True)
+    raise ValueError("failed on purpose")
+
+
 @pytest.fixture
 def logs_in(sc_local, tmp_path):
     from pyspark.sql import SparkSession
@@ -75,3 +97,30 @@ def test_each_job_writes_files_of_its_own(sc_local, logs_in):
                 got = [ln for ln in f.read().splitlines() if " line " in ln]
             # (stdout and stderr are read apart: each in its order, not with each other)
             assert sorted(got) == sorted(f"{node} line {i}" for i in range(lines))
+
+
+@pytest.mark.parametrize("shown", [False, True], ids=["filtered", "tfStartupLogs"])
+def test_a_failed_nodes_tail_leaves_out_tf_start_up_lines_as_the_console_does(
+    sc_local, logs_in, shown
+):
+    """The error's tail (and err.output_tail) has no TensorFlow C++ start-up chatter, unless
+    spark.sparktf.tfStartupLogs=true; the log file keeps every line either way."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession(sc_local)
+    spark.conf.set("spark.sparktf.tfStartupLogs", str(shown).lower())
+    try:
+        with pytest.raises(NodeError) as err:
+            cluster = sparktf.run(sc_local, chatter_then_fail, {}, num_executors=1)
+            cluster.shutdown(timeout=120)
+    finally:
+        spark.conf.unset("spark.sparktf.tfStartupLogs")
+    tail = err.value.output_tail
+    assert "chief:0 says hello" in tail
+    assert any("ValueError: failed on purpose" in line for line in tail)
+    for line in TF_CHATTER:
+        assert (line in tail) is shown, tail
+        assert (line in str(err.value)) is shown
+    with open(err.value.log_file) as f:
+        text = f.read()
+    assert all(line in text for line in TF_CHATTER)

@@ -131,6 +131,10 @@ def test_a_range_too_small_for_the_nodes_names_the_setting(sc_local, session, tm
         cluster.shutdown(timeout=120)
     assert err.value.exc_type == "PortRangeError", err.value
     assert KEY in str(err.value) and f"{low}-{low + 2}" in str(err.value)
+    # the node that found no port never started: the error names no log file of it
+    log_file = err.value.log_file
+    assert log_file is None or os.path.isfile(log_file), err.value
+    assert log_file is not None or "whole output is in" not in str(err.value)
     assert wait_until(lambda: not ours(), timeout=20)
 
 
