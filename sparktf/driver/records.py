@@ -112,14 +112,22 @@ def new_records(roles: Iterable[NodeRole], tail_lines: int) -> dict[str, NodeRec
     return {r.name: NodeRecord(r, tail=_tail(tail_lines)) for r in roles}
 
 
+#: The shortest time a rate is taken over: a few rows handed out in microseconds would read
+#: as millions of rows a second.
+MIN_RATE_SECS = 1.0
+
+
 def rows_per_second(n: NodeRecord) -> float | None:
     """Rows fed per second: as the node's feed timed it (from the first batch asked for to the
-    last handed out), or between its first and last heartbeat with rows."""
+    last handed out), or between its first and last heartbeat with rows; None until that time
+    is :data:`MIN_RATE_SECS` or more."""
     rows = n.progress.rows
-    if rows and n.feed_secs:
+    if rows and n.feed_secs and n.feed_secs >= MIN_RATE_SECS:
         return rows / n.feed_secs
-    if rows and n.first_rows is not None and n.rows_at and n.rows_at > n.first_rows[1]:
-        return (rows - n.first_rows[0]) / (n.rows_at - n.first_rows[1])
+    if rows and n.first_rows is not None and n.rows_at:
+        secs = n.rows_at - n.first_rows[1]
+        if secs >= MIN_RATE_SECS:
+            return (rows - n.first_rows[0]) / secs
     return None
 
 

@@ -70,13 +70,30 @@ def test_a_feed_shorter_than_a_heartbeat_still_has_a_rate():
     is its feed's own (rows over the time from the first batch asked for to the last fed),
     which also wins over the heartbeats' when both are known."""
     state = _state()
-    beat(state, "chief:0", 2.0, rows=2000, epoch=1, epoch_rows=1000, feed_secs=0.25)
+    beat(state, "chief:0", 2.0, rows=2000, epoch=1, epoch_rows=1000, feed_secs=1.25)
     beat(state, "worker:0", 2.0, rows=2000, epoch=1, epoch_rows=1000)  # an older node
     snap = state.progress_snapshot(3.0)
-    assert snap["chief:0"]["rows_per_s"] == 2000 / 0.25
+    assert snap["chief:0"]["rows_per_s"] == 2000 / 1.25
     assert snap["worker:0"]["rows_per_s"] is None  # one report, no time of its own
-    beat(state, "chief:0", 3.0, rows=4000, epoch=1, epoch_rows=2000, feed_secs=0.5)
-    assert state.progress_snapshot(4.0)["chief:0"]["rows_per_s"] == 4000 / 0.5
+    beat(state, "chief:0", 3.0, rows=4000, epoch=1, epoch_rows=2000, feed_secs=2.5)
+    assert state.progress_snapshot(4.0)["chief:0"]["rows_per_s"] == 4000 / 2.5
+
+
+def test_no_rate_is_shown_over_a_near_zero_interval():
+    """256 rows handed out in 18 microseconds are not 14 million rows a second: no rate until
+    the feed's time, or the heartbeats', spans a second."""
+    state = _state()
+    beat(state, "chief:0", 2.0, rows=256, epoch=0, epoch_rows=256, feed_secs=0.000018)
+    beat(state, "worker:0", 2.0, rows=100, epoch=0, epoch_rows=100)
+    beat(state, "worker:0", 2.5, rows=200, epoch=0, epoch_rows=200)  # half a second apart
+    state.apply("chief:0", messages.NODE, messages.done(None), 3.0)
+    snap = state.progress_snapshot(3.0)
+    assert snap["chief:0"]["rows_per_s"] is None
+    assert snap["worker:0"]["rows_per_s"] is None
+    assert "rows/s" not in status_line(snap)
+    assert not any("rows/s" in line for line in summary_lines(snap))
+    beat(state, "worker:0", 3.0, rows=300, epoch=0, epoch_rows=300)  # a second: a rate
+    assert state.progress_snapshot(3.0)["worker:0"]["rows_per_s"] == 200 / 1.0
 
 
 def test_lines_show_only_nodes_that_report():
