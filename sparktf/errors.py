@@ -90,8 +90,9 @@ class NodeError(SparkTFError, RuntimeError):
     def _format(self) -> str:
         where = f"{self.node} on host {self.host}" if self.host else self.node
         text = f"sparktf node {where} failed: {self.reason}"
-        if self.exc_type:
-            text += f"\n  {self.exc_type}: {self.exc_message}"
+        cause = f"{self.exc_type}: {self.exc_message}"
+        if self.exc_type and not self.reason.endswith(cause):  # (not twice)
+            text += f"\n  {cause}"
         if self.others:
             text += "\n  also failed: " + ", ".join(self.others)
         if self.output_tail:

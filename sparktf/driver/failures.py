@@ -140,6 +140,8 @@ def node_error(n: NodeRecord, others: list[str], job: JobFailure | None = None) 
         where = n.error.get("where")
         if where == "exit":
             reason = f"main_fn called sys.exit({n.error.get('code')})"
+        elif where == "task":  # its cause is in no output of the node's: say it first
+            reason = f"{_WHERE['task']}, not main_fn: {n.error['exc_type']}: {n.error['message']}"
         else:
             reason = _WHERE.get(where or "", "main_fn raised")
         return NodeError(

@@ -228,6 +228,20 @@ def test_a_barrier_task_failure_is_typed_and_names_the_node():
     assert s.outcome.exc_type == "OSError"
 
 
+def test_a_barrier_task_failure_leads_with_the_tasks_own_error():
+    """The task's error (ArrowInvalid while reading main_fn's outputs, say) is not in the TF
+    process's output: the error's first line carries it, ahead of that output."""
+    s = job(num=2)
+    line = messages.make("log", stream="stderr", line="main_fn's own line")
+    s.apply("worker:0", messages.SUPERVISOR, line, 0.4)
+    s.apply("worker:0", messages.TASK, messages.hello(messages.TASK, "worker:0", "h7"), 0.5)
+    s.apply("worker:0", messages.TASK, messages.error("task", OSError("no port")), 0.5)
+    s.step(3.6)
+    first, *rest = str(s.outcome).splitlines()
+    assert first.endswith("failed: its Spark barrier task failed, not main_fn: OSError: no port")
+    assert not any("OSError" in line for line in rest)  # said once
+
+
 def test_the_first_node_to_fail_is_blamed_and_the_others_listed():
     s = job(num=3)
     start(s)
