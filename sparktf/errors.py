@@ -10,6 +10,7 @@ change.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 class SparkTFError(Exception):
@@ -111,8 +112,8 @@ class NodeError(SparkTFError, RuntimeError):
         """The same error, with ``lines`` as the tail of the node's output."""
         return self._but(output_tail=lines)
 
-    def _but(self, **changes) -> NodeError:
-        fields = {
+    def _but(self, **changes: Any) -> NodeError:
+        fields: dict[str, Any] = {
             "exc_type": self.exc_type,
             "exc_message": self.exc_message,
             "traceback_text": self.traceback_text,
