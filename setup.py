@@ -9,7 +9,7 @@ setup(
     packages=find_packages(include=["sparktf", "sparktf.*"]),
     python_requires=">=3.10",
     install_requires=[
-        "pyspark>=4.0",
+        "pyspark>=3.5",  # docs/compatibility.md: the matrix's cells
         "tensorflow>=2.16",
         "tf-keras>=2.16",
         "pyarrow>=18",  # PySpark 4.3 requires 18; the compatibility matrix runs 18.1
