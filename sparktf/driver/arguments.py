@@ -11,7 +11,7 @@ TensorFlow.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktf.common import plain_numbers
 from sparktf.common.topology import NodeRole
@@ -19,6 +19,10 @@ from sparktf.driver import preflight
 from sparktf.driver.settings import InputMode
 from sparktf.driver.state import Status
 from sparktf.errors import ClusterStateError, ConfigError
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql.types import StructType
 
 
 def check_data_mode(what: str, input_mode: InputMode, status: Status, aborted: bool) -> None:
@@ -43,7 +47,7 @@ def check_data_mode(what: str, input_mode: InputMode, status: Status, aborted: b
 
 
 def check_train(
-    sc,
+    sc: SparkContext,
     roles: tuple[NodeRole, ...],
     data: Any,
     num_epochs: Any,
@@ -65,7 +69,12 @@ def check_train(
 
 
 def check_inference(
-    sc, roles: tuple[NodeRole, ...], data: Any, output_schema: Any, feed_timeout: Any, timeout: Any
+    sc: SparkContext,
+    roles: tuple[NodeRole, ...],
+    data: Any,
+    output_schema: Any,
+    feed_timeout: Any,
+    timeout: Any,
 ) -> tuple[Any, float | None]:
     """``inference()``'s arguments: the outputs' Spark type and the call's deadline."""
     problems = feed_problems(sc, data, 1, feed_timeout, False, False, None)
@@ -106,7 +115,15 @@ def deadline(timeout: Any, problems: list[str]) -> float | None:
     return time.monotonic() + seconds
 
 
-def feed_problems(sc, data, num_epochs, feed_timeout, shuffle, equalize, rebalance) -> list[str]:
+def feed_problems(
+    sc: SparkContext,
+    data: Any,
+    num_epochs: Any,
+    feed_timeout: Any,
+    shuffle: Any,
+    equalize: Any,
+    rebalance: Any,
+) -> list[str]:
     """Every problem with the arguments of ``train()`` or ``inference()`` on ``sc``'s cluster."""
     from pyspark import RDD
     from pyspark.sql import DataFrame
@@ -171,7 +188,7 @@ def _what(data) -> str:
     return name
 
 
-def parse_output_schema(output_schema: Any):
+def parse_output_schema(output_schema: Any) -> StructType:
     """The Spark type of an inference output: a DDL string or a ``StructType``, as Spark's own
     APIs take it (``ConfigError`` naming it if invalid)."""
     from pyspark.sql.types import StructType, _parse_datatype_string

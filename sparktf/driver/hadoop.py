@@ -4,9 +4,13 @@ Spark user), handed to the nodes and executors as ``SPARKTF_*`` environment defa
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 
-def hadoop_env(sc) -> tuple[tuple[str, str], ...]:
+def hadoop_env(sc: SparkContext) -> tuple[tuple[str, str], ...]:
     """What the driver knows of Hadoop, for sparktf.fs on the nodes and executors: its own
     ``SPARKTF_*`` HDFS settings, else its Hadoop configuration's fs.defaultFS (for
     ``ctx.absolute_path`` and ``hdfs:///...``) and the NameNode's WebHDFS address; and the

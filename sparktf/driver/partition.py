@@ -11,7 +11,14 @@ chosen. Deterministic: the same input gives every trainer the same rows every ti
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
 from sparktf.errors import SparkJobError
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+    from pyspark.sql import DataFrame, SparkSession
 
 KEY = "__sparktf_node"
 
@@ -20,11 +27,11 @@ def _identity(key: int) -> int:
     return key
 
 
-def rdd_for_nodes(rdd, num_nodes: int, num_trainers: int):
+def rdd_for_nodes(rdd: RDD[Any], num_nodes: int, num_trainers: int) -> RDD[Any]:
     """``rdd`` as ``num_nodes`` partitions; partitions ``>= num_trainers`` are empty."""
     trainers = num_trainers
 
-    def deal(index, items):
+    def deal(index: int, items: Iterable[Any]) -> Iterator[tuple[int, Any]]:
         return (((index + i) % trainers, item) for i, item in enumerate(items))
 
     return rdd.mapPartitionsWithIndex(deal).partitionBy(num_nodes, _identity).values()
@@ -71,7 +78,13 @@ def moves(counts: list[int]) -> tuple[int, list[tuple[int, int, int]]]:
 _VECTOR_UDTS = ("org.apache.spark.ml.linalg.VectorUDT", "org.apache.spark.mllib.linalg.VectorUDT")
 
 
-def vectors_as_arrays(df, cols=None, *, dtype: str = "float64", suffix: str = ""):
+def vectors_as_arrays(
+    df: DataFrame,
+    cols: Iterable[str] | None = None,
+    *,
+    dtype: str = "float64",
+    suffix: str = "",
+) -> tuple[DataFrame, list[str], list[str]]:
     """Spark ML vector columns (``VectorUDT`` of ``pyspark.ml`` or ``pyspark.mllib``, dense
     or sparse: ``VectorAssembler``'s output) as array columns, so that they reach Python as
     2-D arrays instead of one dict per row.
@@ -89,7 +102,7 @@ def vectors_as_arrays(df, cols=None, *, dtype: str = "float64", suffix: str = ""
     vectors = [
         c
         for c in cols
-        if isinstance(fields.get(c), UserDefinedType) and fields[c].scalaUDT() in _VECTOR_UDTS
+        if isinstance(t := fields.get(c), UserDefinedType) and t.scalaUDT() in _VECTOR_UDTS
     ]
     if not vectors:
         return df, cols, []
@@ -109,7 +122,7 @@ def vectors_as_arrays(df, cols=None, *, dtype: str = "float64", suffix: str = ""
     )
 
 
-def barrier_ready(data) -> bool:
+def barrier_ready(data: RDD[Any] | DataFrame) -> bool:
     """Whether Spark can run a barrier stage straight over ``data`` (an RDD or DataFrame).
 
     Spark refuses a barrier stage whose narrow lineage has an RDD with another number of
@@ -149,7 +162,7 @@ def barrier_ready(data) -> bool:
 _READY = "_sparktf_barrier_ready"
 
 
-def partition_keys(spark, num_nodes: int, num_trainers: int) -> list[int]:
+def partition_keys(spark: SparkSession, num_nodes: int, num_trainers: int) -> list[int]:
     """Long keys whose Spark hash partition (Murmur3, as ``repartition(n, col)`` uses) is 0, 1, ..."""
     from pyspark.sql import functions as F
 
@@ -167,7 +180,7 @@ def partition_keys(spark, num_nodes: int, num_trainers: int) -> list[int]:
     return [first[t] for t in range(num_trainers)]
 
 
-def dataframe_for_nodes(df, num_nodes: int, num_trainers: int):
+def dataframe_for_nodes(df: DataFrame, num_nodes: int, num_trainers: int) -> DataFrame:
     """``df`` as ``num_nodes`` partitions; partitions ``>= num_trainers`` are empty."""
     from pyspark.sql import functions as F
 
@@ -187,7 +200,7 @@ def dataframe_for_nodes(df, num_nodes: int, num_trainers: int):
     )
 
 
-def partition_sizes(rdd) -> list[int]:
+def partition_sizes(rdd: RDD[Any]) -> list[int]:
     """How many elements each partition of ``rdd`` holds (one Spark job)."""
     return rdd.mapPartitions(lambda items: [sum(1 for _ in items)]).collect()
 
@@ -207,13 +220,13 @@ def _offsets(counts: list[int]) -> list[int]:
     return out + [running]
 
 
-def rdd_in_order(rdd, num_nodes: int, counts: list[int]):
+def rdd_in_order(rdd: RDD[Any], num_nodes: int, counts: list[int]) -> RDD[Any]:
     """``rdd`` (whose partitions hold ``counts`` elements) as ``num_nodes`` contiguous
     ranges, in order (for inference: node ``k`` gets rows ``node_starts(...)[k]`` on)."""
     offsets = _offsets(counts)
     total = offsets[-1]
 
-    def indexed(index, items):
+    def indexed(index: int, items: Iterable[Any]) -> Iterator[tuple[int, Any]]:
         return ((offsets[index] + i, item) for i, item in enumerate(items))
 
     def slot(position: int) -> int:
@@ -230,7 +243,9 @@ def rdd_in_order(rdd, num_nodes: int, counts: list[int]):
 OUTPUT_CHUNK = 1024
 
 
-def outputs_by_input_partition(scored, num_nodes: int, counts: list[int] | None):
+def outputs_by_input_partition(
+    scored: RDD[Any], num_nodes: int, counts: list[int] | None
+) -> RDD[Any]:
     """The outputs of an inference's barrier stage (``scored``: node ``k``'s outputs, in the
     order of its rows) as an ordinary RDD: one partition per input partition, each holding the
     outputs of that partition's rows in order, so that it zips with the input.
@@ -243,7 +258,7 @@ def outputs_by_input_partition(scored, num_nodes: int, counts: list[int] | None)
     # where each node's rows start, and each input partition's offset (None: fed as it is)
     plan = None if counts is None else (node_starts(sum(counts), num_nodes), _offsets(counts))
 
-    def keyed(node, outputs):
+    def keyed(node: int, outputs: Iterable[Any]) -> Iterator[tuple[tuple[int, int], list[Any]]]:
         if plan is None:
             for seq, chunk in enumerate(_chunked(outputs, OUTPUT_CHUNK)):
                 yield (node, seq), chunk
@@ -264,7 +279,7 @@ def outputs_by_input_partition(scored, num_nodes: int, counts: list[int] | None)
         if chunk:
             yield (part, first), chunk
 
-    def place(key) -> int:
+    def place(key: tuple[int, int]) -> int:
         return key[0]
 
     return (
@@ -289,7 +304,7 @@ def _chunked(items, size: int):
         yield chunk
 
 
-def dataframe_outputs_in_order(scored, num_nodes: int):
+def dataframe_outputs_in_order(scored: DataFrame, num_nodes: int) -> DataFrame:
     """The output DataFrame of an inference's barrier ``mapInArrow`` (``scored``, node ``k``'s
     outputs in partition ``k``) as an ordinary DataFrame: the barrier stage ends at a shuffle
     that keeps each node's outputs in their partition and order, so ``show``, ``limit``, a
@@ -312,7 +327,7 @@ def dataframe_outputs_in_order(scored, num_nodes: int):
     )
 
 
-def dataframe_partitions(df) -> int | None:
+def dataframe_partitions(df: DataFrame) -> int | None:
     """How many partitions ``df`` has, if Spark can say without running a job: None for a
     plan under adaptive execution (one with a shuffle), whose ``df.rdd`` runs every shuffle
     of it at once, outside the cluster's Spark job (and the barrier job runs them again)."""
@@ -322,7 +337,7 @@ def dataframe_partitions(df) -> int | None:
     return df.rdd.getNumPartitions()
 
 
-def dataframe_in_order(df, num_nodes: int):
+def dataframe_in_order(df: DataFrame, num_nodes: int) -> DataFrame | None:
     """``df`` as exactly ``num_nodes`` contiguous ranges, in order (for inference outputs);
     None if it has no rows.
 
@@ -337,7 +352,7 @@ def dataframe_in_order(df, num_nodes: int):
     mid = "__sparktf_mid"
     with_id = df.withColumn(mid, F.monotonically_increasing_id())
     part = F.shiftright(F.col(mid), 33)
-    counts = dict(with_id.groupBy(part.alias("p")).count().collect())
+    counts: dict[int, int] = dict(with_id.groupBy(part.alias("p")).count().collect())
     total = sum(counts.values())
     if not total:
         return None
@@ -362,7 +377,7 @@ def dataframe_in_order(df, num_nodes: int):
     )
 
 
-def raw_pickled_batches(rdd):
+def raw_pickled_batches(rdd: RDD[Any]) -> RDD[bytes] | None:
     """The same RDD whose partitions yield Spark's own pickled batches (bytes), unopened.
 
     When PySpark stores ``rdd`` as pickled lists of elements (a ``BatchedSerializer`` over a

@@ -11,8 +11,8 @@ import inspect
 import os
 import re
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
@@ -20,6 +20,11 @@ from sparktf.common import topology
 from sparktf.common.topology import NodeRole
 from sparktf.driver.settings import Settings, session_conf
 from sparktf.errors import ClusterStateError, ConfigError
+
+if TYPE_CHECKING:
+    from pyspark import SparkConf, SparkContext
+    from pyspark.resource import ResourceProfile
+    from pyspark.sql import SparkSession
 
 
 def main_fn_params(main_fn: Any) -> tuple[int | None, str | None]:
@@ -95,7 +100,7 @@ def pickle_payload(main_fn: Callable, args: Any, n_params: int) -> tuple[bytes |
 REDACTED = "*********(redacted)"
 
 
-def spark_conf(sc) -> dict[str, str]:
+def spark_conf(sc: SparkContext) -> dict[str, str]:
     """The SparkContext's configuration as a dict, in a few py4j calls: ``sc.getConf()``
     copies it entry by entry, two or three calls each (~20 ms of every ``run()``). Read as
     Spark's one-string listing, with any redacted value read again on its own; where that
@@ -124,7 +129,7 @@ CONNECT_CANNOT = (
 )
 
 
-def active_session(sc):
+def active_session(sc: SparkContext) -> SparkSession | None:
     """This thread's active SparkSession on ``sc``, if any."""
     from pyspark.sql import SparkSession
 
@@ -132,7 +137,7 @@ def active_session(sc):
     return session if session is not None and session.sparkContext is sc else None
 
 
-def is_connect(obj) -> bool:
+def is_connect(obj: object) -> bool:
     """True for a Spark Connect session or DataFrame (without importing Connect's client)."""
     return type(obj).__module__.startswith("pyspark.sql.connect.")
 
@@ -200,7 +205,7 @@ def gpu_problems(master: str, conf: dict[str, str], gpus_per_node: int | None) -
     return []
 
 
-def gpu_profile(sc, gpus_per_node: int | None):
+def gpu_profile(sc: SparkContext, gpus_per_node: int | None) -> ResourceProfile | None:
     """A ResourceProfile asking ``gpus_per_node`` GPUs (and the usual cpus) per task, or None
     when the default profile already asks as much (spark.task.resource.gpu.amount)."""
     if not gpus_per_node:
@@ -218,7 +223,7 @@ def gpu_profile(sc, gpus_per_node: int | None):
     return ResourceProfileBuilder().require(tasks).build
 
 
-def current_slots(sc) -> int:
+def current_slots(sc: SparkContext) -> int:
     """Task slots Spark's scheduler has right now (what its barrier check counts)."""
     jsc = sc._jsc.sc()
     try:
@@ -228,7 +233,9 @@ def current_slots(sc) -> int:
         return int(sc.defaultParallelism)
 
 
-def wait_for_slots(sc, wanted: int | None, timeout: float, conf: dict | None = None) -> int:
+def wait_for_slots(
+    sc: SparkContext, wanted: int | None, timeout: float, conf: dict | None = None
+) -> int:
     """Wait (executors register after the context starts) until ``wanted`` slots exist.
 
     With ``wanted=None``, wait for the slots the conf promises, else for a count that has held
@@ -255,7 +262,7 @@ def wait_for_slots(sc, wanted: int | None, timeout: float, conf: dict | None = N
         time.sleep(0.2)
 
 
-def conf_problems(conf) -> list[str]:
+def conf_problems(conf: SparkConf | Mapping[str, str]) -> list[str]:
     """Spark settings under which a barrier job cannot run (``conf``: a SparkConf or dict)."""
     problems = []
     if (conf.get("spark.dynamicAllocation.enabled") or "false").lower() == "true":
@@ -306,7 +313,7 @@ def more_slots(master: str, wanted: int, conf: dict[str, str]) -> str:
 
 
 def spark_problems(
-    sc, num_nodes: int | None, slot_timeout: float, conf: dict[str, str]
+    sc: SparkContext, num_nodes: int | None, slot_timeout: float, conf: dict[str, str]
 ) -> tuple[list[str], int]:
     """Problems with the Spark side (``conf``: the context's settings), and the task slots
     found."""

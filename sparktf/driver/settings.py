@@ -15,12 +15,15 @@ import importlib.util
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktf.common import plain_numbers
 from sparktf.common.ports import PortRange
 from sparktf.common.topology import MASTER_NODES
 from sparktf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql.conf import RuntimeConfig
 
 
 class InputMode(enum.Enum):
@@ -473,7 +476,7 @@ class Settings:
         return DEFAULT_WORKER_RESTARTS if self.num_ps > 0 else 0
 
 
-def session_conf(runtime_conf) -> dict[str, str]:
+def session_conf(runtime_conf: RuntimeConfig) -> dict[str, str]:
     """The ``spark.sparktf.*`` values of a SparkSession's conf (``spark.conf``: the Spark conf
     it started with, and what ``spark.conf.set`` changed since). Where none is set (the usual
     case) that is one py4j call, the listing of the keys set; else one lookup per key."""

@@ -12,12 +12,15 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 log = logging.getLogger(__name__)
 
 
-def unlaunched_note(sc, tag: str, hosts: Collection[str | None]) -> str | None:
+def unlaunched_note(sc: SparkContext, tag: str, hosts: Collection[str | None]) -> str | None:
     """Why no node started, where no Spark task of the attempt ever reached the driver (Spark
     never launched its barrier stage; ``hosts``: each node's, None where its task never
     reported): the other jobs that held the task slots (None if a task did start, or Spark
@@ -90,12 +93,12 @@ def run_tagged(
     return None
 
 
-def jobs_tagged(sc, tag: str) -> list[int]:
+def jobs_tagged(sc: SparkContext, tag: str) -> list[int]:
     """The ids of the jobs Spark's status tracker knows with job tag ``tag``."""
     return list(sc._jsc.sc().statusTracker().getJobIdsForTag(tag))
 
 
-def running_jobs(sc, tag: str) -> set[int] | None:
+def running_jobs(sc: SparkContext, tag: str) -> set[int] | None:
     """The jobs tagged ``tag`` that Spark's status tracker has not seen end (None: it
     cannot be asked)."""
     try:
@@ -110,7 +113,7 @@ def running_jobs(sc, tag: str) -> set[int] | None:
         return None
 
 
-def active_tasks(sc, tag: str) -> int:
+def active_tasks(sc: SparkContext, tag: str) -> int:
     """Tasks of the jobs tagged ``tag`` still running (0 once the SparkContext is gone)."""
     try:
         tracker = sc.statusTracker()
@@ -125,7 +128,7 @@ def active_tasks(sc, tag: str) -> int:
         return 0
 
 
-def stages_before_barrier(sc, tag: str, barrier: dict[int, bool]) -> bool | None:
+def stages_before_barrier(sc: SparkContext, tag: str, barrier: dict[int, bool]) -> bool | None:
     """Whether a stage of the jobs tagged ``tag`` runs that is not a barrier stage (None if
     Spark shows no job of it yet). ``barrier`` caches, by stage id, whether it is one: the
     RDD graph Spark keeps for its UI marks barrier RDDs."""
@@ -159,7 +162,7 @@ def _has_barrier_rdd(cluster) -> bool:
     )
 
 
-def spark_stopped(sc) -> bool:
+def spark_stopped(sc: SparkContext) -> bool:
     jsc = getattr(sc, "_jsc", None)
     if jsc is None:
         return True

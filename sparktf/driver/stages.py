@@ -7,14 +7,21 @@ that attempt's barrier stage. The tasks themselves are :func:`sparktf.task.barri
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import partition
 from sparktf.errors import ConfigError
 from sparktf.task.barrier import barrier_task
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark import SparkContext
+    from pyspark.resource import ResourceProfile
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 Stage = Callable[[], Any]
 
@@ -31,7 +38,9 @@ def _empty(sc, num_nodes: int, task, profile=None) -> None:
     ).collect()
 
 
-def nodes_only(sc, roles: tuple[NodeRole, ...], profile=None) -> Callable[[LaunchSpec], Stage]:
+def nodes_only(
+    sc: SparkContext, roles: tuple[NodeRole, ...], profile: ResourceProfile | None = None
+) -> Callable[[LaunchSpec], Stage]:
     """InputMode.TENSORFLOW: the nodes read their own data."""
 
     def stage(launch: LaunchSpec) -> Stage:
@@ -47,7 +56,7 @@ def phase(stage_factory: Any) -> str:
     return getattr(stage_factory, "phase", "main_fn")
 
 
-def arrow_schema(df, output=None) -> bytes:
+def arrow_schema(df: DataFrame, output: StructType | None = None) -> bytes:
     """The serialized Arrow schema of ``df`` as Spark's JVM writes its batches to Python (the
     session's time zone for timestamps, large strings and binaries if
     ``spark.sql.execution.arrow.useLargeVarTypes``), or of ``output``, a ``StructType`` a
@@ -62,7 +71,7 @@ def arrow_schema(df, output=None) -> bytes:
     )
 
 
-def schema_to_arrow(schema, timezone: str | None, large: bool):
+def schema_to_arrow(schema: StructType, timezone: str | None, large: bool) -> pa.Schema:
     """PySpark's Arrow schema of a ``StructType``, timestamps in ``timezone``. PySpark 4.0 and
     4.1 take no time zone (``timestamp_utc``): their timestamps say UTC, the same instants
     (Arrow keeps every timestamp in UTC; the zone only says how to show it)."""
@@ -164,7 +173,7 @@ def _saying_it_ran(task):
     """A training ``mapInArrow`` barrier function that yields one row once ``task`` is done,
     so that the driver tells a stage that ran no task (no partitions) from one that did."""
 
-    def run(batches):
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
         yield from task(batches)

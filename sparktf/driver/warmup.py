@@ -22,8 +22,13 @@ import os
 import sys
 import threading
 import uuid
+from typing import TYPE_CHECKING
 
 from sparktf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
 #: How long the driver's exit waits for a warm-up still running (its tasks import TensorFlow:
 #: 1.5-3 s of a core each).
@@ -192,7 +197,9 @@ class WarmUp:
         return f"WarmUp({', '.join(self.kinds)}; {self.tasks} tasks; {state})"
 
 
-def warm_up(spark, *, dataframes: bool = True, rdds: bool = False) -> WarmUp:
+def warm_up(
+    spark: SparkSession | SparkContext, *, dataframes: bool = True, rdds: bool = False
+) -> WarmUp:
     """Start the executors' Python worker daemons now, in the background, and return at once.
 
     ``spark``: the SparkSession or SparkContext. ``dataframes``: the daemon that DataFrame
