@@ -16,7 +16,9 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
-from typing import Any
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, NoReturn
 
 #: The packages ``import tensorflow`` imports only for their optimizers' registration.
 _EAGER_KERAS = ("keras", "tf_keras")
@@ -29,13 +31,13 @@ class _Refused(importlib.abc.Loader):
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def create_module(self, spec):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> NoReturn:
         raise ImportError(
             f"{self.name} is not imported along with TensorFlow here (sparktf.common.tfimport)",
             name=self.name,
         )
 
-    def exec_module(self, module) -> None:
+    def exec_module(self, module: ModuleType) -> None:
         raise ImportError(self.name, name=self.name)
 
 
@@ -43,7 +45,9 @@ class _KerasDeferred(importlib.abc.MetaPathFinder):
     """Finds ``keras``/``tf_keras`` where they are (``importlib.util.find_spec`` still tells
     TensorFlow their directories, which it needs for ``tf.keras``) but refuses to load them."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if name not in _EAGER_KERAS:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)

@@ -9,6 +9,7 @@ import os
 import shutil
 import threading
 import urllib.parse
+from typing import TYPE_CHECKING, BinaryIO
 
 from sparktf.fs.paths import (
     CONNECT_TIMEOUT,
@@ -19,6 +20,10 @@ from sparktf.fs.paths import (
     default_fs,
     hadoop_user,
 )
+
+if TYPE_CHECKING:
+    import hdfs
+    from typing_extensions import Buffer
 
 
 # ---------------------------------------------------------------------------- backends
@@ -46,10 +51,10 @@ class _Backend:
     def rename(self, src: str, dst: str) -> None:
         raise NotImplementedError
 
-    def open_read(self, path: str):
+    def open_read(self, path: str) -> BinaryIO | io.RawIOBase:
         raise NotImplementedError
 
-    def write_from(self, path: str, f) -> None:
+    def write_from(self, path: str, f: BinaryIO) -> None:
         """Write the readable binary file ``f`` to ``path`` (overwriting)."""
         raise NotImplementedError
 
@@ -75,30 +80,30 @@ class _Libhdfs(_Backend):
         # the NameNode is down; a listing raises).
         self._fs.get_file_info(pafs.FileSelector("/"))
 
-    def info(self, path):
+    def info(self, path: str) -> tuple[str | None, int]:
         i = self._fs.get_file_info(path)
         if i.type == self._pafs.FileType.NotFound:
             return None, 0
         return ("dir" if i.type == self._pafs.FileType.Directory else "file"), i.size or 0
 
-    def stat(self, path):
+    def stat(self, path: str) -> tuple[str, int, int] | None:
         i = self._fs.get_file_info(path)
         if i.type == self._pafs.FileType.NotFound:
             return None
         kind = "dir" if i.type == self._pafs.FileType.Directory else "file"
         return kind, i.size or 0, i.mtime_ns or 0
 
-    def scan(self, path):
+    def scan(self, path: str) -> list[tuple[str, str | None, int]]:
         kinds = {self._pafs.FileType.Directory: "dir", self._pafs.FileType.File: "file"}
         return sorted(
             (os.path.basename(i.path.rstrip("/")), kinds.get(i.type), i.size or 0)
             for i in self._fs.get_file_info(self._pafs.FileSelector(path))
         )
 
-    def makedirs(self, path):
+    def makedirs(self, path: str) -> None:
         self._fs.create_dir(path, recursive=True)
 
-    def delete(self, path, recursive):
+    def delete(self, path: str, recursive: bool) -> None:
         kind, _ = self.info(path)
         if kind == "dir":
             if not recursive and self.scan(path):
@@ -107,13 +112,13 @@ class _Libhdfs(_Backend):
         elif kind == "file":
             self._fs.delete_file(path)
 
-    def rename(self, src, dst):
+    def rename(self, src: str, dst: str) -> None:
         self._fs.move(src, dst)
 
-    def open_read(self, path):
+    def open_read(self, path: str) -> BinaryIO | io.RawIOBase:
         return self._fs.open_input_stream(path)
 
-    def write_from(self, path, f):
+    def write_from(self, path: str, f: BinaryIO) -> None:
         with self._fs.open_output_stream(path) as out:
             shutil.copyfileobj(f, out, 4 << 20)
 
@@ -128,13 +133,13 @@ class _WebHDFS(_Backend):
         self._client = hdfs.InsecureClient(url, user=hadoop_user(), timeout=(CONNECT_TIMEOUT, 120))
         self._client.status("/")  # fail here, not at the first real call
 
-    def info(self, path):
+    def info(self, path: str) -> tuple[str | None, int]:
         st = self._client.status(path, strict=False)
         if st is None:
             return None, 0
         return ("dir" if st["type"] == "DIRECTORY" else "file"), st.get("length", 0)
 
-    def stat(self, path):
+    def stat(self, path: str) -> tuple[str, int, int] | None:
         st = self._client.status(path, strict=False)
         if st is None:
             return None
@@ -144,44 +149,44 @@ class _WebHDFS(_Backend):
             int(st.get("modificationTime", 0)) * 1_000_000,
         )  # (milliseconds)
 
-    def scan(self, path):
+    def scan(self, path: str) -> list[tuple[str, str | None, int]]:
         return sorted(
             (name, "dir" if st["type"] == "DIRECTORY" else "file", st.get("length", 0))
             for name, st in self._client.list(path, status=True)
         )
 
-    def makedirs(self, path):
+    def makedirs(self, path: str) -> None:
         self._client.makedirs(path)
 
-    def delete(self, path, recursive):
+    def delete(self, path: str, recursive: bool) -> None:
         self._client.delete(path, recursive=recursive)
 
-    def rename(self, src, dst):
+    def rename(self, src: str, dst: str) -> None:
         self._client.rename(src, dst)
 
-    def open_read(self, path):
+    def open_read(self, path: str) -> BinaryIO | io.RawIOBase:
         return _WebHDFSReader(self._client, path)
 
-    def write_from(self, path, f):
+    def write_from(self, path: str, f: BinaryIO) -> None:
         self._client.write(path, data=f, overwrite=True)
 
 
 class _WebHDFSReader(io.RawIOBase):
     """A WebHDFS file as a readable stream (the ``hdfs`` package's reader is a context)."""
 
-    def __init__(self, client, path: str) -> None:
+    def __init__(self, client: hdfs.Client, path: str) -> None:
         self._ctx = client.read(path, chunk_size=0)
         self._resp = self._ctx.__enter__()
 
-    def readable(self):
+    def readable(self) -> bool:
         return True
 
-    def readinto(self, b):
+    def readinto(self, b: Buffer) -> int:
         data = self._resp.read(len(b))
         b[: len(data)] = data
         return len(data)
 
-    def close(self):
+    def close(self) -> None:
         if not self.closed:
             self._ctx.__exit__(None, None, None)
         super().close()

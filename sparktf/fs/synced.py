@@ -181,7 +181,7 @@ def keras_sync_callback(synced: SyncedDir) -> Any:
     import tensorflow as tf
 
     class SyncAfterEpoch(tf.keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
+        def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             synced.sync()
 
     return SyncAfterEpoch()

@@ -11,14 +11,20 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from typing import TYPE_CHECKING
 
 from sparktf import fs
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 #: The line of TensorFlow's ``checkpoint`` index file that names the newest checkpoint.
 _NEWEST = re.compile(r'^model_checkpoint_path:\s*"(.*)"\s*$', re.MULTILINE)
 
 
-def restore_latest(checkpoint, directory: str, local_dir: str | None = None) -> int:
+def restore_latest(
+    checkpoint: tf.train.Checkpoint, directory: str, local_dir: str | None = None
+) -> int:
     """Restore ``checkpoint`` (a ``tf.train.Checkpoint``) from the newest checkpoint in
     ``directory`` (a local path or ``hdfs://...``), as written by ``checkpoint.save`` or a
     ``tf.train.CheckpointManager``.
@@ -33,7 +39,7 @@ def restore_latest(checkpoint, directory: str, local_dir: str | None = None) -> 
     """
     import tensorflow as tf
 
-    local = directory
+    local: str | None = directory
     if fs.is_hadoop(directory):
         local = _fetch_newest(directory, local_dir)
         if local is None:

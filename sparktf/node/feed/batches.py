@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import decimal
 import pickle
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktf.common import feedwire
 from sparktf.errors import FeedError
 from sparktf.node.feed import unpickle
+
+if TYPE_CHECKING:
+    import numpy as np
+    import tensorflow
 
 #: A chunk of the feed: a ``pyarrow.RecordBatch`` (DataFrame rows) or a list of RDD elements.
 Chunk = Any
@@ -235,7 +239,7 @@ def signature(tf: Any, batch: Any) -> Any:
     """The ``tf.data`` output signature of a batch (first dimension unknown)."""
     data = structure(batch)
 
-    def spec(a, name):
+    def spec(a: np.ndarray, name: str) -> tensorflow.TensorSpec:
         if a.dtype.kind in "mM":
             raise FeedError(
                 f"to_dataset(): {name} holds dates or times ({a.dtype}), which "

@@ -9,6 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
+    import tensorflow as tf
+
     from sparktf.node.feed.datafeed import DataFeed
 
 from sparktf.errors import FeedError
@@ -27,8 +30,8 @@ def build(feed: DataFeed, batch_size: int, output_signature: Any = None) -> Any:
     reader = _EpochReader(feed, batch_size, first, specs, tf, np)
     touts = [s.dtype for s in specs]
 
-    def one_epoch(_):
-        def call(_):
+    def one_epoch(_: tf.Tensor) -> tf.data.Dataset:
+        def call(_: tf.Tensor) -> tuple[tf.Tensor, ...]:
             out = tf.numpy_function(reader.next_batch, [_], touts, stateful=True)
             return tuple(tf.ensure_shape(t, s.shape) for t, s in zip(out, specs))
 
@@ -88,12 +91,12 @@ class _EpochReader:
             for s in specs
         ]
 
-    def start(self, _):
+    def start(self, _: object) -> np.int64:
         """A new iterator over the dataset: a new epoch."""
         self.ended = False
         return self.np.int64(0)
 
-    def next_batch(self, _):
+    def next_batch(self, _: object) -> list[np.ndarray]:
         feed = self.feed
         if self.pending is not None:
             batch, self.pending = self.pending, None

@@ -15,7 +15,11 @@ No numpy import here: numpy is imported by the pickles that reference it.
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    from typing_extensions import Buffer
 
 _FROMBUFFER = {("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer")}
 _REBUILDERS: dict = {}  # numpy's _frombuffer -> the rebuilder standing in for it
@@ -24,7 +28,13 @@ _REBUILDERS: dict = {}  # numpy's _frombuffer -> the rebuilder standing in for i
 def _rebuilder(frombuffer):
     from numpy import ndarray
 
-    def rebuild(buf, dtype, shape, order, *axis_order):  # axis_order: numpy 2, order "K"
+    def rebuild(
+        buf: Buffer,
+        dtype: np.dtype,
+        shape: tuple[int, ...],
+        order: str,
+        *axis_order: tuple[int, ...] | None,
+    ) -> np.ndarray:  # axis_order: numpy 2, order "K"
         if order in ("C", "F") and not any(a is not None for a in axis_order):
             return ndarray(shape, dtype, buf, 0, None, order)
         return frombuffer(buf, dtype, shape, order, *axis_order)
@@ -33,7 +43,7 @@ def _rebuilder(frombuffer):
 
 
 class _Unpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> Any:
         found = super().find_class(module, name)
         if (module, name) in _FROMBUFFER:
             rebuild = _REBUILDERS.get(found)
@@ -52,18 +62,18 @@ class _Reader:
         self.view = memoryview(data).cast("B")
         self.pos = 0
 
-    def read(self, n: int = -1):
+    def read(self, n: int | None = -1) -> memoryview:
         start = self.pos
         end = len(self.view) if n is None or n < 0 else min(len(self.view), start + n)
         self.pos = end
         return self.view[start:end]
 
-    def readinto(self, buf) -> int:
+    def readinto(self, buf: bytearray | memoryview) -> int:
         data = self.read(len(buf))
         buf[: len(data)] = data
         return len(data)
 
-    def readline(self):
+    def readline(self) -> memoryview:
         # Only protocols 0-3 read lines (their GLOBAL opcode): short ones, near at hand.
         start, size = self.pos, len(self.view)
         width = 256

@@ -20,6 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from sparktf.node.runtime import NodeRuntime
 
 import functools
@@ -48,7 +50,12 @@ def _ending(original, runtime):
     """``original`` (TensorFlow's ``checkpoints_iterator``), ending once training is over."""
 
     @functools.wraps(original)
-    def checkpoints_iterator(checkpoint_dir, min_interval_secs=0, timeout=None, timeout_fn=None):
+    def checkpoints_iterator(
+        checkpoint_dir: str,
+        min_interval_secs: float = 0,
+        timeout: float | None = None,
+        timeout_fn: Callable[[], bool] | None = None,
+    ) -> Iterator[str]:
         since = time.monotonic()  # the start of the current wait for a checkpoint
         last_look = False  # training is over: one more slice looks for its last checkpoint
 

@@ -22,6 +22,8 @@ imported (or at once if they already are).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 from sparktf.node.patches import on_import
 
@@ -40,9 +42,11 @@ def install(cluster_spec: dict, job_name: str) -> None:
 
 
 def _patch_connect(module) -> None:
-    def make(original):
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
-        def connect_to_cluster(cluster_spec_or_resolver, job_name="localhost", *args, **kwargs):
+        def connect_to_cluster(
+            cluster_spec_or_resolver: object, job_name: str = "localhost", *args: Any, **kwargs: Any
+        ) -> Any:
             if job_name != EVALUATOR:
                 cluster_spec_or_resolver = _without_evaluator(module, cluster_spec_or_resolver)
             return original(cluster_spec_or_resolver, job_name, *args, **kwargs)
@@ -79,7 +83,7 @@ def _without_evaluator(remote, spec_or_resolver):
 
 
 def _patch_session(others: list, module) -> None:
-    def make(original):
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def __init__(self, target="", graph=None, config=None):
             if (

@@ -17,6 +17,9 @@ when the strategy's module is imported (or at once if it already is).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from sparktf.node import synchronous
 from sparktf.node.patches import on_import
 
@@ -30,7 +33,7 @@ def install() -> None:
 
 
 def _patch(module) -> None:
-    def make(original):
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def _initialize_multi_worker(self, cluster_resolver):
             if not getattr(self, "_local_or_standalone_client_mode", False):
                 synchronous.mark("MultiWorkerMirroredStrategy")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 _HOOKS: dict[str, list[Callable]] = {}  # module name -> patches, in the order asked
@@ -27,7 +28,9 @@ def after_import(name: str, patch: Callable) -> None:
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if name not in _HOOKS:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
@@ -36,7 +39,9 @@ class _Finder(importlib.abc.MetaPathFinder):
             return spec
         run = loader.exec_module
 
-        def exec_module(module):  # this spec's own loader instance: nothing else changes
+        def exec_module(
+            module: ModuleType,
+        ) -> None:  # this spec's own loader instance: nothing else changes
             run(module)
             for patch in _HOOKS.pop(name, ()):
                 patch(module)

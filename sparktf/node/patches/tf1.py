@@ -7,6 +7,8 @@ Runs in the TF process; never imports tensorflow itself (the patches run when it
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from typing import Any
 
 from sparktf.node import synchronous
 from sparktf.node.patches import on_import
@@ -56,7 +58,7 @@ def _sync_replicas(module) -> None:
     """A ``SyncReplicasOptimizer`` built in this process makes it a synchronous trainer
     (:mod:`sparktf.node.synchronous`); nothing else changes."""
 
-    def make(original):
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def __init__(self, *args, **kwargs):
             synchronous.mark("SyncReplicasOptimizer")
             return original(self, *args, **kwargs)
