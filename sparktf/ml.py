@@ -292,7 +292,7 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
         )
         return model._resetUid(self.uid.replace("TFEstimator", "TFModel"))
 
-    def copy(self, extra=None):
+    def copy(self, extra: dict[Param, Any] | None = None) -> TFEstimator:
         that = super().copy(extra)
         that.main_fn, that.args = self.main_fn, self.args
         return that

@@ -8,8 +8,12 @@ tensorflow.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +72,9 @@ def quiet_spark_logs(level: str = "WARN") -> bool:
     return True
 
 
-def from_numpy(spark: Any, columns: Mapping[str, Any], num_partitions: int | None = None):
+def from_numpy(
+    spark: Any, columns: Mapping[str, Any], num_partitions: int | None = None
+) -> DataFrame:
     """A DataFrame of numpy arrays, ``num_partitions`` even parts, without large tasks.
 
     The arrays travel once per executor as a Spark broadcast, and each partition cuts its
@@ -112,7 +118,7 @@ def from_numpy(spark: Any, columns: Mapping[str, Any], num_partitions: int | Non
     )
     shared = spark.sparkContext.broadcast(arrays)
 
-    def slices(batches):
+    def slices(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         data = shared.value
         for batch in batches:
             for part in batch.column(0).to_pylist():

@@ -5,7 +5,7 @@ Arrow batches (mapInArrow, or an Arrow UDF under Spark Connect).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from sparktf.batch_prediction.model import _not_a_saved_model, as_executors_read, export_identity
@@ -15,6 +15,7 @@ from sparktf.common import plain_numbers
 from sparktf.errors import ConfigError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 _VECTOR_SUFFIX = "__sparktf_array"  # a vector input column's array copy, for one call
@@ -198,7 +199,7 @@ def _with_udf(df, make_udf, scorer: tuple, defaults):
     )
     names = list(outputs.keys)
 
-    def run(batches):
+    def run(batches: Iterator[tuple[pa.Array, ...]]) -> Iterator[pa.Array]:
         _worker_env(defaults)
         model = None
         for columns in batches:
@@ -235,7 +236,7 @@ def _with_map(df, scorer: tuple, defaults):
     outputs: _Outputs = scorer[3]
     schema = StructType(df.schema.fields + _spark_schema(outputs))
 
-    def run(batches):
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _worker_env(defaults)
         model = None
         for batch in batches:

@@ -33,6 +33,7 @@ import os
 import random
 import socket
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sparktf.errors import ConfigError, PortRangeError
@@ -115,7 +116,11 @@ def exhausted(ports: PortRange, what: str) -> PortRangeError:
 
 
 def bind_in_range(
-    sock_factory, host: str, ports: PortRange, what: str, listen: int | None
+    sock_factory: Callable[[], socket.socket],
+    host: str,
+    ports: PortRange,
+    what: str,
+    listen: int | None,
 ) -> tuple[socket.socket, int]:
     """A socket from ``sock_factory()`` bound to ``host`` on a free port of ``ports`` (and
     listening with backlog ``listen``, unless None), and the claim on its port (closed with

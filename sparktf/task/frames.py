@@ -10,8 +10,12 @@ import json
 import pickle
 import time
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from sparktf.common import feedwire
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def partition_frames(
@@ -57,7 +61,7 @@ class _ArrowMessages:
         self._parts: list = []
         self._writer = None
 
-    def write(self, data) -> int:
+    def write(self, data: pa.Buffer) -> int:
         self._parts.append(data)
         return memoryview(data).nbytes
 
@@ -67,7 +71,7 @@ class _ArrowMessages:
     def close(self) -> None:
         pass
 
-    def of(self, batch) -> list:
+    def of(self, batch: pa.RecordBatch) -> list:
         import pyarrow as pa
 
         if self._writer is None:
