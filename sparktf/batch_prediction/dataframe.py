@@ -146,7 +146,7 @@ def predict(
         if connect
         else partition.vectors_as_arrays(df, input_cols, suffix=_VECTOR_SUFFIX)
     )
-    from sparktf.driver.cluster import hadoop_env
+    from sparktf.driver.hadoop import hadoop_env
 
     # The session's conf: the Spark conf, and what spark.conf.set changed since
     startup_logs = (

@@ -21,5 +21,8 @@ checks ``sys.modules``). The package is split by job, one idea a module:
 * :mod:`~sparktf.driver.control`: the control server the nodes report to;
 * :mod:`~sparktf.driver.preflight`: the checks made before any stage starts;
 * :mod:`~sparktf.driver.hadoop`: what the driver tells the nodes of Hadoop;
-* :mod:`~sparktf.driver.cluster`: the public API, ``run()`` and ``Cluster``.
+* :mod:`~sparktf.driver.cluster`: the public API, ``run()`` and ``Cluster``, with
+  :mod:`~sparktf.driver.launch` (what a job's settings become: its launch spec and runner),
+  :mod:`~sparktf.driver.arguments` (what its calls accept) and
+  :mod:`~sparktf.driver.waits` (its waits, which stop every node on an error).
 """

@@ -11,20 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sparktf.common import plain_numbers, shipped, topology
-from sparktf.common.spec import FeedConfig, LaunchSpec
+from sparktf.common import plain_numbers, topology
+from sparktf.common.spec import FeedConfig
 from sparktf.common.topology import NodeRole
-from sparktf.driver import arguments, preflight, stages, waits
-from sparktf.driver.hadoop import hadoop_env
-from sparktf.driver.limits import PAUSED_SECS, Limits
+from sparktf.driver import arguments, launch, preflight, stages, waits
 from sparktf.driver.records import NodeState
-from sparktf.driver.runner import Runner
 from sparktf.driver.settings import InputMode, Settings, default
 from sparktf.driver.state import Status
 from sparktf.errors import ClusterStateError, ConfigError, SparkTFError
@@ -64,46 +59,8 @@ class Cluster:
         self.roles = roles
         self.input_mode = settings.input_mode
         self.settings = settings
-        launch = LaunchSpec(
-            job_id=f"sparktf-{uuid.uuid4().hex[:12]}",
-            roles=roles,
-            driver_address=("", 0),
-            secret=b"",
-            payload=shipped.for_tasks(sc, payload),
-            tail_lines=settings.tail_lines,
-            stop_grace=settings.stop_grace,
-            env=settings.env,
-            tensorboard=settings.tensorboard,
-            log_dir=settings.log_dir,
-            heartbeat_interval=min(1.0, (settings.heartbeat_timeout or 3.0) / 3),
-            hadoop_env=hadoop_env(sc),
-            executor_cores=preflight.executor_cores(sc.master, conf, os.cpu_count() or 1),
-            port_range=settings.port_range,
-            worker_restarts=settings.restarts_in_place,
-        )
-        limits = Limits(
-            reservation_timeout=settings.reservation_timeout,
-            heartbeat_timeout=settings.heartbeat_timeout,
-            progress_timeout=settings.progress_timeout,
-            collective_idle_timeout=settings.collective_idle_timeout,
-            paused_after=PAUSED_SECS,
-            worker_restarts=settings.restarts_in_place,
-        )
-        self._launch = launch
-        self._runner = Runner(
-            sc,
-            roles,
-            launch.job_id,
-            limits,
-            max_restarts=settings.max_restarts,
-            log_to_driver=settings.log_to_driver,
-            tf_startup_logs=settings.tf_startup_logs,
-            progress_interval=(settings.progress_interval if settings.progress else None),
-            tail_lines=settings.tail_lines,
-            conf=conf,
-            node_log_dir=settings.node_log_dir,
-            log_dir=settings.log_dir,
-        )
+        self._launch = launch.launch_spec(sc, roles, payload, settings, conf)
+        self._runner = launch.runner(sc, roles, self._launch.job_id, settings, conf)
         #: The barrier stages' ResourceProfile (gpus_per_node), None for the default profile.
         self._profile = preflight.gpu_profile(sc, settings.gpus_per_node)
 
