@@ -13,9 +13,13 @@ checks ``sys.modules``). The package is split by job, one idea a module:
   :mod:`~sparktf.driver.feedbound` (the feed's equalization bound),
   :mod:`~sparktf.driver.failures` (which failure ends an attempt, typed);
 * :mod:`~sparktf.driver.runner`: the threads that carry out the state's actions, attempt after
-  attempt (:mod:`~sparktf.driver.attempt`: what one attempt owns), with
-  :mod:`~sparktf.driver.sparkjobs` (Spark's jobs: tracking, cancelling, their failures' text)
-  and :mod:`~sparktf.driver.console` (the nodes' lines on the driver);
+  attempt (:mod:`~sparktf.driver.attempt`: what one attempt owns;
+  :mod:`~sparktf.driver.builder`: how each is built), with
+  :mod:`~sparktf.driver.sparkjobs` (Spark's jobs: tracking, cancelling, their failures' text),
+  :mod:`~sparktf.driver.outcome` (the failure that ends an attempt as the user reads it),
+  :mod:`~sparktf.driver.history` (what the driver keeps of the nodes' output: log files,
+  metrics, TensorBoard scalars) and :mod:`~sparktf.driver.console` (the nodes' lines on the
+  driver);
 * :mod:`~sparktf.driver.stages`: the Spark barrier stages that hold the nodes, over the data
   that :mod:`~sparktf.driver.partition` gives one partition per node;
 * :mod:`~sparktf.driver.control`: the control server the nodes report to;

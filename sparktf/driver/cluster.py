@@ -94,13 +94,13 @@ class Cluster:
         only reports with metrics). The driver also writes them as TensorBoard scalars: under
         ``log_dir/sparktf/<job id>/<node>``, or beside the node logs without a local
         ``log_dir`` (a Hadoop one gets a copy at the end)."""
-        return self._runner.metrics()
+        return self._runner.history.metrics()
 
     @property
     def log_files(self) -> dict[str, str]:
         """Node name to the file on the driver that holds its whole output, this attempt's
         (``spark.sparktf.nodeLogDir``; earlier attempts' are beside it, in ``attempt-N``)."""
-        logs = self._runner.logs
+        logs = self._runner.history.logs
         return {r.name: logs.path(self.attempt, r.name) for r in self.roles}
 
     def progress(self) -> dict[str, dict]:

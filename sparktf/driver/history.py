@@ -1,5 +1,5 @@
 """What a job leaves behind on the driver: every node's whole output as a file, and the
-metrics its nodes reported as TensorBoard scalars.
+metrics its nodes reported, as a series and as TensorBoard scalars.
 
 Runs on the driver; imports neither pyspark nor tensorflow (the event files are written with
 the ``tensorboard`` package alone, in :mod:`sparktf.driver.scalars`).
@@ -24,7 +24,11 @@ import logging
 import os
 import tempfile
 import threading
-from typing import IO
+from typing import IO, Any
+
+from sparktf.common import logfilter
+from sparktf.driver.scalars import Scalars
+from sparktf.errors import NodeError
 
 log = logging.getLogger(__name__)
 
@@ -103,3 +107,85 @@ class NodeLogs:
             fs.upload(self.job_dir, remote)
         except Exception as exc:
             log.warning("sparktf: could not copy the nodes' logs to %s: %s", remote, exc)
+
+
+class JobHistory:
+    """What the driver keeps of one job's output, every attempt's: the nodes' log files
+    (:class:`NodeLogs`), the series of their ``ctx.report`` metrics and those as TensorBoard
+    scalars, copied to a Hadoop ``log_dir`` by :meth:`close`. Safe from any thread."""
+
+    def __init__(
+        self, node_log_dir: str | None, log_dir: str | None, job_id: str, tf_startup_logs: bool
+    ) -> None:
+        #: Every node's whole output, as files on the driver (spark.sparktf.nodeLogDir).
+        self.logs = NodeLogs(node_log_dir, job_id)
+        self.job_id = job_id
+        self._log_dir = log_dir  # a Hadoop one gets a copy of the logs at the end
+        self._tf_startup_logs = tf_startup_logs
+        self._lock = threading.Lock()
+        #: Node -> every ctx.report with metrics, oldest first (cluster.metrics()).
+        self._series: dict[str, list[dict]] = {}
+        self.scalars = Scalars(scalars_root(log_dir, self.logs.job_dir, job_id))
+
+    def write(self, attempt: int, node: str, line: str) -> None:
+        """Append one line of ``node``'s output to its log file of ``attempt``."""
+        self.logs.write(attempt, node, line)
+
+    def record(self, attempt: int, node: str, reports: list[tuple[Any, float, dict]]) -> None:
+        """Keep a heartbeat's ``ctx.report`` calls as the node's series, and as scalars."""
+        points = [
+            {"step": step, "time": wall, "values": dict(values), "attempt": attempt}
+            for step, wall, values in reports
+        ]
+        with self._lock:
+            self._series.setdefault(node, []).extend(points)
+        self.scalars.add(node, reports)
+
+    def metrics(self) -> dict[str, list[dict]]:
+        """Each node's series of ``ctx.report`` metrics, oldest first, every attempt's."""
+        with self._lock:
+            return {node: [dict(p) for p in points] for node, points in self._series.items()}
+
+    def shown(self, err: NodeError, attempt: int) -> NodeError:
+        """A node's error as the user reads it: its tail without TensorFlow's start-up
+        chatter, as the console shows it (spark.sparktf.tfStartupLogs=true keeps it; the log
+        file keeps every line), naming the node's log file only where one was written (a
+        node that failed before it started wrote none)."""
+        if not self._tf_startup_logs:
+            tail = [line for line in err.output_tail if not logfilter.is_startup_chatter(line)]
+            err = err.with_output_tail(tail)
+        path = self.logs.path(attempt, err.node)
+        return err.with_log_file(path if os.path.isfile(path) else None)
+
+    def close(self) -> None:
+        """Close the scalars and the log files; with a Hadoop ``log_dir``, copy both there.
+        Never raises."""
+        self.scalars.close()
+        if self._log_dir and os.path.isdir(self.scalars.root):
+            copy_scalars(self.scalars.root, self._log_dir, self.job_id)
+        self.logs.close(mirror_to=self._log_dir)
+
+
+def scalars_root(log_dir: str | None, job_dir: str, job_id: str) -> str:
+    """Where the driver writes the nodes' metrics as TensorBoard scalars: a local ``log_dir``'s
+    ``sparktf/<job id>``; else beside the job's node logs (a Hadoop ``log_dir`` gets a copy
+    at the end)."""
+    from sparktf import fs
+
+    if log_dir and not fs.is_hadoop(log_dir):
+        local = log_dir[len("file://") :] if log_dir.startswith("file://") else log_dir
+        return os.path.join(local, "sparktf", job_id)
+    return os.path.join(job_dir, "tensorboard")
+
+
+def copy_scalars(root: str, log_dir: str, job_id: str) -> None:
+    """Copy the scalars under ``root`` to a Hadoop ``log_dir``'s ``sparktf/<job id>``."""
+    from sparktf import fs
+
+    if not fs.is_hadoop(log_dir):
+        return
+    remote = f"{log_dir.rstrip('/')}/sparktf/{job_id}"
+    try:
+        fs.upload(root, remote)
+    except Exception as exc:
+        log.warning("sparktf: could not copy the nodes' metrics to %s: %s", remote, exc)

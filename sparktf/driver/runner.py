@@ -12,31 +12,26 @@ before taking it, and starts it only if nobody aborted the job in the meantime.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable
-from typing import Any
 
-from sparktf.common import logfilter, messages, protocol
+from sparktf.common import messages
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
-from sparktf.driver import sparkjobs, stages
-from sparktf.driver.attempt import Attempt, AttemptHandler, abort_quietly, send_quietly
+from sparktf.driver import sparkjobs
+from sparktf.driver.attempt import Attempt, send_quietly
+from sparktf.driver.builder import AttemptBuilder, StageFactory
 from sparktf.driver.console import Console
-from sparktf.driver.control import ControlServer
-from sparktf.driver.history import NodeLogs
+from sparktf.driver.history import JobHistory
 from sparktf.driver.limits import Limits
+from sparktf.driver.outcome import shown as outcome_shown
 from sparktf.driver.progress import Reporter
-from sparktf.driver.scalars import Scalars
 from sparktf.driver.state import JobState, Status
 from sparktf.errors import (
     ClusterStateError,
     NodeError,
-    ReservationTimeoutError,
     SparkJobError,
     SparkTFError,
 )
@@ -54,8 +49,6 @@ UPSTREAM_POLL = 0.5
 _QUIET = frozenset({"log", "heartbeat"})
 #: How long a teardown waits for a cancelled Spark job to end.
 JOB_END_TIMEOUT = 60.0
-
-StageFactory = Callable[[LaunchSpec], Callable[[], Any]]
 
 
 class Runner:
@@ -81,25 +74,19 @@ class Runner:
         self._conf = conf  # the context's settings, read once by run()
         self.roles = roles
         self.base_id = job_id
-        self._launch: LaunchSpec | None = None  # set by start()
+        self._builder: AttemptBuilder | None = None  # set by start()
         self._limits = limits
         self._max_restarts = max_restarts
         self.console = Console(log_to_driver, tf_startup_logs)
-        self._tf_startup_logs = tf_startup_logs
         self._progress_interval = progress_interval  # None: no progress shown
         self._reporter: Reporter | None = None
         self._tail_lines = tail_lines
-        #: Every node's whole output, as files on the driver (spark.sparktf.nodeLogDir).
-        self.logs = NodeLogs(node_log_dir, job_id)
-        self._log_dir = log_dir  # a Hadoop one gets a copy of the logs at the end
-        #: Node -> every ctx.report with metrics, oldest first (cluster.metrics()).
-        self._series: dict[str, list[dict]] = {}
-        self.scalars = Scalars(_scalars_root(log_dir, self.logs.job_dir, job_id))
+        #: What the driver keeps of the nodes' output: log files, metrics, their scalars.
+        self.history = JobHistory(node_log_dir, log_dir, job_id, tf_startup_logs)
         self._cond = threading.Condition()
         self._wake = threading.Event()  # set by every event that may change the outcome
         self._current: Attempt | None = None
         self._monitor: threading.Thread | None = None
-        self._stage_factory: StageFactory | None = None
         self._closed = False
         self._spark_jobs = sparkjobs.Canceller(sc)
         #: The job's final failure (None while it runs, or when it finished).
@@ -136,8 +123,16 @@ class Runner:
 
     def start(self, launch: LaunchSpec, stage_factory: StageFactory) -> None:
         """Open attempt 0 and start it, and the monitor that follows (and restarts) it."""
-        self._launch = launch
-        self._stage_factory = stage_factory
+        self._builder = AttemptBuilder(
+            self.sc,
+            self._conf,
+            self.roles,
+            self.base_id,
+            self._limits,
+            self._tail_lines,
+            launch,
+            stage_factory,
+        )
         attempt = self._open(0)
         with self._cond:
             if self.aborted:
@@ -212,10 +207,7 @@ class Runner:
             self._reporter.stop(summary=True)
         if attempt is not None:
             attempt.close()
-        self.scalars.close()
-        if self._log_dir and os.path.isdir(self.scalars.root):
-            _copy_scalars(self.scalars.root, self._log_dir, self.base_id)
-        self.logs.close(mirror_to=self._log_dir)
+        self.history.close()
 
     # ------------------------------------------------------------------- events (handler)
     def on_connect(self, number: int, node: str, role: str, chan, hello: dict) -> None:
@@ -261,22 +253,7 @@ class Runner:
         if message.get("type") == "tensorboard":
             self.console.tensorboard(self.job_id, node, message)
         if message.get("reports"):
-            self._record(number, node, message["reports"])
-
-    def _record(self, number: int, node: str, reports: list) -> None:
-        """Keep a heartbeat's ``ctx.report`` calls as the node's series, and as scalars."""
-        points = [
-            {"step": step, "time": wall, "values": dict(values), "attempt": number}
-            for step, wall, values in reports
-        ]
-        with self._cond:
-            self._series.setdefault(node, []).extend(points)
-        self.scalars.add(node, reports)
-
-    def metrics(self) -> dict[str, list[dict]]:
-        """Each node's series of ``ctx.report`` metrics, oldest first, every attempt's."""
-        with self._cond:
-            return {node: [dict(p) for p in points] for node, points in self._series.items()}
+            self.history.record(number, node, message["reports"])
 
     def on_disconnect(self, number: int, node: str, role: str, incarnation: int = 0) -> None:
         with self._cond:
@@ -293,7 +270,7 @@ class Runner:
         attempt.perform(replies)  # a worker restarted in place: its supervisor hears so
 
     def _on_log(self, number: int, node: str, message: dict) -> None:
-        self.logs.write(number, node, message["line"])  # (an earlier attempt's too)
+        self.history.write(number, node, message["line"])  # (an earlier attempt's too)
         with self._cond:
             attempt = self._current
             if attempt is None or attempt.number != number:
@@ -303,42 +280,10 @@ class Runner:
 
     # ------------------------------------------------------------------------- attempts
     def _open(self, number: int) -> Attempt:
-        """Build attempt ``number`` without starting it: a control server with a fresh secret
-        (an earlier attempt's processes cannot reach it), its launch spec and its stage."""
-        if self._launch is None or self._stage_factory is None:
+        """Build attempt ``number`` without starting it (:class:`AttemptBuilder`)."""
+        if self._builder is None:
             raise ClusterStateError("the cluster was not started: start() opens its attempts")
-        job_id = self.base_id if number == 0 else f"{self.base_id}-{number}"
-        advertise = self._conf["spark.driver.host"]  # a SparkContext always has it
-        secret = protocol.new_secret()
-        server = ControlServer(
-            self._conf.get("spark.driver.bindAddress", advertise),
-            advertise,
-            secret,
-            AttemptHandler(self, number),
-            port_range=self._launch.port_range,
-        )
-        try:
-            launch = dataclasses.replace(
-                self._launch,
-                job_id=job_id,
-                secret=secret,
-                driver_address=server.address,
-                attempt=number,
-            )
-            stage = self._stage_factory(launch)
-        except BaseException:
-            server.close()
-            raise
-        state = JobState(self.roles, self._limits, time.monotonic(), tail_lines=self._tail_lines)
-        attempt = Attempt(number, job_id, server, launch, stage, state, {})
-        attempt.description = sparkjobs.describe(
-            stages.phase(self._stage_factory), self.base_id, number, [r.name for r in self.roles]
-        )
-        # Whatever happens to the cluster object, the nodes do not outlive the interpreter.
-        attempt.finalizer = weakref.finalize(
-            self, abort_quietly, self.sc, job_id, server, self._exiting
-        )
-        return attempt
+        return self._builder.build(number, self, self._exiting)
 
     def _take(self, attempt: Attempt) -> None:
         """Make ``attempt`` current and start its Spark job (lock held, not aborted)."""
@@ -389,18 +334,7 @@ class Runner:
                         self._note_upstream(attempt)
                     self._wake.wait(TICK)
                     continue
-                if isinstance(outcome, ReservationTimeoutError):
-                    hosts = [n.host for n in state.nodes.values()]
-                    why = sparkjobs.unlaunched_note(self.sc, attempt.job_id, hosts)
-                    if why:
-                        outcome = ReservationTimeoutError(f"{outcome}. {why}")
-                if isinstance(outcome, NodeError):
-                    outcome = self._as_shown(outcome, attempt.number)
-                if sparkjobs.spark_stopped(self.sc):
-                    outcome = ClusterStateError(
-                        "the SparkContext was stopped while the cluster ran; every node was "
-                        "stopped. Stop it only after shutdown()"
-                    )
+                outcome = outcome_shown(self.sc, outcome, attempt, self.history)
                 with self._cond:
                     restart = self._may_restart(outcome)
                     if not restart:
@@ -412,17 +346,6 @@ class Runner:
         except BaseException as exc:
             log.exception("sparktf: the monitor of %s failed", self.base_id)
             self.abort(SparkTFError(f"sparktf's monitor failed: {type(exc).__name__}: {exc}"))
-
-    def _as_shown(self, err: NodeError, attempt: int) -> NodeError:
-        """A node's error as the user reads it: its tail without TensorFlow's start-up
-        chatter, as the console shows it (spark.sparktf.tfStartupLogs=true keeps it; the log
-        file keeps every line), naming the node's log file only where one was written (a
-        node that failed before it started wrote none)."""
-        if not self._tf_startup_logs:
-            tail = [line for line in err.output_tail if not logfilter.is_startup_chatter(line)]
-            err = err.with_output_tail(tail)
-        path = self.logs.path(attempt, err.node)
-        return err.with_log_file(path if os.path.isfile(path) else None)
 
     def _note_upstream(self, attempt: Attempt) -> None:
         """While no task of ``attempt``'s barrier stage has started, the stages of its Spark
@@ -447,8 +370,8 @@ class Runner:
             and not getattr(failure, "cancelled", False)  # a user's cancel: no restart
             and not self._exiting.is_set()
             and self.attempt < self._max_restarts
-            and self._launch is not None
-            and self._launch.train_mode is not False
+            and self._builder is not None
+            and self._builder.launch.train_mode is not False
         )  # inference is not restarted
 
     def _restart(self, old: Attempt, failure: SparkTFError) -> None:
@@ -507,27 +430,3 @@ class Runner:
             state = attempt.state
             succeeded = state.job_ended_at is not None and state.job_failure is None
             self._spark_jobs.wait(attempt.thread, attempt.job_id, timeout, cancel, succeeded)
-
-
-def _scalars_root(log_dir: str | None, job_dir: str, job_id: str) -> str:
-    """Where the driver writes the nodes' metrics as TensorBoard scalars: a local ``log_dir``'s
-    ``sparktf/<job id>``; else beside the job's node logs (a Hadoop ``log_dir`` gets a copy
-    at the end)."""
-    from sparktf import fs
-
-    if log_dir and not fs.is_hadoop(log_dir):
-        local = log_dir[len("file://") :] if log_dir.startswith("file://") else log_dir
-        return os.path.join(local, "sparktf", job_id)
-    return os.path.join(job_dir, "tensorboard")
-
-
-def _copy_scalars(root: str, log_dir: str, job_id: str) -> None:
-    from sparktf import fs
-
-    if not fs.is_hadoop(log_dir):
-        return
-    remote = f"{log_dir.rstrip('/')}/sparktf/{job_id}"
-    try:
-        fs.upload(root, remote)
-    except Exception as exc:
-        log.warning("sparktf: could not copy the nodes' metrics to %s: %s", remote, exc)

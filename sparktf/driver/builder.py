@@ -1,0 +1,74 @@
+"""Builds a job's attempts, none started: each with a control server and a fresh secret, its
+launch spec, barrier stage, job state and Spark description, and a finalizer that stops its
+nodes when the interpreter exits."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from sparktf.common import protocol
+from sparktf.common.spec import LaunchSpec
+from sparktf.common.topology import NodeRole
+from sparktf.driver import sparkjobs, stages
+from sparktf.driver.attempt import Attempt, AttemptHandler, Events, abort_quietly
+from sparktf.driver.control import ControlServer
+from sparktf.driver.limits import Limits
+from sparktf.driver.state import JobState
+
+StageFactory = Callable[[LaunchSpec], Callable[[], Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class AttemptBuilder:
+    """What every attempt of one job is built from; :meth:`build` makes one."""
+
+    sc: Any
+    conf: dict[str, str]  # the context's settings
+    roles: tuple[NodeRole, ...]
+    base_id: str
+    limits: Limits
+    tail_lines: int
+    launch: LaunchSpec
+    stage_factory: StageFactory
+
+    def build(self, number: int, runner: Events, exiting: threading.Event) -> Attempt:
+        """Build attempt ``number`` without starting it: a control server with a fresh secret
+        (an earlier attempt's processes cannot reach it) whose events go to ``runner``, its
+        launch spec and its stage. Its finalizer, tied to ``runner``, sets ``exiting``."""
+        job_id = self.base_id if number == 0 else f"{self.base_id}-{number}"
+        advertise = self.conf["spark.driver.host"]  # a SparkContext always has it
+        secret = protocol.new_secret()
+        server = ControlServer(
+            self.conf.get("spark.driver.bindAddress", advertise),
+            advertise,
+            secret,
+            AttemptHandler(runner, number),
+            port_range=self.launch.port_range,
+        )
+        try:
+            launch = dataclasses.replace(
+                self.launch,
+                job_id=job_id,
+                secret=secret,
+                driver_address=server.address,
+                attempt=number,
+            )
+            stage = self.stage_factory(launch)
+        except BaseException:
+            server.close()
+            raise
+        state = JobState(self.roles, self.limits, time.monotonic(), tail_lines=self.tail_lines)
+        attempt = Attempt(number, job_id, server, launch, stage, state, {})
+        attempt.description = sparkjobs.describe(
+            stages.phase(self.stage_factory), self.base_id, number, [r.name for r in self.roles]
+        )
+        # Whatever happens to the cluster object, the nodes do not outlive the interpreter.
+        attempt.finalizer = weakref.finalize(
+            runner, abort_quietly, self.sc, job_id, server, exiting
+        )
+        return attempt
