@@ -113,16 +113,18 @@ def new_records(roles: Iterable[NodeRole], tail_lines: int) -> dict[str, NodeRec
 
 
 #: The shortest time a rate is taken over: a few rows handed out in microseconds would read
-#: as millions of rows a second.
+#: as millions of rows a second. Between heartbeats (a second apart, their arrival jittered):
 MIN_RATE_SECS = 1.0
+#: Over the feed's own timing (the node's clock, first batch asked for to last handed out):
+MIN_FEED_RATE_SECS = 0.05
 
 
 def rows_per_second(n: NodeRecord) -> float | None:
     """Rows fed per second: as the node's feed timed it (from the first batch asked for to the
-    last handed out), or between its first and last heartbeat with rows; None until that time
-    is :data:`MIN_RATE_SECS` or more."""
+    last handed out; from :data:`MIN_FEED_RATE_SECS`), or between its first and last heartbeat
+    with rows (from :data:`MIN_RATE_SECS`); None before."""
     rows = n.progress.rows
-    if rows and n.feed_secs and n.feed_secs >= MIN_RATE_SECS:
+    if rows and n.feed_secs and n.feed_secs >= MIN_FEED_RATE_SECS:
         return rows / n.feed_secs
     if rows and n.first_rows is not None and n.rows_at:
         secs = n.rows_at - n.first_rows[1]
