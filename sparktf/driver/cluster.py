@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktf.common import plain_numbers, topology
 from sparktf.common.spec import FeedConfig
@@ -23,6 +23,12 @@ from sparktf.driver.records import NodeState
 from sparktf.driver.settings import InputMode, Settings, default
 from sparktf.driver.state import Status
 from sparktf.errors import ClusterStateError, ConfigError, SparkTFError
+
+if TYPE_CHECKING:
+    from pyspark import RDD, SparkContext
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sparktf.driver.state import JobState
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +164,7 @@ class Cluster:
         chief = topology.chief_role(self.roles).name
         deadline = time.monotonic() + max(0.0, float(timeout))
 
-        def known(s) -> bool:
+        def known(s: JobState) -> bool:
             return s.tensorboard is not None or s.nodes[chief].state is NodeState.EXITED
 
         self._runner.wait(known, deadline)
@@ -205,7 +211,7 @@ class Cluster:
 
     def train(
         self,
-        data,
+        data: RDD | DataFrame,
         num_epochs: int = 1,
         feed_timeout: float = default("feed_timeout"),
         *,
@@ -291,12 +297,12 @@ class Cluster:
 
     def inference(
         self,
-        data,
+        data: RDD | DataFrame,
         output_schema: Any = "prediction double",
         feed_timeout: float = default("feed_timeout"),
         *,
         timeout: float | None = None,
-    ):
+    ) -> RDD | DataFrame:
         """Run ``main_fn`` over ``data`` with ``train_mode=False``; one output per input row.
 
         Each node reads its rows with ``ctx.get_data_feed(train_mode=False)`` and returns one
@@ -323,6 +329,7 @@ class Cluster:
         self._start(stage, deadline, expired)
         waits.wait_until(self._runner, lambda s: s.status is Status.FINISHED, deadline, expired)
         self._runner.teardown()
+        assert stage.output is not None  # the stage ran: it set its output
         return stage.output
 
     def __enter__(self) -> Cluster:
@@ -342,7 +349,7 @@ class Cluster:
 
 
 def run(
-    sc,
+    sc: SparkContext | SparkSession,
     main_fn: Callable,
     args: Any = None,
     num_executors: int | None = None,
@@ -415,7 +422,7 @@ def run(
         Running (InputMode.SPARK: created, started by ``train``/``inference``); call
         :meth:`Cluster.shutdown` or use it as a context manager.
     """
-    sc, settings, conf, payload, roles = preflight.check_run(
+    context, settings, conf, payload, roles = preflight.check_run(
         sc,
         main_fn,
         args,
@@ -436,10 +443,10 @@ def run(
         heartbeat_timeout=heartbeat_timeout,
         progress_timeout=progress_timeout,
     )
-    cluster = Cluster(sc, roles, payload, settings, conf)
+    cluster = Cluster(context, roles, payload, settings, conf)
     log.info(
         "sparktf: %s has %d nodes: %s", cluster.job_id, len(roles), ", ".join(r.name for r in roles)
     )
     if settings.input_mode is InputMode.TENSORFLOW:
-        cluster._start(stages.nodes_only(sc, roles, cluster._profile))
+        cluster._start(stages.nodes_only(context, roles, cluster._profile))
     return cluster

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sparktf.common import messages
+from sparktf.common import messages, protocol
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import sparkjobs
@@ -210,7 +210,9 @@ class Runner:
         self.history.close()
 
     # ------------------------------------------------------------------- events (handler)
-    def on_connect(self, number: int, node: str, role: str, chan, hello: dict) -> None:
+    def on_connect(
+        self, number: int, node: str, role: str, chan: protocol.Channel, hello: dict
+    ) -> None:
         with self._cond:
             attempt = self._current
             if attempt is not None and attempt.number != number:

@@ -285,7 +285,7 @@ class NodeContext:
             runtime.feed.terminate()  # every epoch was trained before the restart
         return runtime.feed
 
-    def restore_latest(self, checkpoint, directory: str) -> int:
+    def restore_latest(self, checkpoint: Any, directory: str) -> int:
         """Restore ``checkpoint`` (a ``tf.train.Checkpoint``) from the newest checkpoint in
         ``directory`` (local or ``hdfs://``) and return how often it had been saved (0: there
         was none): the epochs done where it is saved once an epoch, for

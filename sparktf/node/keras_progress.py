@@ -88,10 +88,10 @@ class _Reporting:
         self._batches = 0  # this epoch's
         self.step = 0
 
-    def on_epoch_begin(self, epoch, logs=None):
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._batches = 0
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         self._batches += 1
         self.step += 1
         if self.step % self._every == 0:
@@ -101,7 +101,7 @@ class _Reporting:
                 values = {k: v / replicas for k, v in values.items()}
             self._report(step=self.step, **values)
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if not self._batches:  # no batch hooks (ParameterServerStrategy): fit's steps
             self.step += int((getattr(self, "params", None) or {}).get("steps") or 0)
         self._report(step=self.step, epoch_done=epoch + 1, **numbers_of(logs))
@@ -137,56 +137,56 @@ class SparkTFProgress(_Reporting):
         self._supports_tf_logs = False
         self._start(report, every_n_steps)
 
-    def set_params(self, params):
+    def set_params(self, params: dict) -> None:
         self.params = params
 
-    def set_model(self, model):
+    def set_model(self, model: Any) -> None:
         self.model = model
 
     @_default
-    def on_batch_begin(self, batch, logs=None):
+    def on_batch_begin(self, batch: int, logs: dict | None = None) -> None:
         pass
 
     @_default
-    def on_batch_end(self, batch, logs=None):
+    def on_batch_end(self, batch: int, logs: dict | None = None) -> None:
         pass
 
     @_default
-    def on_train_batch_begin(self, batch, logs=None):
+    def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
         pass
 
     @_default
-    def on_test_batch_begin(self, batch, logs=None):
+    def on_test_batch_begin(self, batch: int, logs: dict | None = None) -> None:
         pass
 
     @_default
-    def on_test_batch_end(self, batch, logs=None):
+    def on_test_batch_end(self, batch: int, logs: dict | None = None) -> None:
         pass
 
     @_default
-    def on_predict_batch_begin(self, batch, logs=None):
+    def on_predict_batch_begin(self, batch: int, logs: dict | None = None) -> None:
         pass
 
     @_default
-    def on_predict_batch_end(self, batch, logs=None):
+    def on_predict_batch_end(self, batch: int, logs: dict | None = None) -> None:
         pass
 
-    def on_train_begin(self, logs=None):
+    def on_train_begin(self, logs: dict | None = None) -> None:
         pass
 
-    def on_train_end(self, logs=None):
+    def on_train_end(self, logs: dict | None = None) -> None:
         pass
 
-    def on_test_begin(self, logs=None):
+    def on_test_begin(self, logs: dict | None = None) -> None:
         pass
 
-    def on_test_end(self, logs=None):
+    def on_test_end(self, logs: dict | None = None) -> None:
         pass
 
-    def on_predict_begin(self, logs=None):
+    def on_predict_begin(self, logs: dict | None = None) -> None:
         pass
 
-    def on_predict_end(self, logs=None):
+    def on_predict_end(self, logs: dict | None = None) -> None:
         pass
 
 
