@@ -95,18 +95,7 @@ class NodeLogs:
             except OSError:
                 pass
         if mirror_to and os.path.isdir(self.job_dir):
-            self.mirror(mirror_to)
-
-    def mirror(self, log_dir: str) -> None:
-        from sparktf import fs
-
-        if not fs.is_hadoop(log_dir):
-            return
-        remote = f"{log_dir.rstrip('/')}/sparktf-logs/{self.job_id}"
-        try:
-            fs.upload(self.job_dir, remote)
-        except Exception as exc:
-            log.warning("sparktf: could not copy the nodes' logs to %s: %s", remote, exc)
+            copy_to_hadoop(self.job_dir, mirror_to, f"sparktf-logs/{self.job_id}", "logs")
 
 
 class JobHistory:
@@ -162,7 +151,7 @@ class JobHistory:
         Never raises."""
         self.scalars.close()
         if self._log_dir and os.path.isdir(self.scalars.root):
-            copy_scalars(self.scalars.root, self._log_dir, self.job_id)
+            copy_to_hadoop(self.scalars.root, self._log_dir, f"sparktf/{self.job_id}", "metrics")
         self.logs.close(mirror_to=self._log_dir)
 
 
@@ -178,14 +167,16 @@ def scalars_root(log_dir: str | None, job_dir: str, job_id: str) -> str:
     return os.path.join(job_dir, "tensorboard")
 
 
-def copy_scalars(root: str, log_dir: str, job_id: str) -> None:
-    """Copy the scalars under ``root`` to a Hadoop ``log_dir``'s ``sparktf/<job id>``."""
+def copy_to_hadoop(local: str, log_dir: str, under: str, what: str) -> None:
+    """Copy the directory ``local`` to ``<log_dir>/<under>`` where ``log_dir`` is a Hadoop
+    path (nothing otherwise); a failure is a warning naming ``what`` (the nodes' logs or
+    metrics), never an error: the job's outcome stands."""
     from sparktf import fs
 
     if not fs.is_hadoop(log_dir):
         return
-    remote = f"{log_dir.rstrip('/')}/sparktf/{job_id}"
+    remote = f"{log_dir.rstrip('/')}/{under}"
     try:
-        fs.upload(root, remote)
+        fs.upload(local, remote)
     except Exception as exc:
-        log.warning("sparktf: could not copy the nodes' metrics to %s: %s", remote, exc)
+        log.warning("sparktf: could not copy the nodes' %s to %s: %s", what, remote, exc)
