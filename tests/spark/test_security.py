@@ -110,7 +110,7 @@ class _Attack:
 def test_a_flood_and_a_dribbler_while_a_real_job_starts_and_finishes(
     sc_local, monkeypatch, tmp_path
 ):
-    import sparktf.driver.runner as runner
+    import sparktf.driver.builder as runner
 
     attacks = []
 
@@ -196,7 +196,7 @@ def test_a_frame_altered_on_the_wire_fails_the_job_with_a_security_error(
     """A man in the middle between the nodes and the driver (the address the nodes are given
     is his) lets every handshake through and flips one bit of one frame: the driver refuses
     it and the job fails, naming the MAC, instead of acting on it."""
-    import sparktf.driver.runner as runner
+    import sparktf.driver.builder as runner
 
     proxies = []
 
@@ -229,7 +229,7 @@ def test_a_frame_altered_on_the_wire_fails_the_job_with_a_security_error(
 def test_a_sustained_flood_does_not_lock_real_nodes_out(sc_local, monkeypatch, tmp_path):
     """Hundreds of silent connections a second, for ten seconds and until the job has ended,
     from the moment the control server exists: the job's nodes start, run and finish."""
-    import sparktf.driver.runner as runner
+    import sparktf.driver.builder as runner
 
     floods = []
 

@@ -134,6 +134,15 @@ def test_the_tf1_async_ps_example_trains_on_yarn(sc_yarn, capfd, no_leaks):
     assert result["test_accuracy"] > 0.5
 
 
+def names_checkpoint(directory, name):
+    """Whether the checkpoint index in ``directory`` (uploaded last by SyncedDir, so the
+    checkpoint it names is whole) names ``name``; False while it is missing or being written."""
+    try:
+        return f'"{name}"'.encode() in sparktf.fs.read_bytes(f"{directory}/checkpoint")
+    except Exception:
+        return False
+
+
 @pytest.mark.tf
 def test_an_executor_container_lost_mid_training_and_max_restarts_1_completes(
     sc_yarn, yarn, no_leaks
@@ -154,7 +163,7 @@ def test_an_executor_container_lost_mid_training_and_max_restarts_1_completes(
         assert wait_until(
             lambda: (
                 (cluster.progress().get("chief:0") or {}).get("step") == 20
-                and sparktf.fs.exists(f"{ckpt}/ckpt-20.index")
+                and names_checkpoint(ckpt, "ckpt-20")
                 and sparktf.fs.exists(ckpt + ".worker-container")
             ),
             timeout=180,
