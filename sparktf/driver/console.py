@@ -41,7 +41,7 @@ class Console:
     def tensorboard(self, job_id: str, node: str, msg: dict) -> None:
         """The chief's ``tensorboard`` message: its URL, or why it failed."""
         if msg.get("url"):
-            log.warning(
+            log.info(  # (printed below: once on the console)
                 "sparktf: TensorBoard for %s at %s (log dir %s on %s)",
                 job_id,
                 msg["url"],

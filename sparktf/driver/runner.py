@@ -382,7 +382,9 @@ class Runner:
             f"restarting every node, attempt {old.number + 1} of {self._max_restarts} "
             f"restarts, after: {str(failure).splitlines()[0]}"
         )
-        log.warning("sparktf: %s: %s", self.base_id, message)
+        # Shown once: on the console, and at INFO in the log (a WARNING would be printed a
+        # second time by Python's last-resort handler where the user configured no logging).
+        log.info("sparktf: %s: %s", self.base_id, message)
         self.console.print("sparktf", "stderr", message)
         self._wait_job(old, JOB_END_TIMEOUT, cancel=True)
         old.close()

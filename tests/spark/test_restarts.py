@@ -29,7 +29,8 @@ def test_a_worker_killed_once_and_the_job_still_reaches_its_final_step(sc_local,
     assert "SIGKILL" in str(failure)
 
 
-def test_spark_input_is_fed_again_from_the_start_after_a_restart(sc_local):
+def test_spark_input_is_fed_again_from_the_start_after_a_restart(sc_local, capfd, caplog):
+    caplog.set_level("INFO", logger="sparktf")
     data = sc_local.parallelize(range(1000), 4)
     cluster = sparktf.run(
         sc_local,
@@ -46,6 +47,11 @@ def test_spark_input_is_fed_again_from_the_start_after_a_restart(sc_local):
     assert all(r["attempt"] == 1 for r in results)
     assert sum(r["sum"] for r in results) == sum(range(1000))  # every row exactly once
     assert sum(r["rows"] for r in results) == 1000
+    # The restart is told once on the console; its log record stays under WARNING, which
+    # Python's last-resort handler would print a second time where no logging is configured.
+    assert capfd.readouterr().err.count("restarting every node") == 1
+    [record] = [r for r in caplog.records if "restarting every node" in r.getMessage()]
+    assert record.levelname == "INFO"
 
 
 def test_restarts_run_out_and_the_last_failure_is_raised(sc_local):
