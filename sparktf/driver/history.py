@@ -95,7 +95,12 @@ class NodeLogs:
             except OSError:
                 pass
         if mirror_to and os.path.isdir(self.job_dir):
-            copy_to_hadoop(self.job_dir, mirror_to, f"sparktf-logs/{self.job_id}", "logs")
+            # each attempt's folder, not the job's: the scalars beside them (a Hadoop log_dir's
+            # local copy, see scalars_root) have a place of their own there
+            for name in sorted(os.listdir(self.job_dir)):
+                if name.startswith("attempt-"):
+                    under = f"sparktf-logs/{self.job_id}/{name}"
+                    copy_to_hadoop(os.path.join(self.job_dir, name), mirror_to, under, "logs")
 
 
 class JobHistory:

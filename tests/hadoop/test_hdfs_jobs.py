@@ -112,6 +112,31 @@ def test_log_dir_and_checkpoints_on_hdfs_arrive_there(sc_local, hdfs, no_leaks):
     assert not fs.is_hadoop(cluster.results["chief:0"]["log_dir"])
 
 
+def test_a_hadoop_log_dir_gets_the_node_logs_and_the_scalars_once_each(
+    sc_local, hdfs, tmp_path, no_leaks
+):
+    """With log_dir on HDFS, the driver's copies arrive there at the end: every node's whole
+    output under sparktf-logs/<job>/attempt-N, the TensorBoard scalars under sparktf/<job>
+    (and not a second time among the logs)."""
+    logs = hdfs.path("runs", "history")
+    cluster = sparktf.run(
+        sc_local, hdfs_jobs.print_and_report, None, num_executors=2, log_dir=logs, env=TF_ENV
+    )
+    cluster.shutdown(timeout=120)
+    job = cluster.job_id
+    assert sorted(fs.listdir(logs)) == ["sparktf", "sparktf-logs"]
+    assert fs.listdir(f"{logs}/sparktf-logs/{job}") == ["attempt-0"]
+    for node in ("chief:0", "worker:0"):
+        name = node.replace(":", "-")
+        text = fs.read_bytes(f"{logs}/sparktf-logs/{job}/attempt-0/{name}.log").decode()
+        assert f"hello from {node}" in text
+        [events] = fs.listdir(f"{logs}/sparktf/{job}/{name}")
+        fs.download(f"{logs}/sparktf/{job}/{name}/{events}", str(tmp_path / name))
+        assert hdfs_jobs.loss_scalars(str(tmp_path / name)) == [
+            (s, pytest.approx(1 / s)) for s in (1, 2, 3)
+        ]
+
+
 def test_a_missing_hdfs_file_fails_the_node_naming_the_path(sc_local, hdfs, no_leaks):
     path = hdfs.path("no", "such", "file.bin")
     cluster = sparktf.run(
