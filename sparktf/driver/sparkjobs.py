@@ -242,4 +242,11 @@ def spark_error_text(exc: BaseException) -> str:
             "\n  The data's lineage (union, coalesce, zip...) cannot feed a barrier stage "
             "directly: call train() without rebalance=False so sparktf reshuffles it."
         )
+    if "No module named 'sparktf'" in str(exc):
+        text += (
+            "\n  sparktf is not installed in the executors' Python: install it there (the same "
+            "version as the driver's), or ship it with the job: a packed environment in "
+            "spark.archives with PYSPARK_PYTHON=./environment/bin/python (docs/yarn.md, "
+            "section 3)."
+        )
     return text

@@ -571,6 +571,26 @@ def test_a_spark_job_failure_reads_without_py4js_leading_colon():
     ), text
 
 
+def test_executors_without_sparktf_are_told_how_to_ship_it():
+    """What Spark said on YARN when the containers' Python lacked sparktf (seen here: a
+    driver's editable install that the executors could not import)."""
+    from sparktf.driver.sparkjobs import spark_error_text
+
+    text = spark_error_text(
+        Exception(
+            "org.apache.spark.SparkException: Job aborted due to stage failure: Could not "
+            "recover from a failed barrier ResultStage.\n"
+            "org.apache.spark.api.python.PythonException: [PYTHON_EXCEPTION] An exception was "
+            "thrown from the Python worker: Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3/pyspark/serializers.py", line 473, in loads\n'
+            "ModuleNotFoundError: No module named 'sparktf'"
+        )
+    )
+    assert "ModuleNotFoundError: No module named 'sparktf'" in text
+    assert "sparktf is not installed in the executors' Python" in text
+    assert "spark.archives" in text and "PYSPARK_PYTHON" in text
+
+
 def test_an_exit_reported_before_the_nodes_own_connection_waits_for_its_report():
     """A main_fn that raises at once: its supervisor's exit can reach the driver before the
     TF process's own connection (hello, then the error) is read; the error, not the bare exit
