@@ -243,7 +243,7 @@ def test_evaluator_and_resume_from_checkpoint(tmp_path, no_spark):
 
 
 def test_hdfs_data_checkpoints_export_and_logs(tmp_path, hdfs, no_spark):
-    """The real HDFS of conftest's hdfs_cluster (Hadoop 2.7.3 on loopback): TFRecords written
+    """The real HDFS of conftest's hdfs_cluster (Hadoop 3.5.0 on loopback): TFRecords written
     there by mnist_data_setup.py; nodes reading their own files from it (mnist_tf_input.py);
     the main job with Spark reading the same TFRecords and feeding them, --model-dir,
     --export-dir and --log-dir on HDFS, the HDFS SavedModel scored by sparktf.predict; then the

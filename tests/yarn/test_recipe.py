@@ -2,8 +2,11 @@
 HDFS (``spark.archives``, ``./environment/bin/python``), conf/yarn/spark-defaults.conf, the data,
 checkpoints and SavedModel on HDFS; examples/mnist.py in cluster mode (the driver in the
 ApplicationMaster, on the archive's Python, its output read back with ``yarn logs``: this is
-the tier's cluster-mode run of the main job), then again in client mode, resuming from the
-first run's checkpoint.
+the tier's cluster-mode run of the main job). The recipe's step 4 (client mode on the same
+archive, resuming from the checkpoint) is not run here: one more YARN application whose
+executors start on the unpacked archive costs about 140 s of the suite's 30 minutes, and what it
+adds is run elsewhere (client mode: test_submit.py, README's command; resuming from an HDFS
+checkpoint: tests/e2e/test_examples.py::test_hdfs_data_checkpoints_export_and_logs).
 
 The only test of the tier whose containers do not run this venv's Python. Building the archive
 takes minutes: tests/yarn/env_archive.py builds it as the recipe does and caches it by a hash
@@ -22,8 +25,8 @@ import env_archive
 import pytest
 from yarn_harness import ROOT, pyspark_home, spark_submit
 
-# timeout(900): the recipe builds and uploads a venv-pack archive, then trains in cluster mode
-# and resumes in client mode: about 5 minutes on 2 cores (docs/yarn.md), more on a busy host.
+# timeout(900): the recipe builds and uploads a venv-pack archive, then trains in cluster mode:
+# about 3 minutes on 2 cores with the archive cached (docs/yarn.md), more on a busy host.
 pytestmark = [pytest.mark.tf, pytest.mark.yarn, pytest.mark.slow, pytest.mark.timeout(900)]
 
 CONF = os.path.join(ROOT, "conf", "yarn", "spark-defaults.conf")
@@ -93,9 +96,7 @@ def _sh(cmd, env, cwd, timeout=600):
     return out, took
 
 
-def test_the_recipe_archive_on_hdfs_cluster_mode_then_client_mode_resuming(
-    yarn, user_env, tmp_path
-):
+def test_the_recipe_archive_on_hdfs_in_cluster_mode(yarn, user_env, tmp_path):
     env, user = user_env, user_env["USER"]
 
     def hdfs(*args):
@@ -175,38 +176,10 @@ def test_the_recipe_archive_on_hdfs_cluster_mode_then_client_mode_resuming(
     assert "[chief:0] chief:0: training epochs 1..3" in logs
     assert f"mnist: SavedModel in {export}; sparktf.predict on the executors scored 1000" in logs
     first = _accuracy(logs)
+    assert first >= 0.9  # three epochs of 4,000 digits (0.949-0.958 in docs/yarn.md's runs)
     rc, listing, _ = yarn.cli("hdfs", "dfs", "-ls", model, export)
     assert rc == 0 and "ckpt-3.index" in listing and "saved_model.pb" in listing, listing
 
-    # Step 4: client mode, the same command with --epochs 6: resumes from ckpt-3
-    client_env = dict(
-        env, PYSPARK_DRIVER_PYTHON="python3", PYSPARK_PYTHON="./environment/bin/python"
-    )
-    out, timings["client mode, epochs 4-6"] = _sh(
-        [
-            spark_submit(),
-            "--properties-file",
-            CONF,
-            "--deploy-mode",
-            "client",
-            "--conf",
-            archives,
-            *_test_yarn_flags(),
-            os.path.join(EXAMPLES, "mnist.py"),
-            *flags,
-            "--epochs",
-            "6",
-        ],
-        client_env,
-        tmp_path,
-    )
-    said = out.stdout
-    (tmp_path / "client-mode.log").write_text(out.stdout + out.stderr)
-    assert f"[chief:0] chief:0: resumed from {model}/ckpt-3 (epoch 3)" in said, said[-4000:]
-    assert "[chief:0] chief:0: training epochs 4..6" in said
-    assert _accuracy(said) >= 0.9
-    rc, listing, _ = yarn.cli("hdfs", "dfs", "-cat", f"{model}/checkpoint")
-    assert 'model_checkpoint_path: "ckpt-6"' in listing, listing
     print(
         f"\n[yarn] recipe: first run test_accuracy={first:.4f}; "
         + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items()),
