@@ -40,7 +40,8 @@ _ALL = [
         "driver",
         ("peer", "node", "host"),
         "first message of every connection: peer is the peer's kind (node, supervisor, task), "
-        "node its node's name; supervisors and nodes add pid and port",
+        "node its node's name; supervisors and nodes add pid and port, a node its "
+        "incarnation, a supervisor whether it restarts its worker in place (restartable)",
     ),
     Message(
         "address",
@@ -166,12 +167,20 @@ _ALL = [
         "the answer to 'restart': start the TF process again (go, the count-th restart of "
         "limit) or not (why), then report its exit as usual",
     ),
+    Message(
+        "kill",
+        "driver",
+        "supervisor",
+        ("why",),
+        "the worker's TF process sent no heartbeat for heartbeat_timeout (why): SIGKILL it "
+        "(stopped or frozen, it would never exit), then ask to 'restart' it as for any exit",
+    ),
 ]
 
 CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
 #: Fields a message may carry beyond the catalogue's (for the hello: its pid and port).
 _OPTIONAL = {
-    "hello": ("pid", "port", "incarnation"),
+    "hello": ("pid", "port", "incarnation", "restartable"),
     "heartbeat": (
         "epoch",
         "epoch_rows",

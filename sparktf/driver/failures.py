@@ -175,6 +175,11 @@ def _reason(n: NodeRecord, job: JobFailure | None) -> str:
                 "raise spark.executor.memoryOverhead"
             )
         return reason
+    if n.silent is not None:  # its supervisor killed it, to restart it in place
+        return (
+            f"{n.silent}: its TensorFlow process was stopped or frozen, and its supervisor "
+            "killed it (SIGKILL) to restart it in place"
+        )
     if n.exit is not None and n.exit["code"] != 0:
         return f"its TensorFlow process {describe_exit(n.exit['code'])}"
     if not n.connected:

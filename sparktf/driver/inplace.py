@@ -15,6 +15,13 @@ channel has ended, so that everything it sent (its error report, its last heartb
 against the old process, not the new one; the new process says hello with its
 ``incarnation``, and a late hello of an older one is turned away.
 
+A worker whose TF process is stopped or frozen (SIGSTOP, a hang that stops its heartbeats)
+exits by itself never: once it is silent past ``heartbeat_timeout`` the driver tells its
+supervisor to ``kill`` it (:func:`may_kill`, :func:`kill`), and the exchange above follows
+from its exit. A supervisor that does not ask for the restart within ``kill_wait``
+(``stop_grace`` + 10 s; it is frozen too, say) gets its worker declared hung as before
+(:func:`check_killing`).
+
 Pure functions of a node's record, the limits and the time: no sockets, no threads, no Spark.
 """
 
@@ -24,7 +31,7 @@ from collections.abc import Iterable
 
 from sparktf.common import messages
 from sparktf.driver import failures
-from sparktf.driver.limits import Limits
+from sparktf.driver.limits import KILL_WAIT_SECS, Limits
 from sparktf.driver.records import NodeRecord, NodeState, Send
 from sparktf.errors import NodeError
 
@@ -59,6 +66,7 @@ def restart(n: NodeRecord, now: float) -> NodeError:
     failure = failures.node_error(n, [])
     failure.restarted_in_place = True  # type: ignore[attr-defined]
     n.restarts += 1
+    n.killing_at = n.silent = None
     n.error = n.exit = None
     n.error_at = n.failed_at = n.exit_at = None
     n.connected = n.closed = False
@@ -87,5 +95,39 @@ def check_restarting(
             n.hung = (
                 "was restarted in place, but its new TF process did not connect within "
                 f"reservation_timeout={limit:g}s"
+            )
+            n.mark_failed(now)
+
+
+def may_kill(n: NodeRecord, limits: Limits, ending: bool) -> bool:
+    """Whether ``n``, silent past ``heartbeat_timeout``, is killed by its supervisor to
+    restart in place rather than declared hung: a worker that may restart in place
+    (:func:`refusal`) whose supervisor's channel is open and whose supervisor said it
+    restarts it (a worker fed by InputMode.SPARK is not: its feed cannot be replayed)."""
+    return n.supervised and n.restartable and refusal(n, limits, ending) is None
+
+
+def kill(n: NodeRecord) -> Send:
+    """Tell ``n``'s supervisor to kill its silent TF process: its exit then asks for the
+    restart in place."""
+    return Send((n.name,), messages.SUPERVISOR, messages.make("kill", why=n.silent or ""))
+
+
+def check_killing(
+    nodes: Iterable[NodeRecord], limits: Limits, now: float, resumed_at: float
+) -> None:
+    """A silent worker whose supervisor, told to kill its TF process, has not had it
+    restarted in place within ``kill_wait`` is declared hung: the supervisor (its task, its
+    executor) is stopped or frozen too."""
+    limit = limits.kill_wait
+    for n in nodes:
+        if n.killing_at is None or n.hung:
+            continue
+        if now - max(n.killing_at, resumed_at) > limit:
+            n.hung = (
+                f"{n.silent}: its process is stopped, frozen or starved, and its supervisor, "
+                "told to kill it to restart it in place, did not have it restarted within "
+                f"{limit:g}s (spark.sparktf.stopGrace + {KILL_WAIT_SECS:g}s): its supervisor, Spark task "
+                "or executor is stopped or frozen too"
             )
             n.mark_failed(now)

@@ -18,7 +18,7 @@ from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import preflight
 from sparktf.driver.hadoop import hadoop_env
-from sparktf.driver.limits import PAUSED_SECS, Limits
+from sparktf.driver.limits import KILL_WAIT_SECS, PAUSED_SECS, Limits
 from sparktf.driver.runner import Runner
 from sparktf.driver.settings import Settings
 
@@ -58,6 +58,7 @@ def runner(
         collective_idle_timeout=settings.collective_idle_timeout,
         paused_after=PAUSED_SECS,
         worker_restarts=settings.restarts_in_place,
+        kill_wait=settings.stop_grace + KILL_WAIT_SECS,
     )
     return Runner(
         sc,

@@ -14,6 +14,10 @@ ERROR_SETTLE_SECS = 3.0
 #: A gap this long (seconds) between two steps of the monitor (which steps every 0.1 s) means
 #: the driver was paused: what the nodes sent meanwhile is still unread.
 PAUSED_SECS = 2.0
+#: A silent worker's supervisor, told to kill its TF process so that it restarts in place,
+#: asks for the restart within stop_grace plus this many seconds, or the worker is declared
+#: hung (its supervisor, task or executor is frozen too).
+KILL_WAIT_SECS = 10.0
 
 
 @dataclass(frozen=True)
@@ -33,3 +37,6 @@ class Limits:
     #: How often each worker's failed TF process may start again in place
     #: (spark.sparktf.workerRestarts, resolved: Settings.restarts_in_place).
     worker_restarts: int = 0
+    #: How long a silent worker's supervisor, told to kill its TF process, has to ask for its
+    #: restart in place (``stop_grace`` + KILL_WAIT_SECS) before the worker is declared hung.
+    kill_wait: float = default("stop_grace") + KILL_WAIT_SECS

@@ -6,7 +6,7 @@ Pure functions of the nodes' records, the limits and the time: no sockets, no th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from sparktf.driver.limits import Limits
 from sparktf.driver.records import NodeRecord, NodeState
@@ -20,21 +20,32 @@ IDLE_CPU = 0.05
 
 
 def check_liveness(
-    nodes: Iterable[NodeRecord], limits: Limits, now: float, resumed_at: float
-) -> None:
+    nodes: Iterable[NodeRecord],
+    limits: Limits,
+    now: float,
+    resumed_at: float,
+    kill_in_place: Callable[[NodeRecord], bool] = lambda n: False,
+) -> list[NodeRecord]:
     """Declare hung the live nodes that went silent, or stopped making progress (silence
-    counts from ``resumed_at`` at the earliest: the driver itself was paused until then)."""
+    counts from ``resumed_at`` at the earliest: the driver itself was paused until then).
+
+    A silent node for which ``kill_in_place`` says yes (a worker that may restart in place,
+    :func:`~sparktf.driver.inplace.may_kill`) is not declared hung: its ``killing_at`` and
+    ``silent`` are set, and it is returned, for its supervisor to be told to kill its TF
+    process; liveness leaves it alone from then on."""
     hb, pt = limits.heartbeat_timeout, limits.progress_timeout
+    killing = []
     for n in nodes:
-        if not n.alive or n.hung:
+        if not n.alive or n.hung or n.killing_at is not None:
             continue
         heard = max(n.last_beat if n.last_beat is not None else now, resumed_at)
         if hb and now - heard > hb:
-            n.hung = (
-                f"sent no heartbeat for {now - heard:.1f}s (heartbeat_timeout="
-                f"{hb:g}s) while {n.state.value}: its process is stopped, frozen or "
-                "starved"
-            )
+            silent = f"sent no heartbeat for {now - heard:.1f}s (heartbeat_timeout={hb:g}s)"
+            if kill_in_place(n):
+                n.killing_at, n.silent = now, silent
+                killing.append(n)
+                continue
+            n.hung = f"{silent} while {n.state.value}: its process is stopped, frozen or starved"
         elif pt and n.state is NodeState.RUNNING and n.role.job != "ps":
             started = n.progress_at if n.progress_at is not None else n.started_at
             since = max(started if started is not None else now, resumed_at)
@@ -50,6 +61,7 @@ def check_liveness(
                 )
         if n.hung:
             n.mark_failed(now)
+    return killing
 
 
 def idle_collectives(trainers: Sequence[NodeRecord], limits: Limits, now: float) -> list[str]:

@@ -93,6 +93,14 @@ class NodeRecord:
     #: Its supervisor's restart request, waiting for the old process's channel to end
     restart_wanted: dict | None = None
     restarting_at: float | None = None  # restarted in place; the new process has not said hello
+    supervised: bool = False  # its supervisor's channel is open
+    #: Its supervisor starts its failed TF process again in place when the driver says yes
+    #: (a worker without a data feed, workerRestarts above 0): its hello says so
+    restartable: bool = False
+    #: Silent past heartbeat_timeout, it is being restarted in place: when its supervisor was
+    #: told to kill its TF process, and what the driver had heard (no heartbeat for ...)
+    killing_at: float | None = None
+    silent: str | None = None
 
     @property
     def name(self) -> str:

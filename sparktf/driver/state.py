@@ -165,6 +165,8 @@ class JobState:
 
     def _on_hello(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
         n.host = msg.get("host") or n.host
+        if role == messages.SUPERVISOR:
+            n.supervised, n.restartable = True, bool(msg.get("restartable"))
         if role != messages.NODE:
             return []
         n.connected, n.started_at, n.last_beat = True, now, now
@@ -271,22 +273,28 @@ class JobState:
             n.closed = True
             if n.restart_wanted is not None:
                 return self._restart_in_place(n, now)
-        elif role == messages.SUPERVISOR and n.exit is None:
-            n.lost = True
-            n.mark_failed(now)
+        elif role == messages.SUPERVISOR:
+            n.supervised = False
+            if n.exit is None:
+                n.lost = True
+                n.mark_failed(now)
         return []
 
     def _on_restart(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
         """A worker's supervisor asks to start its failed TF process again in place: yes
         (once the old process's channel has ended) or why not (:mod:`.inplace`)."""
-        ending = self.over or self.stop_sent or self.outcome is not None
-        why = inplace.refusal(n, self.limits, ending)
+        why = inplace.refusal(n, self.limits, self._ending)
         if why is not None:
             return [inplace.resume(n, self.limits, why)]
         n.restart_wanted = msg
         if n.closed or not n.connected:
             return self._restart_in_place(n, now)
         return []
+
+    @property
+    def _ending(self) -> bool:
+        """The attempt is stopping or has failed: no worker restarts in place any more."""
+        return self.over or self.stop_sent or self.outcome is not None
 
     def _restart_in_place(self, n: NodeRecord, now: float) -> list[Send]:
         self._restarted.append(inplace.restart(n, now))
@@ -353,14 +361,22 @@ class JobState:
             # the nodes' messages wait in its sockets. Silence is counted from now on.
             self.resumed_at = now
         self._stepped_at = now
-        liveness.check_liveness(self.nodes.values(), self.limits, now, self.resumed_at)
+        ending = self._ending
+        killing = liveness.check_liveness(
+            self.nodes.values(),
+            self.limits,
+            now,
+            self.resumed_at,
+            lambda n: inplace.may_kill(n, self.limits, ending),
+        )
+        inplace.check_killing(self.nodes.values(), self.limits, now, self.resumed_at)
         inplace.check_restarting(self.nodes.values(), self.limits, now, self.resumed_at)
         failure = self.failure(now)
         if failure is not None:
             self.fail(failure)
             return []
         self._notes += liveness.idle_collectives(self.trainers, self.limits, now)
-        out: list[Send] = []
+        out: list[Send] = [inplace.kill(n) for n in killing]  # to restart them in place
         if (
             self.training_done_at is None
             and self.registered

@@ -15,7 +15,8 @@ The supervisor is small and imports neither pyspark nor tensorflow, so it can al
   in place (``spark.sparktf.workerRestarts``, for models with parameter servers): the
   supervisor asks the driver (``restart``), which decides (``resume``); the new process gets
   the same TF_CONFIG and port (the barrier task still holds its reservation) while the rest
-  of the cluster runs on.
+  of the cluster runs on; a worker's TF process that is stopped or frozen (silent past
+  ``heartbeat_timeout``) is killed when the driver says ``kill``, and restarted the same way.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class Supervisor:
         self.reported = False  # the node's exit report reached the driver's channel
         self.resumed = threading.Event()  # the driver's answer to a restart request came
         self.resume: dict | None = None
+        #: Why the driver had the TF process killed (``kill``: no heartbeat for ...), if it did
+        self.killed_for: str | None = None
 
     def _send(self, message: dict) -> bool:
         try:
@@ -86,11 +89,30 @@ class Supervisor:
                 if message.get("type") == "resume":
                     self.resume = message
                     self.resumed.set()
+                if message.get("type") == "kill":
+                    self._kill_child(message["why"])
         except (OSError, EOFError, pickle.UnpicklingError):
             pass  # lost the driver: nobody can use this node any more
         self.aborted.set()
         self.resumed.set()  # a restart request waiting for the answer gives up
         self.stop_children()
+
+    def _kill_child(self, why: str) -> None:
+        """The driver heard no heartbeat from the TF process (``why``): it is stopped or
+        frozen. SIGKILL it (a stopped process dies of it too); the main thread sees the exit,
+        stops what it left (orphans included) and asks to restart it in place. Not reaped
+        here: the main thread waits for it, and must read its exit code."""
+        child = self.child
+        if child is None or child.returncode is not None:
+            return  # exited already: its exit is on its way
+        self.killed_for = why
+        self._note(
+            f"sparktf: {self.spec.name} {why}; killing its TF process to restart it in place"
+        )
+        try:
+            os.kill(child.pid, signal.SIGKILL)  # unreaped, so the pid is still this child's
+        except ProcessLookupError:
+            pass
 
     def stop_children(self) -> None:
         procs.kill_tree(grace=self.spec.launch.stop_grace)
@@ -177,7 +199,8 @@ class Supervisor:
         answers once the old process's channel has ended (so nothing of it can be taken for
         the new one's); on a yes the new process gets the same spec, but its incarnation."""
         spec = self.spec
-        if spec.launch.worker_restarts <= 0 or spec.role.job != "worker" or spec.feed_path:
+        killed_for, self.killed_for = self.killed_for, None
+        if not restartable(spec):
             return False
         self.resume = None
         self.resumed.clear()
@@ -190,9 +213,10 @@ class Supervisor:
             line = f"sparktf: {spec.name} is not restarted in place: {answer.get('why')}"
             self._note(line)
             return False
+        after = f" after it {killed_for}" if killed_for else ""
         self._note(
-            f"sparktf: {spec.name}'s TF process {procs.describe_exit(code)}; restarting it in "
-            f"place (restart {answer['count']} of {answer['limit']}, "
+            f"sparktf: {spec.name}'s TF process {procs.describe_exit(code)}{after}; restarting "
+            f"it in place (restart {answer['count']} of {answer['limit']}, "
             "spark.sparktf.workerRestarts), same TF_CONFIG and port"
         )
         self.spec = dataclasses.replace(spec, incarnation=spec.incarnation + 1)
@@ -202,6 +226,12 @@ class Supervisor:
         """A line of the supervisor's own in the node's output, as the driver shows it."""
         self.tail.append(line)
         self._send(messages.make("log", stream="stderr", line=line))
+
+
+def restartable(spec: NodeSpec) -> bool:
+    """Whether the node's failed TF process may start again in place (if the driver says
+    so): a worker without a data feed, where ``spark.sparktf.workerRestarts`` allows it."""
+    return spec.launch.worker_restarts > 0 and spec.role.job == "worker" and not spec.feed_path
 
 
 class _Forked(procs.ForkedChild):
@@ -291,7 +321,14 @@ def serve(spec: NodeSpec, parent: int) -> int:
         )
         return 2
     chan.send(
-        messages.hello(messages.SUPERVISOR, spec.name, spec.host, pid=os.getpid(), port=spec.port)
+        messages.hello(
+            messages.SUPERVISOR,
+            spec.name,
+            spec.host,
+            pid=os.getpid(),
+            port=spec.port,
+            restartable=restartable(spec),
+        )
     )
     supervisor = Supervisor(spec, chan)
     code = supervisor.run()
