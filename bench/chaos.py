@@ -11,7 +11,8 @@ one fault:
 * ``none``: undisturbed (the baseline, same SparkContext, same session);
 * ``worker-kill``: SIGKILL of worker:0's TF process (restarted in place);
 * ``worker-kill-whole``: the same with ``worker_restarts=0``: today's whole-cluster restart;
-* ``worker-stop``: SIGSTOP of worker:0's TF process (``heartbeat_timeout=6``; whole restart);
+* ``worker-stop``: SIGSTOP of worker:0's TF process (``heartbeat_timeout=6``): once silent
+  that long, its supervisor kills it and it is restarted in place;
 * ``ps-kill``: SIGKILL of the parameter server (whole restart);
 * ``chief-kill``: SIGKILL of the chief (whole restart);
 * ``executor-kill``: SIGKILL of worker:0's executor JVM (whole restart on the executors left).
@@ -208,7 +209,7 @@ def one_run(sc, kind, rng, epochs):
     wall = time.monotonic() - start
     if injector is not None:
         injector.join()
-    if log.get("pid") and kind == "worker-stop":
+    if log.get("pid") and kind == "worker-stop":  # (killed since, unless something failed)
         try:
             os.kill(log["pid"], signal.SIGCONT)
         except ProcessLookupError:

@@ -1,7 +1,8 @@
 """Workers restarted in place (``worker_restarts``, ``spark.sparktf.workerRestarts``): with
 parameter servers a worker's TF process that dies is started again by its supervisor, in the
 same barrier task, on the same port and with the same TF_CONFIG, while the chief and the ps go
-on. Real TF processes on local[4]; the fault is a real SIGKILL sent by the chief to the
+on. Real TF processes on local[4]; the fault is a real SIGKILL (or SIGSTOP: a frozen worker,
+killed by its supervisor once it is silent for heartbeat_timeout) sent by the chief to the
 worker's process at a step drawn at random (the seed is printed), and the no_leaks fixture
 checks that nothing is left behind.
 
@@ -48,8 +49,8 @@ def _note_pid(args, ctx):
 
 
 def _kill_worker_once(args):
-    """SIGKILL worker 0's first TF process (once, once it runs): the fault, sent from the
-    chief."""
+    """SIGKILL (or ``args["signal"]``, say SIGSTOP) worker 0's first TF process (once, once it
+    runs): the fault, sent from the chief."""
     marker = os.path.join(args["dir"], "killed")
     pids = os.path.join(args["dir"], "worker0.pids")
     if os.path.exists(marker) or not os.path.exists(pids):
@@ -57,7 +58,7 @@ def _kill_worker_once(args):
     with open(pids) as f:
         pid = int(f.readline())
     open(marker, "w").close()
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, getattr(signal, args.get("signal", "SIGKILL")))
 
 
 def ps_strategy_job(args, ctx):
@@ -185,6 +186,43 @@ def test_a_ps_strategy_worker_killed_at_a_random_step_is_restarted_and_training_
     # the model: as good as the undisturbed run's
     assert baseline["loss"] < 1e-3 and chief["loss"] < 1e-3
     assert chief["kernel"] == pytest.approx(baseline["kernel"], abs=0.01)
+    assert chief["kernel"] == pytest.approx(TRUE_W, abs=0.01)
+
+
+def test_a_ps_strategy_worker_frozen_at_a_random_step_is_killed_and_restarted_in_place(
+    sc_local, tmp_path, capsys
+):
+    """SIGSTOP, not SIGKILL: the worker's process neither exits nor beats. Once it has been
+    silent for heartbeat_timeout its supervisor kills it, and it restarts in place."""
+    seed = random.randrange(1 << 30)
+    stop_at = random.Random(seed).randrange(2, 8)
+    print(f"seed {seed}: worker:0 stopped at the end of epoch {stop_at}")
+    args = {"dir": str(tmp_path), "epochs": 40, "kill_at": stop_at, "signal": "SIGSTOP"}
+    cluster = sparktf.run(
+        sc_local,
+        ps_strategy_job,
+        args,
+        num_executors=4,
+        num_ps=1,
+        heartbeat_timeout=5,
+        env=TF_ENV,
+    )
+    chief = cluster.shutdown(timeout=300)
+    assert (tmp_path / "killed").exists()
+    assert len(_pids(tmp_path, "worker0")) == 2 and len(_pids(tmp_path, "worker1")) == 1
+    [failure] = cluster.failures
+    assert isinstance(failure, sparktf.NodeError) and failure.node == "worker:0"
+    assert failure.restarted_in_place and "sent no heartbeat for" in str(failure)
+    assert "was stopped or frozen, and its supervisor killed it" in str(failure)
+    assert cluster.attempt == 0  # no whole-cluster restart
+    progress = cluster.progress()
+    assert progress["worker:0"]["restarts"] == 1 and progress["worker:1"]["restarts"] == 0
+    err = capsys.readouterr().err
+    assert "killing its TF process to restart it in place" in err
+    assert "was killed by signal 9 (SIGKILL) after it sent no heartbeat for" in err
+    assert "restarting it in place (restart 1 of 3" in err
+    # the model: as good as an undisturbed run's (the SIGKILL test compares the two)
+    assert chief["loss"] < 1e-3
     assert chief["kernel"] == pytest.approx(TRUE_W, abs=0.01)
 
 
