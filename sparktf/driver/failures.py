@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sparktf.common import messages
 from sparktf.common.procs import describe_exit
 from sparktf.driver.limits import Limits
 from sparktf.driver.records import NodeRecord
@@ -187,4 +188,22 @@ def _reason(n: NodeRecord, job: JobFailure | None) -> str:
     return (
         "its TensorFlow process exited without reporting main_fn's result (did "
         "main_fn call os._exit?)"
+    )
+
+
+def unread_feed(waiting: list[str]) -> dict:
+    """The error of a training node whose main_fn returned without opening its data feed
+    while ``waiting`` (the nodes reading theirs) wait for its rows under equalization."""
+    return messages.make(
+        "error",
+        where="feed",
+        exc_type="FeedError",
+        traceback="",
+        message=f"main_fn returned without reading its data feed, while "
+        f"{', '.join(waiting)} {'waits' if len(waiting) == 1 else 'wait'} for its "
+        "rows: with equalize (the default "
+        "without parameter servers) every training node's share sets how many "
+        "rows each may take. Read the feed on every training node (ctx."
+        "get_data_feed() until should_stop()), or pass equalize=False to "
+        "cluster.train()",
     )

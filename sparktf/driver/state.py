@@ -314,22 +314,7 @@ class JobState:
             return
         for n in self.trainers:
             if n.has_result and not self.feed.reported(n.name) and n.error is None:
-                n.error, n.error_at = (
-                    messages.make(
-                        "error",
-                        where="feed",
-                        exc_type="FeedError",
-                        traceback="",
-                        message=f"main_fn returned without reading its data feed, while "
-                        f"{', '.join(waiting)} {'waits' if len(waiting) == 1 else 'wait'} for its "
-                        "rows: with equalize (the default "
-                        "without parameter servers) every training node's share sets how many "
-                        "rows each may take. Read the feed on every training node (ctx."
-                        "get_data_feed() until should_stop()), or pass equalize=False to "
-                        "cluster.train()",
-                    ),
-                    now,
-                )
+                n.error, n.error_at = failures.unread_feed(waiting), now
                 n.mark_failed(now)
 
     def _on_feed_done(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
