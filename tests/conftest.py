@@ -16,6 +16,9 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# What this session starts inherits it: no_leaks then ignores other sessions' jobs on a shared
+# machine (helpers.procs.sparktf_processes).
+os.environ["SPARKTF_TEST_SESSION"] = str(os.getpid())
 
 import helpers
 from helpers.procs import (  # noqa: F401  (also here for `from conftest import ...`)

@@ -3,6 +3,7 @@ processes of sparktf jobs on this machine, the driver's sparktf threads, waiting
 condition, whether a port is free or a process alive; and the environment that quiets
 TensorFlow in the nodes."""
 
+import os
 import socket
 import threading
 import time
@@ -13,11 +14,28 @@ import psutil
 TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
 
 
+#: Marks what this test session starts (tests/conftest.py sets it in os.environ, so Spark's
+#: JVM, its Python workers and the nodes inherit it): another session's processes on a shared
+#: machine are not this one's leaks.
+SESSION_VARIABLE = "SPARKTF_TEST_SESSION"
+
+
+def _of_another_session(proc):
+    """Whether ``proc`` says it belongs to another test session (a process without the
+    marker, or whose environment cannot be read, counts as this session's)."""
+    try:
+        theirs = proc.environ().get(SESSION_VARIABLE)
+    except (psutil.Error, OSError):
+        return False
+    return theirs is not None and theirs != os.environ.get(SESSION_VARIABLE)
+
+
 def sparktf_processes():
-    """Every live process of a sparktf job on this machine: supervisors, TF processes, and
-    everything they started (TensorBoard, a main_fn's own children): these all carry the
-    SPARKTF_NODE variable, unless they cleared their environment. A supervisor forked from its
-    Spark Python worker, and the TF process forked from it, are known by their names."""
+    """Every live process of a sparktf job on this machine but another test session's:
+    supervisors, TF processes, and everything they started (TensorBoard, a main_fn's own
+    children): these all carry the SPARKTF_NODE variable, unless they cleared their
+    environment. A supervisor forked from its Spark Python worker, and the TF process forked
+    from it, are known by their names."""
     found = []
     for proc in psutil.process_iter(["pid", "cmdline", "name"]):
         cmd = " ".join(proc.info["cmdline"] or [])
@@ -33,7 +51,7 @@ def sparktf_processes():
                 found.append(proc)
         except (psutil.Error, OSError):
             pass
-    return found
+    return [p for p in found if not _of_another_session(p)]
 
 
 def sparktf_threads():
