@@ -346,3 +346,20 @@ def many_descriptors():
             os.close(fd)
         if soft < want:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+# ------------------------------------------------------------- the control server, alone
+@pytest.fixture
+def server():
+    """A ControlServer on loopback with a 1 s handshake deadline: (server, recorder, secret)
+    (tests/unit/test_protocol.py, tests/sockets/test_control_floods.py)."""
+    from helpers.control import Recorder
+
+    from sparktf.common import protocol
+    from sparktf.driver.control import ControlServer
+
+    rec = Recorder()
+    secret = protocol.new_secret()
+    srv = ControlServer("127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=1.0)
+    yield srv, rec, secret
+    srv.close()

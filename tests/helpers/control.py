@@ -1,6 +1,8 @@
 """The driver's side of a control-channel test: a recorder of what the control server tells
-its owner (connects, messages, disconnects), and the hello a node sends first."""
+its owner (connects, messages, disconnects), the hello a node sends first, and a raw connection to a control server that has read its
+greeting (tests/conftest.py's ``server`` fixture starts one on loopback)."""
 
+import socket
 import threading
 
 
@@ -34,3 +36,13 @@ class Recorder:
 
 def hello(chan, node="worker:0"):
     chan.send({"type": "hello", "peer": "node", "node": node})
+
+
+def raw_connection(srv):
+    """A plain socket to ``srv`` that has read its greeting (and sent nothing)."""
+    from sparktf.common import protocol
+
+    s = socket.create_connection(srv.address, timeout=5)
+    greeting = s.recv(len(protocol.MAGIC) + protocol.NONCE_LEN)
+    assert greeting.startswith(protocol.MAGIC)
+    return s

@@ -62,19 +62,3 @@ def print_and_report(args, ctx):
     for step in (1, 2, 3):
         ctx.report(step=step, loss=1.0 / step)
     return ctx.name
-
-
-def loss_scalars(path):
-    """(step, value) of every ``loss`` scalar in a file of TensorBoard events."""
-    import struct
-
-    from tensorboard.compat.proto.event_pb2 import Event
-
-    out = []
-    with open(path, "rb") as f:
-        while header := f.read(12):
-            (length,) = struct.unpack("<Q", header[:8])
-            event = Event.FromString(f.read(length))
-            f.read(4)  # the data's CRC
-            out += [(event.step, v.simple_value) for v in event.summary.value if v.tag == "loss"]
-    return out

@@ -7,31 +7,15 @@ import socket
 import time
 
 import pytest
-from helpers.control import Recorder, hello
+from helpers.control import Recorder, hello, raw_connection
 
 from sparktf.common import protocol
 from sparktf.driver.control import ControlServer
 
 
-@pytest.fixture
-def server():
-    rec = Recorder()
-    secret = protocol.new_secret()
-    srv = ControlServer("127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=1.0)
-    yield srv, rec, secret
-    srv.close()
-
-
-def _raw(srv):
-    s = socket.create_connection(srv.address, timeout=5)
-    greeting = s.recv(len(protocol.MAGIC) + protocol.NONCE_LEN)
-    assert greeting.startswith(protocol.MAGIC)
-    return s
-
-
 def test_the_handshake_has_one_deadline_however_slowly_a_peer_dribbles(server):
     srv, rec, secret = server  # handshake_timeout=1.0
-    rogue = _raw(srv)
+    rogue = raw_connection(srv)
     start = time.monotonic()
     closed = False
     for _ in range(10):  # a byte every 0.3 s would pass any per-read timeout of 1 s

@@ -5,7 +5,6 @@ process). Real Spark (local[4]) and real node processes."""
 
 import glob
 import os
-import struct
 import subprocess
 import sys
 import textwrap
@@ -13,6 +12,7 @@ import time
 
 import cloudpickle
 import pytest
+from helpers.events import read_scalars
 
 import sparktf
 
@@ -26,22 +26,6 @@ def report_steps(args, ctx):
         ctx.report(step=step, loss=1.0 / step, rank=float(ctx.task_index))
         time.sleep(0.05)
     return ctx.name
-
-
-def read_scalars(path):
-    """(step, tag, value) of every scalar in a TFRecord file of tensorboard Events."""
-    from tensorboard.compat.proto.event_pb2 import Event
-
-    out = []
-    with open(path, "rb") as f:
-        while header := f.read(12):
-            (length,) = struct.unpack("<Q", header[:8])
-            data = f.read(length)
-            f.read(4)  # the data's CRC
-            event = Event.FromString(data)
-            for value in event.summary.value:
-                out.append((event.step, value.tag, value.simple_value))
-    return out
 
 
 def test_metrics_are_a_series_and_tensorboard_scalars(sc_local, tmp_path):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 from helpers import mitm
-from test_protocol import Recorder, hello
+from helpers.control import Recorder, hello
 
 from sparktf.common import protocol
 from sparktf.driver.control import ControlServer

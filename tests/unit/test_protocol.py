@@ -7,19 +7,9 @@ import struct
 import time
 
 import pytest
-from helpers.control import Recorder, hello
+from helpers.control import hello, raw_connection
 
 from sparktf.common import protocol
-from sparktf.driver.control import ControlServer
-
-
-@pytest.fixture
-def server():
-    rec = Recorder()
-    secret = protocol.new_secret()
-    srv = ControlServer("127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=1.0)
-    yield srv, rec, secret
-    srv.close()
 
 
 def test_authenticated_round_trip(server):
@@ -56,13 +46,6 @@ def test_client_refuses_a_driver_without_the_secret(server):
         protocol.connect(srv.address, protocol.new_secret())
 
 
-def _raw(srv):
-    s = socket.create_connection(srv.address, timeout=5)
-    greeting = s.recv(len(protocol.MAGIC) + protocol.NONCE_LEN)
-    assert greeting.startswith(protocol.MAGIC)
-    return s
-
-
 def _closed_by_server(s):
     """Whether the server hangs up (after its verdict, for a peer that sent a wrong MAC)."""
     s.settimeout(5)
@@ -87,7 +70,7 @@ def _closed_by_server(s):
 )
 def test_rogue_clients_are_rejected_and_the_job_goes_on(server, payload):
     srv, rec, secret = server
-    rogue = _raw(srv)
+    rogue = raw_connection(srv)
     rogue.sendall(payload)
     assert _closed_by_server(rogue)  # dropped: by the MAC check or the 1 s handshake timeout
     rogue.close()
