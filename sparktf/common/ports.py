@@ -18,21 +18,21 @@ drawn from the kernel's ephemeral range, which servers do not hard-code.
 Firewalled clusters: with ``spark.sparktf.portRange=LO-HI`` every port sparktf opens (the
 driver's control server, the TF servers' reservations, the row exchange's listener,
 TensorBoard) is taken from that range instead (:class:`PortRange`). A port of the range is
-claimed with an exclusive ``flock`` on a lock file named after it in the host's temp
-directory, held as long as the socket: two reservations never share a port (two non-listening
-``SO_REUSEADDR`` sockets could), and a listener never takes a port a reservation holds for a
-TF server. A port some other program holds fails the bind and is skipped; a range with no port
-left raises :class:`~sparktf.errors.PortRangeError`, naming the setting.
+claimed by binding an abstract Unix socket named after it (``\\0sparktf-port-<port>``), held by
+the process that holds the port, as long as the port: two reservations never share a port (two
+non-listening ``SO_REUSEADDR`` sockets could), and a listener never takes a port a reservation
+holds for a TF server. A claim is no file: it lives in the host's network namespace (as the
+port does), is shared by every user's jobs there, cannot be pre-created or redirected by a
+symlink, and the kernel frees it when its process dies. A port some other program holds fails
+the bind and is skipped; a range with no port left raises
+:class:`~sparktf.errors.PortRangeError`, naming the setting.
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
-import os
 import random
 import socket
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -76,35 +76,32 @@ class PortRange:
         return ports[start:] + ports[:start]
 
 
-def _lock_dir() -> str:
-    path = os.path.join(tempfile.gettempdir(), "sparktf-ports")
-    os.makedirs(path, mode=0o1777, exist_ok=True)
+#: A claim on a port of the range: the abstract Unix socket bound to its name (None: no range).
+Claim = socket.socket | None
+
+
+def claim_name(port: int) -> str:
+    """The abstract Unix socket name of ``port``'s claim (the leading NUL makes it abstract)."""
+    return f"\0sparktf-port-{port}"
+
+
+def _claim(port: int) -> socket.socket | None:
+    """This process's claim on ``port``, or None if another sparktf socket in this network
+    namespace (any user's) holds it."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # never listens: a name only
     try:
-        os.chmod(path, 0o1777)  # every user's jobs share the claims (sticky, like /tmp)
-    except OSError:
-        pass  # another user's directory: it is already shared
-    return path
+        sock.bind(claim_name(port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            return None
+        raise
+    return sock
 
 
-def _claim(port: int) -> int | None:
-    """An exclusive lock on ``port``'s lock file (its descriptor), or None if another
-    sparktf socket on this host holds the port."""
-    path = os.path.join(_lock_dir(), f"{port}.lock")
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o444)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _unclaim(fd: int | None) -> None:
-    if fd is not None:
-        try:
-            os.close(fd)  # (the lock goes with the last descriptor of it)
-        except OSError:
-            pass
+def _unclaim(claim: Claim) -> None:
+    if claim is not None:
+        claim.close()  # (the name goes with the last descriptor of the socket)
 
 
 def exhausted(ports: PortRange, what: str) -> PortRangeError:
@@ -121,13 +118,13 @@ def bind_in_range(
     ports: PortRange,
     what: str,
     listen: int | None,
-) -> tuple[socket.socket, int]:
+) -> tuple[socket.socket, Claim]:
     """A socket from ``sock_factory()`` bound to ``host`` on a free port of ``ports`` (and
     listening with backlog ``listen``, unless None), and the claim on its port (closed with
     :func:`release`). Raises :class:`PortRangeError` when none is free."""
     for port in ports.candidates():
-        fd = _claim(port)
-        if fd is None:
+        claim = _claim(port)
+        if claim is None:
             continue
         sock = sock_factory()
         try:
@@ -136,21 +133,21 @@ def bind_in_range(
                 sock.listen(listen)
         except OSError as exc:
             sock.close()
-            _unclaim(fd)
+            _unclaim(claim)
             if exc.errno in (errno.EADDRINUSE, errno.EACCES):
                 continue
             raise
         except BaseException:
             sock.close()
-            _unclaim(fd)
+            _unclaim(claim)
             raise
-        return sock, fd
+        return sock, claim
     raise exhausted(ports, what)
 
 
 def listening_socket(
     host: str, ports: PortRange | None, what: str, backlog: int
-) -> tuple[socket.socket, int | None]:
+) -> tuple[socket.socket, Claim]:
     """A listening TCP socket on ``host``: on a port the kernel picks, or on one of ``ports``
     (then with its claim, to :func:`release` with the socket)."""
     family = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0][0]
@@ -167,7 +164,7 @@ def listening_socket(
     return bind_in_range(make, host, ports, what, backlog)
 
 
-def release(claim: int | None) -> None:
+def release(claim: Claim) -> None:
     """Give up the claim on a port of the range (after its socket is closed)."""
     _unclaim(claim)
 
@@ -178,7 +175,7 @@ class PortReservation:
     def __init__(
         self, host: str = "0.0.0.0", ports: PortRange | None = None, what: str = "a TF server"
     ) -> None:
-        self._claim: int | None = None
+        self._claim: Claim = None
 
         def make() -> socket.socket:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

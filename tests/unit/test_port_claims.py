@@ -2,7 +2,12 @@
 (non-listening SO_REUSEADDR sockets, which the kernel lets share a port) and listeners never
 share one, and an exhausted range says which setting to widen. Real sockets on loopback."""
 
+import os
 import socket
+import stat
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
@@ -90,3 +95,61 @@ def test_the_row_exchange_listens_in_the_range():
     sock, claim = ports.listening_socket("127.0.0.1", PortRange(port, port), "again", 8)
     sock.close()
     ports.release(claim)
+
+
+def abstract_names():
+    """The abstract Unix socket names bound on this host's network namespace (the kernel's
+    list: ``@name`` in /proc/net/unix)."""
+    with open("/proc/net/unix") as f:
+        return {line.split()[-1] for line in f if line.split()[-1].startswith("@")}
+
+
+def test_a_claim_is_an_abstract_socket_held_as_long_as_the_port(tmp_path, monkeypatch):
+    """A claim is no file: an abstract Unix socket named after the port, which the kernel
+    frees with its process (no lock file in a shared directory another user can own)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    block = free_block(2)
+    r = PortReservation("127.0.0.1", block)
+    try:
+        assert f"@sparktf-port-{r.port}" in abstract_names()
+    finally:
+        r.release()
+    assert f"@sparktf-port-{r.port}" not in abstract_names()
+    assert os.listdir(tmp_path) == []  # nothing written to the temp directory
+
+
+def test_a_planted_lock_directory_is_neither_followed_nor_changed(tmp_path, monkeypatch):
+    """Another user's symlink where the lock directory was, to a 0700 directory: the claim
+    never touches it (it used to chmod the target 1777 and create files in it)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    target = tmp_path / "victim"
+    target.mkdir(mode=0o700)
+    (tmp_path / "sparktf-ports").symlink_to(target)
+    block = free_block(1)
+    sock, claim = ports.listening_socket("127.0.0.1", block, "a listener", 8)
+    sock.close()
+    ports.release(claim)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o700
+    assert list(target.iterdir()) == []
+
+
+def test_a_claim_dies_with_its_process():
+    """A process killed while holding a port leaves no claim behind."""
+    block = free_block(1)
+    code = (
+        "import sys, time\n"
+        "from sparktf.common.ports import PortRange, PortReservation\n"
+        f"r = PortReservation('127.0.0.1', PortRange({block.low}, {block.low}))\n"
+        "print(r.port, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert int(proc.stdout.readline()) == block.low
+        with pytest.raises(PortRangeError):
+            PortReservation("127.0.0.1", block)  # held by the other process
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    PortReservation("127.0.0.1", block).release()  # the kernel freed its claim
