@@ -196,3 +196,9 @@ class FeedError(SparkTFError, RuntimeError):
 class PortRangeError(SparkTFError, RuntimeError):
     """Every port of ``spark.sparktf.portRange`` on a host is taken: widen the range, or run
     fewer nodes (or jobs) on that host at once."""
+
+
+class UnsafePathError(SparkTFError, PermissionError):
+    """A directory or file sparktf would keep a user's private data in (the nodes' log files)
+    is a symlink or belongs to another user: sparktf neither follows nor uses it. The message
+    names the path and what to do (remove it, or choose another place)."""

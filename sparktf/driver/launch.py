@@ -73,4 +73,5 @@ def runner(
         conf=conf,
         node_log_dir=settings.node_log_dir,
         log_dir=settings.log_dir,
+        node_log_limits=(settings.node_log_max_bytes, settings.node_log_keep_jobs),
     )

@@ -69,6 +69,7 @@ class Runner:
         progress_interval: float | None = None,
         node_log_dir: str | None = None,
         log_dir: str | None = None,
+        node_log_limits: tuple[int, int] | None = None,
     ) -> None:
         self.sc = sc
         self._conf = conf  # the context's settings, read once by run()
@@ -82,7 +83,9 @@ class Runner:
         self._reporter: Reporter | None = None
         self._tail_lines = tail_lines
         #: What the driver keeps of the nodes' output: log files, metrics, their scalars.
-        self.history = JobHistory(node_log_dir, log_dir, job_id, tf_startup_logs)
+        self.history = JobHistory(
+            node_log_dir, log_dir, job_id, tf_startup_logs, *(node_log_limits or ())
+        )
         self._cond = threading.Condition()
         self._wake = threading.Event()  # set by every event that may change the outcome
         self._current: Attempt | None = None

@@ -370,7 +370,26 @@ TABLE: tuple[Setting, ...] = (
         "directory on the driver that keeps every node's whole output, as "
         "<job id>/attempt-N/worker-1.log (a failed node's error names its file); copied to "
         "log_dir/sparktf-logs/ at the job's end when log_dir is on HDFS. Unset: "
-        "sparktf-<user>/logs in the driver's temp directory",
+        "sparktf-<user>/logs in the driver's temp directory. Directories 0700, files 0600; "
+        "a symlink or another user's directory there is refused",
+        arg=None,
+    ),
+    Setting(
+        "node_log_max_bytes",
+        "nodeLogMaxBytes",
+        64 * 2**20,
+        count(4096),
+        "cap on each node log file; past it the file's output so far moves to <file>.1 "
+        "(replacing an older one) and the new file's first line says so",
+        arg=None,
+    ),
+    Setting(
+        "node_log_keep_jobs",
+        "nodeLogKeepJobs",
+        20,
+        count(1),
+        "jobs whose node logs are kept under the node log directory; older jobs' "
+        "directories are removed when a job starts",
         arg=None,
     ),
     Setting(
@@ -425,6 +444,8 @@ class Settings:
     log_dir: str | None
     spool_max_bytes: int | None
     node_log_dir: str | None
+    node_log_max_bytes: int
+    node_log_keep_jobs: int
     port_range: PortRange | None
 
     @classmethod

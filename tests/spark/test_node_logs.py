@@ -10,7 +10,7 @@ import cloudpickle
 import pytest
 
 import sparktf
-from sparktf.errors import NodeError
+from sparktf.errors import NodeError, UnsafePathError
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 pytestmark = pytest.mark.usefixtures("no_leaks")
@@ -124,3 +124,15 @@ def test_a_failed_nodes_tail_leaves_out_tf_start_up_lines_as_the_console_does(
     with open(err.value.log_file) as f:
         text = f.read()
     assert all(line in text for line in TF_CHATTER)
+
+
+def test_a_symlink_as_the_node_log_dir_fails_the_job_before_it_starts(sc_local, logs_in):
+    """A symlink where the logs should go (another user's plant): refused before any node
+    starts, naming it and the setting; the place it points to is left untouched."""
+    target = logs_in.parent / "elsewhere"
+    target.mkdir()
+    logs_in.symlink_to(target)
+    with pytest.raises(UnsafePathError) as err:
+        sparktf.run(sc_local, talk_then_fail, {"lines": 1}, num_executors=2)
+    assert str(logs_in) in str(err.value) and KEY in str(err.value)
+    assert list(target.iterdir()) == []
