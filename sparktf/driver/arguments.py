@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sparktf.common import plain_numbers
 from sparktf.common.topology import NodeRole
 from sparktf.driver import preflight
-from sparktf.driver.settings import InputMode
+from sparktf.driver.settings import InputMode, valid_seconds
 from sparktf.driver.state import Status
 from sparktf.errors import ClusterStateError, ConfigError
 
@@ -94,13 +94,18 @@ def check_inference(
     return schema, until
 
 
+#: What a call's timeout may be (the settings' bounds, sparktf.driver.settings.valid_seconds).
+SECONDS = "a positive number of seconds, 0.001 to 1e9 (not inf)"
+SECONDS_OR_ZERO = "a number of seconds >= 0, at most 1e9 (not inf)"
+
+
 def check_shutdown(grace_secs: Any, timeout: Any) -> tuple[float, float | None]:
     """``shutdown()``'s arguments: the grace in seconds and the call's deadline."""
-    grace = plain_numbers.real(grace_secs)
-    if grace is None or grace < 0:
-        raise ConfigError(f"grace_secs must be a number >= 0, got {grace_secs!r}")
-    if timeout is not None and (plain_numbers.real(timeout) or 0) <= 0:
-        raise ConfigError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    grace = valid_seconds(grace_secs, zero=True)
+    if grace is None:
+        raise ConfigError(f"grace_secs must be {SECONDS_OR_ZERO}, got {grace_secs!r}")
+    if timeout is not None and valid_seconds(timeout) is None:
+        raise ConfigError(f"timeout must be {SECONDS} or None, got {timeout!r}")
     return grace, None if timeout is None else time.monotonic() + float(timeout)
 
 
@@ -108,9 +113,9 @@ def deadline(timeout: Any, problems: list[str]) -> float | None:
     """The monotonic deadline of a call's ``timeout`` (None: none); a bad one is a problem."""
     if timeout is None:
         return None
-    seconds = plain_numbers.real(timeout)
-    if seconds is None or seconds <= 0:
-        problems.append(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    seconds = valid_seconds(timeout)
+    if seconds is None:
+        problems.append(f"timeout must be {SECONDS} or None, got {timeout!r}")
         return None
     return time.monotonic() + seconds
 
@@ -145,8 +150,8 @@ def feed_problems(
             problems += _dataframe_problems(data)
     if (plain_numbers.integer(num_epochs) or 0) < 1:
         problems.append(f"num_epochs must be an int >= 1, got {num_epochs!r}")
-    if (plain_numbers.real(feed_timeout) or 0) <= 0:
-        problems.append(f"feed_timeout must be a positive number of seconds, got {feed_timeout!r}")
+    if valid_seconds(feed_timeout) is None:
+        problems.append(f"feed_timeout must be {SECONDS}, got {feed_timeout!r}")
     for name, value in (("shuffle", shuffle), ("equalize", equalize)):
         if not isinstance(value, bool):
             problems.append(f"{name} must be True or False, got {value!r}")

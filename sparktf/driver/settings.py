@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import importlib.util
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,28 +40,47 @@ class _Invalid(ValueError):
     """A value failed its check; the message completes 'KEY must ...'."""
 
 
-def _seconds(value: Any, positive: bool, what: str) -> float:
+#: Bounds of every timeout, in seconds: past MAX_SECONDS the standard library's waits overflow
+#: (``socket.settimeout(inf)`` raises OverflowError deep inside), and a wait under MIN_SECONDS
+#: is none. Infinity and NaN are refused: "no timeout" is 0 or None where a setting has one.
+MIN_SECONDS = 0.001
+MAX_SECONDS = 1e9
+
+
+def valid_seconds(value: Any, zero: bool = False) -> float | None:
+    """``value`` as plain seconds if it is finite, MIN_SECONDS to MAX_SECONDS (or 0 where
+    ``zero``), else None."""
     number = plain_numbers.real(value)
-    if number is None or number < 0 or (positive and number == 0):
+    if number is None or not math.isfinite(number) or not 0 <= number <= MAX_SECONDS:
+        return None
+    if number < MIN_SECONDS and not (zero and number == 0):
+        return None
+    return number
+
+
+def _seconds(value: Any, zero: bool, what: str) -> float:
+    number = valid_seconds(value, zero)
+    if number is None:
         raise _Invalid(f"be {what}")
     return number
 
 
 def seconds(value: Any) -> float:
     """A positive number of seconds."""
-    return _seconds(value, True, "a positive number of seconds")
+    return _seconds(value, False, "a positive number of seconds, 0.001 to 1e9 (not inf)")
 
 
 def seconds_or_zero(value: Any) -> float:
     """A number of seconds >= 0."""
-    return _seconds(value, False, "a number of seconds >= 0")
+    return _seconds(value, True, "a number of seconds >= 0, at most 1e9 (not inf)")
 
 
 def seconds_or_off(value: Any) -> float | None:
     """A number of seconds >= 0; 0 or None turns the check off (None)."""
     if value is None:
         return None
-    return _seconds(value, False, "a number of seconds >= 0 (0: off) or None") or None
+    what = "a number of seconds >= 0 (0: off; else 0.001 to 1e9, not inf) or None"
+    return _seconds(value, True, what) or None
 
 
 def flag(value: Any) -> bool:
