@@ -9,6 +9,7 @@ source "$(dirname "$0")/_common.sh"
 
 [ $# -ge 1 ] || { sed -n '2,7p' "$0"; exit 2; }
 args=()
+own_state_dir
 if [ -f "$STATE_DIR/master-url" ] && alive "$(cat "$STATE_DIR/master.pid" 2>/dev/null)"; then
     export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$SPARKTF_ROOT/conf/standalone}"
     args+=(--master "$(cat "$STATE_DIR/master-url")" --conf "spark.cores.max=$(cat "$STATE_DIR/cores")")

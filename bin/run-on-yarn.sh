@@ -10,7 +10,19 @@ set -euo pipefail
 source "$(dirname "$0")/_common.sh"
 
 [ $# -ge 1 ] || { sed -n '2,8p' "$0"; exit 2; }
-export HADOOP_CONF_DIR="${HADOOP_CONF_DIR:-${SPARKTF_YARN_DIR:-/tmp/sparktf-yarn-$(id -u)}/conf}"
+# The cluster's client configuration decides where jobs and their secrets go: use it only if
+# nobody else can have written it (a directory in /tmp can be planted by another user).
+if [ -n "${HADOOP_CONF_DIR:-}" ]; then
+    [ -d "$HADOOP_CONF_DIR" ] && own_dir "$(readlink -f "$HADOOP_CONF_DIR")" yes \
+        "Use a Hadoop conf directory that only you (or root) can write."
+else
+    YARN_DIR="${SPARKTF_YARN_DIR:-/tmp/sparktf-yarn-$(id -u)}"
+    export HADOOP_CONF_DIR="$YARN_DIR/conf"
+    AGAIN="Remove it (if it is not yours, ask its owner or an administrator), then run bin/yarn-test-cluster.sh start again, or set SPARKTF_YARN_DIR to a directory of your own."
+    for dir in "$YARN_DIR" "$HADOOP_CONF_DIR"; do
+        { [ -e "$dir" ] || [ -L "$dir" ]; } && own_dir "$dir" no "$AGAIN"
+    done
+fi
 if [ ! -f "$HADOOP_CONF_DIR/yarn-site.xml" ]; then
     echo "no YARN configuration in $HADOOP_CONF_DIR: run bin/yarn-test-cluster.sh start first" >&2
     exit 2

@@ -22,13 +22,15 @@ done
 case "$WORKERS$CORES" in *[!0-9]*|"") echo "--workers and --cores take positive integers" >&2; exit 2 ;; esac
 [ "$WORKERS" -ge 1 ] && [ "$CORES" -ge 1 ] || { echo "--workers and --cores must be >= 1" >&2; exit 2; }
 
+own_state_dir
 if [ -f "$STATE_DIR/master.pid" ] && alive "$(cat "$STATE_DIR/master.pid")"; then
     echo "a standalone cluster is already running ($(cat "$STATE_DIR/master-url" 2>/dev/null));" \
          "stop it first: bin/stop-standalone.sh" >&2
     exit 1
 fi
 rm -rf "$STATE_DIR"
-mkdir -p "$STATE_DIR/work"
+(umask 077 && mkdir -p "$STATE_DIR/work")   # the daemons' logs and pids: this user's alone
+own_state_dir
 
 # Each daemon gets a session of its own (setsid), so stop-standalone.sh can stop it and
 # every process it started (executors, Python workers) by its PID's process group.

@@ -4,6 +4,7 @@
 set -uo pipefail
 source "$(dirname "$0")/_common.sh"
 
+own_state_dir
 if [ ! -d "$STATE_DIR" ]; then
     echo "no standalone cluster state in $STATE_DIR: nothing to stop"
     exit 0
