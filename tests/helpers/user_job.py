@@ -17,7 +17,10 @@ def main_fn(args, ctx):
     while not feed.should_stop():
         total += sum(feed.next_batch(16))
     st = os.stat(ctx.work_dir)
+    sock = os.stat(os.path.dirname(ctx._runtime.spec.feed_path))  # the feed socket's directory
     return {
+        "sock_dir_mode": stat.S_IMODE(sock.st_mode),
+        "sock_dir_uid": sock.st_uid,
         "sum": total,
         "port": ctx.port,
         "uid": os.getuid(),

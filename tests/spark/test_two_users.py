@@ -246,6 +246,7 @@ def test_two_users_share_a_port_range_and_keep_their_files_apart(users):
             assert node["uid"] == users.uid(name)
             # the node's private directory (spool, feed socket): the user's alone
             assert node["work_dir_uid"] == users.uid(name) and node["work_dir_mode"] == 0o700
+            assert node["sock_dir_uid"] == users.uid(name) and node["sock_dir_mode"] == 0o700
             assert low <= node["port"] <= high
             ports.append(node["port"])
         for path in r["log_files"].values():
