@@ -96,14 +96,15 @@ def check_inference(
 
 #: What a call's timeout may be (the settings' bounds, sparktf.driver.settings.valid_seconds).
 SECONDS = "a positive number of seconds, 0.001 to 1e9 (not inf)"
-SECONDS_OR_ZERO = "a number of seconds >= 0, at most 1e9 (not inf)"
 
 
 def check_shutdown(grace_secs: Any, timeout: Any) -> tuple[float, float | None]:
     """``shutdown()``'s arguments: the grace in seconds and the call's deadline."""
     grace = valid_seconds(grace_secs, zero=True)
     if grace is None:
-        raise ConfigError(f"grace_secs must be {SECONDS_OR_ZERO}, got {grace_secs!r}")
+        raise ConfigError(
+            f"grace_secs must be a number >= 0 (seconds, at most 1e9, not inf), got {grace_secs!r}"
+        )
     if timeout is not None and valid_seconds(timeout) is None:
         raise ConfigError(f"timeout must be {SECONDS} or None, got {timeout!r}")
     return grace, None if timeout is None else time.monotonic() + float(timeout)
