@@ -110,6 +110,16 @@ def test_a_file_past_its_cap_is_rotated_with_a_line_saying_so(tmp_path):
     assert len(os.listdir(os.path.dirname(path))) == 2
 
 
+def test_a_line_longer_than_half_the_cap_is_cut_saying_so(tmp_path):
+    logs = NodeLogs(str(tmp_path / "logs"), JOB, max_bytes=4096)
+    logs.write(0, "chief:0", "y" * 100_000)
+    logs.write(0, "chief:0", "after")
+    logs.close()
+    lines = open(logs.path(0, "chief:0")).read().splitlines()
+    assert lines[0].startswith("y" * 100) and lines[0].endswith("[sparktf: line cut, too long]")
+    assert lines[1] == "after" and os.path.getsize(logs.path(0, "chief:0")) <= 4096
+
+
 def test_only_the_last_jobs_are_kept(tmp_path):
     root = tmp_path / "logs"
     root.mkdir(mode=0o700)
