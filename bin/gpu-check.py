@@ -5,11 +5,15 @@ something would go wrong.
 
 1. ``bin/gpu-discovery.sh`` (Spark's ``spark.executor.resource.gpu.discoveryScript``) prints
    the JSON Spark expects, one address per GPU that ``nvidia-smi`` lists, and honours a
-   ``CUDA_VISIBLE_DEVICES`` already set (YARN, a container runtime).
+   ``CUDA_VISIBLE_DEVICES`` already set (YARN, a container runtime), by index and by GPU UUID
+   (whole, or a unique prefix), as CUDA reads it.
 2. For each GPU address Spark could assign a task, the ``CUDA_VISIBLE_DEVICES`` that sparktf
    gives a chief or worker node (:func:`sparktf.common.gpus.node_environment`) leaves a fresh
    process's CUDA runtime exactly that one GPU, usable (a small matrix product on it); the one
    it gives a parameter server or evaluator leaves it none (no GPU memory taken).
+3. An executor whose ``CUDA_VISIBLE_DEVICES`` names all the GPUs by UUID (a container runtime's
+   way): a task assigned one of them gets exactly that one (:func:`sparktf.common.gpus.
+   task_assignment`, which asks nvidia-smi for the UUIDs), and the CUDA runtime agrees.
 
 The CUDA runtime is asked through TensorFlow if it imports (what the nodes run), else PyTorch
 or JAX: the variable is read by CUDA itself, so any of them answers for the others.
@@ -103,6 +107,12 @@ def main() -> int:
         print(f"  with CUDA_VISIBLE_DEVICES={addresses[-1]}: {only}; =999: {none}")
         if only != [addresses[-1]] or none != []:
             problems.append("discovery does not honour CUDA_VISIBLE_DEVICES")
+        uuids = gpus.inventory() or {}
+        by_uuid = ",".join(uuids[a] for a in reversed(addresses) if a in uuids)
+        named = discovery({"CUDA_VISIBLE_DEVICES": by_uuid})
+        print(f"  with CUDA_VISIBLE_DEVICES=<their UUIDs, reversed>: {named}")
+        if named != list(reversed(addresses)):
+            problems.append("discovery does not map GPU UUIDs in CUDA_VISIBLE_DEVICES")
     name = framework()
     print(f"asking CUDA through {name}")
     for address in addresses:
@@ -111,6 +121,14 @@ def main() -> int:
         print(f"  a worker assigned GPU {address} ({env}): sees {seen} GPU, computes on it")
         if seen != 1:
             problems.append(f"a worker assigned GPU {address} sees {seen} GPUs")
+        uuids = gpus.inventory() or {}
+        executor = {"CUDA_VISIBLE_DEVICES": ",".join(uuids.get(a, a) for a in addresses)}
+        own = gpus.task_assignment("worker", (address,), executor, {})
+        env = gpus.node_environment("worker", own, executor, {})
+        seen = devices_seen(name, env)
+        print(f"    on an executor of every GPU by UUID ({env}): sees {seen} GPU")
+        if seen != 1:
+            problems.append(f"a worker on a UUID-named executor, assigned {address}, sees {seen}")
     for job in gpus.NO_GPU_JOBS:
         env = gpus.node_environment(job, tuple(addresses), {}, {})
         seen = devices_seen(name, env)

@@ -1,45 +1,141 @@
-"""Which GPUs a node's TensorFlow sees: the ones Spark's resource scheduling gave its task.
+"""Which GPUs a node's TensorFlow sees: the ones Spark's resource scheduling gave its task,
+within the ones its executor may use.
 
 Spark assigns GPU addresses to a task (``TaskContext.resources()["gpu"].addresses``) when the
 executors have ``spark.executor.resource.gpu.*`` and the stage asks for GPUs per task (the
 default profile's ``spark.task.resource.gpu.amount``, or ``run(..., gpus_per_node=N)``, which
 gives the barrier stage its own ResourceProfile). A chief/worker node gets those addresses as
-``CUDA_VISIBLE_DEVICES``; a value the executor's environment already has (YARN, a container
-runtime) is respected; parameter servers and the evaluator see no GPU. ``run(env=...)`` wins
+``CUDA_VISIBLE_DEVICES``; parameter servers and the evaluator see no GPU. ``run(env=...)`` wins
 over all of this.
 
-Pure: no pyspark, no tensorflow.
+An executor may already have a ``CUDA_VISIBLE_DEVICES`` (YARN, a container runtime, a
+scheduler): say ``0,1`` for an executor given two GPUs that runs two tasks of one GPU each. Each
+node then sees exactly its task's GPUs, translated through that value (:func:`translate`):
+an address the value names (an index, a MIG identifier) stays; an nvidia-smi index maps to the
+value's UUID for it (``GPU-...``, whole or a unique prefix, as CUDA reads them; the task asks
+``nvidia-smi`` for the UUIDs, :func:`inventory`); an address that is neither is an ordinal of
+the value (a discovery script that numbers the visible GPUs 0..n-1) where nvidia-smi does not list
+it as a GPU of its own. Anything else is a
+:class:`~sparktf.errors.ConfigError`: Spark gave the task a GPU its executor may not use.
+
+Pure but for :func:`inventory` (it runs ``nvidia-smi``): no pyspark, no tensorflow.
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping
+
+from sparktf.errors import ConfigError
 
 VAR = "CUDA_VISIBLE_DEVICES"
 NO_GPU_JOBS = ("ps", "evaluator")
 
 
-def node_environment(
+def entries(value: str) -> list[str]:
+    """A ``CUDA_VISIBLE_DEVICES`` value's entries, blanks dropped."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _by_uuid(address: str, allowed: list[str], inventory: Mapping[str, str]) -> str | None:
+    """The entry of ``allowed`` that names nvidia-smi's GPU ``address`` by (a prefix of) its
+    UUID."""
+    uuid = inventory.get(address)
+    if uuid is None:
+        return None
+    for entry in allowed:
+        if entry.startswith("GPU-") and uuid.startswith(entry):
+            return entry
+    return None
+
+
+def translate(
+    assigned: tuple[str, ...], executor_value: str, inventory: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
+    """The GPU entries a node given addresses ``assigned`` by Spark may see, on an executor
+    whose own ``CUDA_VISIBLE_DEVICES`` is ``executor_value``; ``inventory`` maps nvidia-smi's
+    indices to UUIDs where it could be read. Raises ConfigError for an address outside the
+    executor's GPUs."""
+    allowed = entries(executor_value)
+    chosen = []
+    for address in assigned:
+        if address in allowed or (inventory and _by_uuid(address, allowed, inventory)):
+            chosen.append(address)  # CUDA reads nvidia-smi's index as that very GPU
+        elif address.isdigit() and int(address) < len(allowed) and address not in (inventory or {}):
+            # not a GPU nvidia-smi lists: an ordinal of the executor's GPUs (a discovery
+            # script that numbers what the executor may use 0..n-1)
+            chosen.append(allowed[int(address)])
+        else:
+            raise ConfigError(
+                f"Spark assigned this task GPU {address!r}, which its executor may not use "
+                f"({VAR}={executor_value!r} there): the executors' GPU discovery script "
+                "(spark.executor.resource.gpu.discoveryScript) must list only the GPUs in "
+                f"{VAR}, as bin/gpu-discovery.sh does, or unset {VAR} for the executors"
+            )
+    return tuple(chosen)
+
+
+def assignment(
+    job: str,
+    assigned: tuple[str, ...],
+    environ: Mapping[str, str],
+    user_env: Mapping[str, str],
+    inventory: Mapping[str, str] | None = None,
+) -> tuple[str, ...]:
+    """The GPUs of a node's spec (``NodeSpec.gpus``, ``ctx.gpus``): Spark's addresses for its
+    task, translated through the executor's ``CUDA_VISIBLE_DEVICES`` for a chief or worker."""
+    if job in NO_GPU_JOBS or VAR in user_env or VAR not in environ:
+        return tuple(assigned)
+    return translate(tuple(assigned), environ[VAR], inventory)
+
+
+def task_assignment(
     job: str, assigned: tuple[str, ...], environ: Mapping[str, str], user_env: Mapping[str, str]
+) -> tuple[str, ...]:
+    """:func:`assignment` as a barrier task computes it: nvidia-smi is asked for the UUIDs only
+    when the executor's ``CUDA_VISIBLE_DEVICES`` names GPUs by UUID."""
+    named = any(e.startswith("GPU-") for e in entries(environ.get(VAR, "")))
+    needed = named and bool(assigned) and job not in NO_GPU_JOBS and VAR not in user_env
+    return assignment(job, assigned, environ, user_env, inventory() if needed else None)
+
+
+def node_environment(
+    job: str, gpus: tuple[str, ...], environ: Mapping[str, str], user_env: Mapping[str, str]
 ) -> dict[str, str]:
-    """The ``CUDA_VISIBLE_DEVICES`` entry for a node of ``job`` (or nothing to change)."""
+    """The ``CUDA_VISIBLE_DEVICES`` entry for a node of ``job`` whose spec has ``gpus`` (from
+    :func:`assignment`), or nothing to change."""
     if VAR in user_env:
         return {}  # run(env={...}) said so
     if job in NO_GPU_JOBS:
         return {VAR: ""}  # a ps or an evaluator takes no GPU (nor its memory)
-    if VAR in environ:
-        return {}  # the executor's environment already limits what this task may use
-    if assigned:
-        return {VAR: ",".join(assigned)}
-    return {}
+    if not gpus:
+        return {}  # no GPU scheduling: the executor's value, or TensorFlow's default
+    return {VAR: ",".join(gpus)}
 
 
 def visible(
-    job: str, assigned: tuple[str, ...], environ: Mapping[str, str], user_env: Mapping[str, str]
+    job: str, gpus: tuple[str, ...], environ: Mapping[str, str], user_env: Mapping[str, str]
 ) -> tuple[str, ...]:
     """The GPU ids the node's process will see (``ctx.gpus``)."""
-    env = {**environ, **node_environment(job, assigned, environ, user_env), **user_env}
+    env = {**environ, **node_environment(job, gpus, environ, user_env), **user_env}
     value = env.get(VAR)
     if value is None:
-        return tuple(assigned)
-    return tuple(v.strip() for v in value.split(",") if v.strip())
+        return tuple(gpus)
+    return tuple(entries(value))
+
+
+def inventory() -> dict[str, str] | None:
+    """nvidia-smi's GPUs as ``{index: UUID}``; None where nvidia-smi cannot be run."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    rows = (line.split(",") for line in out.stdout.splitlines() if "," in line)
+    return {index.strip(): uuid.strip() for index, uuid in rows}

@@ -101,18 +101,20 @@ def build_node_spec(
     """The node's spec once every node's address is known."""
     spec = topology.cluster_spec(launch.roles, addresses)
     host, port = topology.split_address(addresses[rank])
+    role = launch.roles[rank]
     return NodeSpec(
         launch=launch,
         rank=rank,
         host=host,
         port=port,
         cluster_spec=spec,
-        tf_config=topology.tf_config(spec, launch.roles[rank]),
+        tf_config=topology.tf_config(spec, role),
         num_cpus=node_cpus(num_cpus, launch.executor_cores, addresses, host),
         python_path=tuple(p for p in python_path if p and os.path.exists(p)),
         work_dir=work_dir,
         feed_path=feed_path,
-        gpus=tuple(gpus),
+        # what the node may see: Spark's addresses within the executor's CUDA_VISIBLE_DEVICES
+        gpus=node_gpus.task_assignment(role.job, tuple(gpus), os.environ, dict(launch.env)),
     )
 
 

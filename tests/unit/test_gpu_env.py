@@ -1,7 +1,10 @@
 """Which GPUs a node sees, and the checks on gpus_per_node, without Spark."""
 
+import os
+
 import pytest
 
+import sparktf
 from sparktf.common import gpus
 from sparktf.driver import preflight
 
@@ -12,7 +15,7 @@ from sparktf.driver import preflight
         ("chief", ("0",), {}, {}, {"CUDA_VISIBLE_DEVICES": "0"}),
         ("worker", ("1", "3"), {}, {}, {"CUDA_VISIBLE_DEVICES": "1,3"}),
         ("worker", (), {}, {}, {}),  # no GPU scheduling: TensorFlow's own default
-        ("worker", ("1",), {"CUDA_VISIBLE_DEVICES": "5"}, {}, {}),  # the executor's value stays
+        ("worker", (), {"CUDA_VISIBLE_DEVICES": "5"}, {}, {}),  # no scheduling: the executor's
         ("ps", ("0",), {}, {}, {"CUDA_VISIBLE_DEVICES": ""}),  # a ps takes no GPU
         ("evaluator", (), {"CUDA_VISIBLE_DEVICES": "0"}, {}, {"CUDA_VISIBLE_DEVICES": ""}),
         ("ps", ("0",), {}, {"CUDA_VISIBLE_DEVICES": "0"}, {}),  # run(env=...) wins
@@ -26,7 +29,9 @@ def test_node_environment(job, assigned, environ, user, expected):
 def test_visible_is_what_the_process_will_see():
     assert gpus.visible("chief", ("0", "1"), {}, {}) == ("0", "1")
     assert gpus.visible("ps", ("0",), {}, {}) == ()
-    assert gpus.visible("worker", ("1",), {"CUDA_VISIBLE_DEVICES": "5"}, {}) == ("5",)
+    assert gpus.visible("worker", (), {"CUDA_VISIBLE_DEVICES": "5"}, {}) == ("5",)
+    # ordinal 1 of what the executor may use (no nvidia-smi to say otherwise)
+    assert gpus.assignment("worker", ("1",), {"CUDA_VISIBLE_DEVICES": "4,5"}, {}) == ("5",)
     assert gpus.visible("worker", ("1",), {}, {"CUDA_VISIBLE_DEVICES": "2, 3"}) == ("2", "3")
 
 
@@ -52,3 +57,79 @@ def test_no_gpu_problems_when_none_asked_or_all_configured():
         )
         == []
     )
+
+
+# What nvidia-smi lists (index -> UUID), as gpus.inventory() reads it (a stand-in: no GPU here).
+INVENTORY = {str(i): f"GPU-5a1d0000-0000-4000-8000-00000000000{i}" for i in range(4)}
+U = INVENTORY.get
+
+
+@pytest.mark.parametrize(
+    "assigned, executor, inventory, expected",
+    [
+        # an executor given GPUs 0 and 1 runs two tasks of one GPU each: each sees its own
+        (("1",), "0,1", None, "1"),
+        (("0",), "0,1", None, "0"),
+        (("3", "2"), "2,3", INVENTORY, "3,2"),
+        # Spark's addresses as ordinals of what the executor may use (a discovery script that
+        # numbers the visible GPUs 0..n-1): the executor's own entries
+        (("0",), "2,3", None, "2"),
+        (("1",), "2,3", None, "3"),
+        # the executor's GPUs named by UUID (container runtimes): addresses are nvidia-smi's
+        # indices (bin/gpu-discovery.sh), mapped back through the UUIDs
+        (("1",), f"{U('3')},{U('1')}", INVENTORY, "1"),
+        (("3",), f"{U('3')},{U('1')}", INVENTORY, "3"),
+        (("1",), f"{U('3')[:20]},{U('1')}", INVENTORY, "1"),
+        # MIG devices: Spark's address is the MIG identifier itself
+        (("MIG-b",), "MIG-a,MIG-b", None, "MIG-b"),
+    ],
+)
+def test_a_node_sees_exactly_the_gpus_spark_assigned_within_the_executors(
+    assigned, executor, inventory, expected
+):
+    environ = {gpus.VAR: executor}
+    spec_gpus = gpus.assignment("worker", assigned, environ, {}, inventory)
+    assert spec_gpus == tuple(expected.split(","))
+    env = gpus.node_environment("worker", spec_gpus, environ, {})  # the supervisor's
+    assert env == {gpus.VAR: expected}
+    # the node process computes it again from its supervisor's environment: the same answer
+    assert gpus.node_environment("worker", spec_gpus, env, {}) == env
+    assert gpus.visible("worker", spec_gpus, env, {}) == spec_gpus
+
+
+@pytest.mark.parametrize(
+    "assigned, executor, inventory",
+    [
+        (("3",), "0,1", INVENTORY),  # physical GPU 3: not this executor's, not an ordinal
+        (("2",), "0,1", None),
+        (("0",), "", None),  # the executor may use no GPU at all
+        (("2",), f"{U('3')},{U('1')}", INVENTORY),
+        (("MIG-c",), "MIG-a,MIG-b", None),
+    ],
+)
+def test_a_gpu_the_executor_may_not_use_is_a_clear_error(assigned, executor, inventory):
+    with pytest.raises(sparktf.ConfigError, match="CUDA_VISIBLE_DEVICES") as info:
+        gpus.assignment("worker", assigned, {gpus.VAR: executor}, {}, inventory)
+    assert assigned[0] in str(info.value) and "discovery" in str(info.value)
+
+
+def test_inventory_reads_nvidia_smi(monkeypatch):
+    standin = os.path.join(os.path.dirname(os.path.dirname(__file__)), "helpers", "standin")
+    monkeypatch.setenv("PATH", standin + os.pathsep + os.environ["PATH"])
+    monkeypatch.setenv("STANDIN_GPUS", "3")
+    assert gpus.inventory() == {str(i): INVENTORY[str(i)] for i in range(3)}
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert gpus.inventory() is None
+
+
+def test_uuids_in_the_executors_environment_are_resolved_through_nvidia_smi(monkeypatch):
+    """What the barrier task calls: it asks nvidia-smi only when the executor names GPUs by
+    UUID (the stand-in on PATH; a GPU-less test machine)."""
+    standin = os.path.join(os.path.dirname(os.path.dirname(__file__)), "helpers", "standin")
+    monkeypatch.setenv("PATH", standin + os.pathsep + os.environ["PATH"])
+    environ = {gpus.VAR: f"{U('2')},{U('0')}"}
+    assert gpus.task_assignment("worker", ("0",), environ, {}) == ("0",)
+    assert gpus.task_assignment("chief", ("2",), environ, {}) == ("2",)
+    with pytest.raises(sparktf.ConfigError, match="'1'"):
+        gpus.task_assignment("chief", ("1",), environ, {})
+    assert gpus.task_assignment("ps", ("1",), environ, {}) == ("1",)  # a ps sees none anyway
