@@ -32,6 +32,7 @@ setup(
         # the docs site: mkdocs build --strict (mkdocs.yml)
         "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
     },
+    entry_points={"console_scripts": ["sparktf = sparktf.cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
-from sparktf.common import plain_numbers, topology
+from sparktf.common import plain_numbers, scripts, topology
 from sparktf.common.spec import FeedConfig
 from sparktf.common.topology import NodeRole
 from sparktf.driver import arguments, launch, preflight, stages, waits
@@ -350,7 +351,7 @@ class Cluster:
 
 def run(
     sc: SparkContext | SparkSession,
-    main_fn: Callable,
+    main_fn: Callable | str | os.PathLike,
     args: Any = None,
     num_executors: int | None = None,
     num_ps: int = default("num_ps"),
@@ -369,6 +370,7 @@ def run(
     worker_restarts: int | None = None,
     heartbeat_timeout: float | None = None,
     progress_timeout: float | None = None,
+    py_files: Sequence[str | os.PathLike] | None = None,
 ) -> Cluster:
     """Start a TensorFlow cluster on Spark executors and run ``main_fn`` on every node.
 
@@ -378,11 +380,14 @@ def run(
     Parameters
     ----------
     sc : pyspark.SparkContext
-    main_fn : callable
+    main_fn : callable or str
         ``main_fn(args, ctx)`` or ``main_fn(ctx)``; runs in a fresh process on each chief, worker
         and evaluator node, with ``TF_CONFIG`` set. Parameter servers run sparktf's server.
+        Or the path of a Python script on the driver, run as it is (as ``__main__``) on those
+        nodes: its ``sys.exit(n)`` with ``n`` not 0 fails the node.
     args : any picklable object
-        Passed to ``main_fn`` unchanged.
+        Passed to ``main_fn`` unchanged; for a script, its command-line arguments (a list of
+        strings: ``sys.argv[1:]``).
     num_executors : int, optional
         Nodes in the cluster, one per Spark task slot (default: every slot the cluster has).
     num_ps : int
@@ -412,6 +417,8 @@ def run(
     tensorboard : bool
         The chief serves TensorBoard on ``log_dir`` while it runs; the driver prints its URL
         and :meth:`Cluster.tensorboard_url` returns it.
+    py_files : list of str, optional
+        With a script: ``.py`` and ``.zip`` files shipped beside it, first on its ``sys.path``.
     log_dir : str, optional
         The directory ``main_fn`` writes summaries to (``ctx.log_dir``); with TensorBoard and no
         ``log_dir``, a directory in the chief's private work dir (removed at its end).
@@ -422,9 +429,16 @@ def run(
         Running (InputMode.SPARK: created, started by ``train``/``inference``); call
         :meth:`Cluster.shutdown` or use it as a context manager.
     """
+    if scripts.is_script(main_fn):
+        main_fn, args = scripts.from_path(main_fn, args, py_files), None
+    elif py_files:
+        raise ConfigError(
+            "py_files ships files with a script's path (run(sc, 'train.py', py_files=[...])); "
+            "for a function, ship its modules with spark-submit --py-files or sc.addPyFile"
+        )
     context, settings, conf, payload, roles = preflight.check_run(
         sc,
-        main_fn,
+        cast(Callable, main_fn),  # a script's path is a Script now; check_run checks the rest
         args,
         num_executors=num_executors,
         num_ps=num_ps,

@@ -539,3 +539,21 @@ def test_a_driver_program_that_raises_while_its_cluster_runs_ends_quietly(tmp_pa
     assert "ValueError: the driver program's own bug" in console
     assert "lost contact" not in console and "failed (sparktf node" not in console, console[-3000:]
     assert wait_until(lambda: not sparktf_processes(), timeout=15), sparktf_processes()
+
+
+def test_a_plain_tf_config_script_runs_unchanged_from_the_command_line(tmp_path, no_spark):
+    """examples/tf_config_script.py knows nothing of sparktf: ``python -m sparktf run`` gives
+    each node its TF_CONFIG and the script's own arguments."""
+    out = subprocess.run(
+        [sys.executable, "-m", "sparktf", "run", "--master", "local[2]"]
+        + ["--conf", "spark.driver.host=127.0.0.1", "--num-executors", "2"]
+        + [os.path.join(EXAMPLES, "tf_config_script.py"), "--epochs", "3"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    line = [x for x in out.stdout.splitlines() if x.startswith("[chief:0] test_accuracy=")]
+    assert line and float(line[-1].split("=")[1]) > 0.85, out.stdout[-3000:]
