@@ -14,7 +14,7 @@ import sys
 
 import psutil
 import pytest
-from helpers.procs import wait_until
+from helpers.procs import sparktf_processes, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -557,3 +557,35 @@ def test_a_plain_tf_config_script_runs_unchanged_from_the_command_line(tmp_path,
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     line = [x for x in out.stdout.splitlines() if x.startswith("[chief:0] test_accuracy=")]
     assert line and float(line[-1].split("=")[1]) > 0.85, out.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    "script, flags, says",
+    [
+        ("downpour.py", [], "mnist: DOWNPOUR, push every 4 steps"),
+        ("downpour.py", ["--normalize", "--push-every", "8", "--epochs", "3"], "mnist: ADAG, push"),
+        ("sync_sgd.py", [], "mnist: sync SGD, 2 workers"),
+    ],
+)
+def test_the_between_graph_schemes_learn_and_stop_their_parameter_servers(
+    tmp_path, no_spark, script, flags, says
+):
+    """The seeds' TF1 schemes with their defaults (each asks for local[3] itself: a chief, a
+    worker and a ps), as `spark-submit examples/<script>` runs them."""
+    import pyspark
+
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    out = subprocess.run(
+        [spark_submit, "--conf", "spark.driver.host=127.0.0.1", os.path.join(EXAMPLES, script)]
+        + flags,
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert says in out.stdout
+    assert accuracy(out.stdout) > 0.8
+    # the parameter server (and every other node process) is gone with the job
+    assert wait_until(lambda: not sparktf_processes(), timeout=30), sparktf_processes()
