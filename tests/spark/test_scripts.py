@@ -54,11 +54,11 @@ def test_a_script_runs_on_every_node_with_tf_config_and_its_argv(sc_local, repor
 
 def test_a_scripts_exit_code_fails_the_job_naming_the_node(sc_local, reporter):
     script, helper, out = reporter
-    cluster = sparktf.run(
-        sc_local, str(script), [str(out), "--fail"], num_executors=2, py_files=[str(helper)]
-    )
+    # the script fails within a second: run() may see it while it waits for the nodes to start
     with pytest.raises(sparktf.NodeError) as info:
-        cluster.shutdown()
+        sparktf.run(
+            sc_local, str(script), [str(out), "--fail"], num_executors=2, py_files=[str(helper)]
+        ).shutdown()
     assert info.value.node == "worker:0" and "3" in str(info.value)
 
 
