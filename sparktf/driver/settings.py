@@ -315,8 +315,9 @@ TABLE: tuple[Setting, ...] = (
         "start a worker's failed TF process again in place, same TF_CONFIG and port, the "
         "chief and ps running on, up to this many times a worker; default "
         f"{DEFAULT_WORKER_RESTARTS} with parameter servers (ParameterServerStrategy, TF1 "
-        "async), else 0. Synchronous models cannot go on without a peer: set 0 for "
-        "SyncReplicasOptimizer",
+        "async), else 0. Synchronous models cannot go on without a peer: once a trainer "
+        "reports SyncReplicasOptimizer (or MWMS), restarts in place are refused and the "
+        "whole cluster restarts (max_restarts)",
     ),
     Setting(
         "gpus_per_node",
