@@ -142,6 +142,15 @@ def tensorboard(value: Any) -> bool:
     return value
 
 
+def yarn_overhead_check(value: Any) -> str:
+    """``error``, ``warn`` or ``off`` (None: off)."""
+    if value is None:
+        return "off"
+    if value not in ("error", "warn", "off"):
+        raise _Invalid("be one of 'error', 'warn' or 'off'")
+    return value
+
+
 def port_range(value: Any) -> PortRange | None:
     """None, or ports as ``LOW-HIGH``."""
     if value is None or isinstance(value, PortRange):
@@ -320,6 +329,17 @@ TABLE: tuple[Setting, ...] = (
         "whole cluster restarts (max_restarts)",
     ),
     Setting(
+        "yarn_overhead_check",
+        "yarnOverheadCheck",
+        "error",
+        yarn_overhead_check,
+        "on YARN, before the nodes start: when spark.executor.memoryOverhead (or its default, "
+        "max(384 MiB, 0.1 x spark.executor.memory)) leaves less beside the heap than the "
+        "TensorFlow nodes of one executor need (384 MiB + 1024 MiB a node), fail naming the "
+        "setting and the figure (error), only log it (warn), or do not check (off)",
+        arg=None,
+    ),
+    Setting(
         "gpus_per_node",
         "gpusPerNode",
         None,
@@ -420,6 +440,7 @@ class Settings:
     collective_idle_timeout: float | None
     max_restarts: int
     worker_restarts: int | None
+    yarn_overhead_check: str
     gpus_per_node: int | None
     env: tuple[tuple[str, str], ...]
     tensorboard: bool
