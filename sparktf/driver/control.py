@@ -24,7 +24,7 @@ import struct
 import threading
 from typing import Protocol
 
-from sparktf.common import messages, ports, protocol
+from sparktf.common import keepalive, messages, ports, protocol
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,10 @@ class ControlServer:
         handshake_timeout: float = 10.0,
         max_pending: int = MAX_PENDING,
         port_range: ports.PortRange | None = None,
+        peer_silent_secs: int = keepalive.NODE_SILENT_SECS,
     ) -> None:
         self._handler = handler
+        self._peer_silent_secs = peer_silent_secs
         self._sock, self._claim = ports.listening_socket(
             bind_host, port_range, "the driver's control server", backlog=128
         )
@@ -143,6 +145,11 @@ class ControlServer:
             conn.setsockopt(
                 socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT), 0)
             )
+            # A node whose host falls silent, or whose process exits during a partition (its
+            # FIN lost), is seen as closed: keepalive probes, no TCP_USER_TIMEOUT (the sends
+            # have SEND_TIMEOUT; and a stopped node's kernel still answers the probes, so a
+            # paused node is left to heartbeat_timeout).
+            keepalive.watch_peer(conn, self._peer_silent_secs, user_timeout=False)
             return chan, hello
         except (OSError, EOFError, pickle.UnpicklingError, ValueError, struct.error) as exc:
             with self._lock:
