@@ -8,6 +8,7 @@ A real ControlServer and a real node connection in a network namespace of the te
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -77,3 +78,23 @@ def test_the_drivers_side_has_keepalive_but_no_user_timeout():
 
     source = inspect.getsource(control.ControlServer._hello)
     assert "keepalive.watch_peer(conn, self._peer_silent_secs, user_timeout=False)" in source
+
+
+def test_every_connection_to_the_driver_has_a_large_receive_buffer(server):
+    """A paused driver reads nothing: what its nodes write meanwhile waits in its receive
+    buffer, and once that is full their TCP_USER_TIMEOUT ends the connection 30 s later. The
+    buffer is as large as the kernel allows up to RECV_BUFFER (docs/reliability.md)."""
+    from sparktf.common import messages, protocol
+    from sparktf.driver.control import RECV_BUFFER
+
+    srv, rec, secret = server
+    chan = protocol.connect(srv.address, secret)
+    try:
+        chan.send(messages.hello(messages.SUPERVISOR, "worker:0", "h"))
+        rec.wait_for(1)
+        with open("/proc/sys/net/core/rmem_max") as f:
+            allowed = min(RECV_BUFFER, int(f.read()))
+        got = rec.chan.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        assert got >= 2 * allowed, (got, allowed)  # the kernel doubles what it was asked
+    finally:
+        chan.close()
