@@ -4,6 +4,11 @@ typed error that says what to change, its reserved port released, and the driver
 (sparktf/task/barrier.py). Real sockets: a real control server that reads the task's address
 and never replies."""
 
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -69,3 +74,75 @@ def test_the_rendezvous_socket_is_watched_for_a_silent_driver():
     import inspect
 
     assert "keepalive.watch_peer(chan.sock)" in inspect.getsource(barrier.rendezvous)
+
+
+PARTITION = textwrap.dedent('''
+    import subprocess, threading, time
+    from sparktf.common import keepalive, messages, protocol
+    from sparktf.common.spec import LaunchSpec
+    from sparktf.common.topology import assign_roles
+    from sparktf.driver.control import ControlServer
+    from sparktf.errors import RendezvousTimeoutError
+    from sparktf.task import barrier
+
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    # the watch's bound, 3 s here instead of 30 s (the kernel does the rest, for real)
+    real_watch = keepalive.watch_peer
+    keepalive.watch_peer = lambda sock, seconds=3, user_timeout=True: real_watch(
+        sock, min(seconds, 3), user_timeout
+    )
+    got_address = threading.Event()
+
+    class Driver:  # reads the address, never answers: the partition comes first
+        def on_connect(self, node, peer, chan, hello):
+            pass
+        def on_message(self, node, peer, message):
+            got_address.set()
+        def on_disconnect(self, node, peer):
+            pass
+
+    secret = protocol.new_secret()
+    server = ControlServer("127.0.0.1", "127.0.0.1", secret, Driver(), peer_silent_secs=600)
+    launch = LaunchSpec(job_id="p", roles=assign_roles(2, 0, "chief", False),
+                        driver_address=server.address, secret=secret, payload=b"",
+                        rendezvous_timeout=120.0)
+
+    def partition():
+        got_address.wait(10)
+        subprocess.run(["ip", "link", "set", "lo", "down"], check=True)
+
+    threading.Thread(target=partition).start()
+    started = time.monotonic()
+    try:
+        barrier.rendezvous(launch, "worker:0", "127.0.0.1", 40001)
+        print("answered?")
+    except RendezvousTimeoutError as exc:
+        print(f"gave up after {time.monotonic() - started:.1f}s: {exc}")
+''')
+
+needs_netns = pytest.mark.skipif(
+    shutil.which("unshare") is None
+    or shutil.which("ip") is None
+    or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0,
+    reason="needs unshare -n and ip (a private network namespace)",
+)
+
+
+@needs_netns
+def test_a_partition_during_the_rendezvous_ends_it_by_keepalive_before_the_deadline():
+    """The driver's host falls silent (its loopback taken down in the test's own network
+    namespace) after it read the task's address: the task's keepalive gives up within the
+    watch's bound (3 s here, 30 s in use), long before reservationTimeout (120 s)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        ["unshare", "-n", sys.executable, "-c", PARTITION],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=root),
+    )
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip()
+    assert line.startswith("gave up after"), line + out.stderr[-2000:]
+    assert float(line.split()[3].rstrip("s:")) < 3 * 2.5, line
+    assert "stopped answering" in line
