@@ -317,3 +317,25 @@ def test_a_worker_whose_failed_process_exits_slowly_is_still_restarted_in_place(
     assert failure.node == "worker:0" and failure.restarted_in_place
     assert failure.exc_message == "worker:0's first process fails"
     assert cluster.attempt == 0 and len(_pids(tmp_path, "worker0")) == 2
+
+
+def test_a_lock_step_worker_with_parameter_servers_is_not_restarted_in_place(sc_local):
+    """SyncReplicasOptimizer with a ps: restarts in place are on by default (a ps), but a
+    restarted worker would leave the chief waiting for its part of a step for ever. The
+    trainers report the optimizer in their heartbeats, and the driver refuses the restart:
+    the job fails at once with the worker's error (or restarts whole, with max_restarts)."""
+    from helpers import tf_jobs
+
+    cluster = sparktf.run(
+        sc_local,
+        tf_jobs.sync_replicas_tf1,
+        {"steps": 100000, "late": 0, "raise_after": 4.0},
+        num_executors=3,
+        num_ps=1,
+        env=TF_ENV,
+    )
+    with pytest.raises(sparktf.NodeError, match="worker:0 fails at step") as err:
+        cluster.shutdown(timeout=240)
+    assert err.value.node == "worker:0"
+    assert "trains in lock-step under SyncReplicasOptimizer" in str(err.value)
+    assert cluster.failures == [] and cluster.progress()["worker:0"]["restarts"] == 0
