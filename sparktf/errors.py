@@ -175,6 +175,12 @@ class ReservationTimeoutError(ClusterTimeoutError):
     which, and what held Spark's task slots if its barrier stage never launched."""
 
 
+class RendezvousTimeoutError(ClusterTimeoutError):
+    """A barrier task did not get every node's address from the driver within
+    ``reservation_timeout`` (the driver unreachable from its executor, or silent: a network
+    partition, a firewall, a paused driver): the task fails, its reserved port released."""
+
+
 class FeedError(SparkTFError, RuntimeError):
     """InputMode.SPARK: the data feed failed (timeout, lost connection, bad data, outputs
     that do not match the input rows).

@@ -171,9 +171,10 @@ _ALL = [
         "kill",
         "driver",
         "supervisor",
-        ("why",),
+        ("why", "incarnation"),
         "the worker's TF process sent no heartbeat for heartbeat_timeout (why): SIGKILL it "
-        "(stopped or frozen, it would never exit), then ask to 'restart' it as for any exit",
+        "(stopped or frozen, it would never exit), then ask to 'restart' it as for any exit; "
+        "only the process of that incarnation (one started since is left alone)",
     ),
 ]
 

@@ -52,6 +52,9 @@ class LaunchSpec:
     payload: bytes | BroadcastBytes = field(repr=False)
     attempt: int = 0
     connect_timeout: float = 30.0
+    #: How long a barrier task waits at the rendezvous for every node's address before it
+    #: gives up (spark.sparktf.reservationTimeout: the driver fails the attempt by then)
+    rendezvous_timeout: float = default("reservation_timeout")
     stop_grace: float = default("stop_grace")
     tail_lines: int = default("tail_lines")
     env: tuple[tuple[str, str], ...] = ()

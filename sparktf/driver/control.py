@@ -24,12 +24,19 @@ import struct
 import threading
 from typing import Protocol
 
-from sparktf.common import messages, ports, protocol
+from sparktf.common import keepalive, messages, ports, protocol
 
 log = logging.getLogger(__name__)
 
 #: Seconds a send to a node may block (a frozen peer's full buffer) before it counts as failed.
 SEND_TIMEOUT = 5.0
+#: The receive buffer of every connection to the driver (bytes; the kernel caps it at
+#: net.core.rmem_max, and doubles it for its bookkeeping): what the nodes may write while the
+#: driver reads nothing (paused) before their window shuts, after which their
+#: TCP_USER_TIMEOUT (30 s) ends the connection. Measured (2 KB/s in 100-byte frames, a reader
+#: that reads nothing): ended after 117 s with the kernel's autotuned default (198 KB), 193 s
+#: with 425 KB (Debian's rmem_max), still open after 300 s with this one.
+RECV_BUFFER = 4 << 20
 #: Unauthenticated connections held at once (see protocol.Gatekeeper).
 MAX_PENDING = 256
 EVICT_AFTER = protocol.EVICT_AFTER
@@ -55,11 +62,17 @@ class ControlServer:
         handshake_timeout: float = 10.0,
         max_pending: int = MAX_PENDING,
         port_range: ports.PortRange | None = None,
+        peer_silent_secs: int = keepalive.NODE_SILENT_SECS,
     ) -> None:
         self._handler = handler
+        self._peer_silent_secs = peer_silent_secs
         self._sock, self._claim = ports.listening_socket(
             bind_host, port_range, "the driver's control server", backlog=128
         )
+        try:  # inherited by every accepted connection
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECV_BUFFER)
+        except OSError:
+            pass
         self.address: tuple[str, int] = (advertise_host, self._sock.getsockname()[1])
         self.bad_hellos = 0
         self.frames_rejected = 0
@@ -143,6 +156,11 @@ class ControlServer:
             conn.setsockopt(
                 socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT), 0)
             )
+            # A node whose host falls silent, or whose process exits during a partition (its
+            # FIN lost), is seen as closed: keepalive probes, no TCP_USER_TIMEOUT (the sends
+            # have SEND_TIMEOUT; and a stopped node's kernel still answers the probes, so a
+            # paused node is left to heartbeat_timeout).
+            keepalive.watch_peer(conn, self._peer_silent_secs, user_timeout=False)
             return chan, hello
         except (OSError, EOFError, pickle.UnpicklingError, ValueError, struct.error) as exc:
             with self._lock:

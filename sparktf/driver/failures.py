@@ -53,8 +53,11 @@ def is_symptom(error: dict) -> bool:
     return error.get("exc_type") in SYMPTOMS or error.get("reason") == FeedError.BROKEN
 
 
-def node_failed(n: NodeRecord, now: float, limits: Limits, job_running: bool) -> bool:
-    """Whether ``n`` has failed by now (``job_running``: the Spark job holding it runs)."""
+def node_failed(
+    n: NodeRecord, now: float, limits: Limits, job_running: bool, may_restart: bool = False
+) -> bool:
+    """Whether ``n`` has failed by now (``job_running``: the Spark job holding it runs;
+    ``may_restart``: its failed process would be restarted in place if its supervisor asked)."""
     settle = limits.error_settle
     if n.restart_wanted is not None and not (n.lost or n.hung):
         return False  # restarted in place as soon as its old process's channel ends
@@ -77,6 +80,11 @@ def node_failed(n: NodeRecord, now: float, limits: Limits, job_running: bool) ->
             or _since(n.exit_at, now) >= settle
         )
     if n.error is not None:
+        if may_restart and n.exit is None and _since(n.error_at, now) < limits.kill_wait:
+            # Its supervisor asks for the restart once the process has exited, which a large
+            # process takes longer than the settle time to do: wait for the request (or the
+            # exit report), as long as a killed worker's supervisor is given.
+            return False
         return n.exit is not None or _since(n.error_at, now) >= settle
     if n.exit is not None and not n.has_result:
         # Exited cleanly: its last messages may still be in flight on its own channel.

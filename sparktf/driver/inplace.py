@@ -36,9 +36,12 @@ from sparktf.driver.records import NodeRecord, NodeState, Send
 from sparktf.errors import NodeError
 
 
-def refusal(n: NodeRecord, limits: Limits, ending: bool) -> str | None:
+def refusal(n: NodeRecord, limits: Limits, ending: bool, lockstep: str | None = None) -> str | None:
     """Why ``n``'s failed process may not start again in place (None: it may); ``ending``:
-    the attempt is stopping or has failed."""
+    the attempt is stopping or has failed; ``lockstep``: which trainer reported that it
+    trains in lock-step (``SyncReplicasOptimizer``, MultiWorkerMirroredStrategy), if one did:
+    its peers would wait for ever for the lost worker's part of a step, so the whole cluster
+    restarts instead (``max_restarts``)."""
     limit = limits.worker_restarts
     if n.role.job != "worker":
         return "only workers are restarted in place"
@@ -55,6 +58,12 @@ def refusal(n: NodeRecord, limits: Limits, ending: bool) -> str | None:
         return "it was declared dead"
     if ending:
         return "the job is ending"
+    if lockstep is not None:
+        return (
+            f"{lockstep}: its peers would wait for ever for the lost worker's part of a "
+            "step, so the whole cluster restarts instead (max_restarts); set "
+            "spark.sparktf.workerRestarts=0 for such a job"
+        )
     return None
 
 
@@ -99,18 +108,20 @@ def check_restarting(
             n.mark_failed(now)
 
 
-def may_kill(n: NodeRecord, limits: Limits, ending: bool) -> bool:
+def may_kill(n: NodeRecord, limits: Limits, ending: bool, lockstep: str | None = None) -> bool:
     """Whether ``n``, silent past ``heartbeat_timeout``, is killed by its supervisor to
     restart in place rather than declared hung: a worker that may restart in place
     (:func:`refusal`) whose supervisor's channel is open and whose supervisor said it
     restarts it (a worker fed by InputMode.SPARK is not: its feed cannot be replayed)."""
-    return n.supervised and n.restartable and refusal(n, limits, ending) is None
+    return n.supervised and n.restartable and refusal(n, limits, ending, lockstep) is None
 
 
 def kill(n: NodeRecord) -> Send:
     """Tell ``n``'s supervisor to kill its silent TF process: its exit then asks for the
-    restart in place."""
-    return Send((n.name,), messages.SUPERVISOR, messages.make("kill", why=n.silent or ""))
+    restart in place. The message names the process (its incarnation): a supervisor that has
+    started a newer one since leaves that one alone."""
+    message = messages.make("kill", why=n.silent or "", incarnation=n.incarnation)
+    return Send((n.name,), messages.SUPERVISOR, message)
 
 
 def check_killing(

@@ -44,6 +44,7 @@ def launch_spec(
         executor_cores=preflight.executor_cores(sc.master, conf, os.cpu_count() or 1),
         port_range=settings.port_range,
         worker_restarts=settings.restarts_in_place,
+        rendezvous_timeout=settings.reservation_timeout,
     )
 
 

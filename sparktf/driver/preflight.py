@@ -8,6 +8,7 @@ answer at once.
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import re
 import time
@@ -18,8 +19,11 @@ import cloudpickle
 
 from sparktf.common import topology
 from sparktf.common.topology import NodeRole
+from sparktf.driver import yarnmemory
 from sparktf.driver.settings import Settings, session_conf
 from sparktf.errors import ClusterStateError, ConfigError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark import SparkConf, SparkContext
@@ -286,6 +290,21 @@ def conf_problems(conf: SparkConf | Mapping[str, str]) -> list[str]:
     return problems
 
 
+def memory_problems(conf: Mapping[str, str], settings: Settings) -> list[str]:
+    """On YARN, executors' containers too small for their TensorFlow nodes: the problem
+    (``spark.sparktf.yarnOverheadCheck=error``, the default), a warning logged (``warn``), or
+    nothing (``off``). Checked before any slot is waited for: at once."""
+    if settings.yarn_overhead_check == "off":
+        return []
+    problem = yarnmemory.overhead_problem(conf, settings.num_executors)
+    if problem is None:
+        return []
+    if settings.yarn_overhead_check == "warn":
+        log.warning("sparktf: %s", problem)
+        return []
+    return [problem]
+
+
 def more_slots(master: str, wanted: int, conf: dict[str, str]) -> str:
     """How to give a Spark application of ``master`` ``wanted`` task slots."""
     task_cpus = int(conf.get("spark.task.cpus", "1"))
@@ -378,6 +397,7 @@ def check_run(
         problems += [pickle_problem] if pickle_problem else []
     if settings is None:  # bad types: nothing about the Spark cluster is worth waiting for
         raise ConfigError.from_problems(problems)
+    problems += memory_problems(conf, settings)
     found, slots = spark_problems(sc, settings.num_executors, settings.slot_wait_timeout, conf)
     problems += found
     problems += gpu_problems(sc.master, conf, settings.gpus_per_node)

@@ -265,6 +265,8 @@ class Runner:
             attempt = self._current
             if attempt is None or attempt.number != number:
                 return
+            if role == messages.NODE and attempt.state.stale(node, incarnation):
+                return  # a process turned away, or one restarted in place since: nothing
             if role != messages.NODE or incarnation == attempt.state.incarnation(node):
                 attempt.channels.pop((node, role), None)
             replies = attempt.state.apply(

@@ -162,6 +162,15 @@ def tensorboard(value: Any) -> bool:
     return value
 
 
+def yarn_overhead_check(value: Any) -> str:
+    """``error``, ``warn`` or ``off`` (None: off)."""
+    if value is None:
+        return "off"
+    if value not in ("error", "warn", "off"):
+        raise _Invalid("be one of 'error', 'warn' or 'off'")
+    return value
+
+
 def port_range(value: Any) -> PortRange | None:
     """None, or ports as ``LOW-HIGH``."""
     if value is None or isinstance(value, PortRange):
@@ -335,8 +344,20 @@ TABLE: tuple[Setting, ...] = (
         "start a worker's failed TF process again in place, same TF_CONFIG and port, the "
         "chief and ps running on, up to this many times a worker; default "
         f"{DEFAULT_WORKER_RESTARTS} with parameter servers (ParameterServerStrategy, TF1 "
-        "async), else 0. Synchronous models cannot go on without a peer: set 0 for "
-        "SyncReplicasOptimizer",
+        "async), else 0. Synchronous models cannot go on without a peer: once a trainer "
+        "reports SyncReplicasOptimizer (or MWMS), restarts in place are refused and the "
+        "whole cluster restarts (max_restarts)",
+    ),
+    Setting(
+        "yarn_overhead_check",
+        "yarnOverheadCheck",
+        "error",
+        yarn_overhead_check,
+        "on YARN, before the nodes start: when spark.executor.memoryOverhead (or its default, "
+        "max(384 MiB, 0.1 x spark.executor.memory)) leaves less beside the heap than the "
+        "TensorFlow nodes of one executor need (384 MiB + 1024 MiB a node), fail naming the "
+        "setting and the figure (error), only log it (warn), or do not check (off)",
+        arg=None,
     ),
     Setting(
         "gpus_per_node",
@@ -458,6 +479,7 @@ class Settings:
     collective_idle_timeout: float | None
     max_restarts: int
     worker_restarts: int | None
+    yarn_overhead_check: str
     gpus_per_node: int | None
     env: tuple[tuple[str, str], ...]
     tensorboard: bool

@@ -141,10 +141,13 @@ class JobState:
         return out
 
     def stale(self, node: str, incarnation: int) -> bool:
-        """Whether a TF process of ``node`` says hello after a newer one was started in its
-        place (:mod:`~sparktf.driver.inplace`): it must not run."""
+        """Whether a TF process of ``node`` is older than the restarts in place granted to it
+        (:mod:`~sparktf.driver.inplace`): its hello is turned away (it must not run) and its
+        channel's end changes nothing. The restarts granted, not the last hello, decide: a
+        process that crashed before its hello was read is granted a restart at once, and its
+        late hello must not pass for the new process's."""
         n = self.nodes.get(node)
-        return n is not None and incarnation < n.incarnation + (n.restarting_at is not None)
+        return n is not None and incarnation < n.restarts
 
     def incarnation(self, node: str) -> int:
         """Which TF process of ``node`` its record follows (0: the first)."""
@@ -169,7 +172,7 @@ class JobState:
             n.supervised, n.restartable = True, bool(msg.get("restartable"))
         if role != messages.NODE:
             return []
-        n.connected, n.started_at, n.last_beat = True, now, now
+        n.connected, n.closed, n.started_at, n.last_beat = True, False, now, now
         n.incarnation, n.restarting_at = msg.get("incarnation", 0), None
         if n.state is NodeState.PENDING:
             n.state = NodeState.RUNNING
@@ -268,8 +271,9 @@ class JobState:
 
     def _on_closed(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
         if role == messages.NODE:
-            if msg.get("incarnation", 0) != n.incarnation:
-                return []  # an older process of a node restarted in place
+            incarnation = msg.get("incarnation", 0)
+            if self.stale(n.name, incarnation) or incarnation != n.incarnation:
+                return []  # an older process of a node restarted in place, or one turned away
             n.closed = True
             if n.restart_wanted is not None:
                 return self._restart_in_place(n, now)
@@ -283,7 +287,7 @@ class JobState:
     def _on_restart(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
         """A worker's supervisor asks to start its failed TF process again in place: yes
         (once the old process's channel has ended) or why not (:mod:`.inplace`)."""
-        why = inplace.refusal(n, self.limits, self._ending)
+        why = inplace.refusal(n, self.limits, self._ending, self._lockstep())
         if why is not None:
             return [inplace.resume(n, self.limits, why)]
         n.restart_wanted = msg
@@ -295,6 +299,19 @@ class JobState:
     def _ending(self) -> bool:
         """The attempt is stopping or has failed: no worker restarts in place any more."""
         return self.over or self.stop_sent or self.outcome is not None
+
+    def _lockstep(self) -> str | None:
+        """Which trainer reported that it trains in lock-step with its peers, and under what
+        (its heartbeats' ``collective``), if one did: then no worker restarts in place."""
+        for n in self.trainers:
+            if n.collective:
+                return f"{n.name} trains in lock-step under {n.collective}"
+        return None
+
+    def _may_restart(self, n: NodeRecord) -> bool:
+        """Whether ``n``'s failed process would be restarted in place if its supervisor
+        asked now (:func:`~sparktf.driver.inplace.may_kill`)."""
+        return inplace.may_kill(n, self.limits, self._ending, self._lockstep())
 
     def _restart_in_place(self, n: NodeRecord, now: float) -> list[Send]:
         self._restarted.append(inplace.restart(n, now))
@@ -346,13 +363,8 @@ class JobState:
             # the nodes' messages wait in its sockets. Silence is counted from now on.
             self.resumed_at = now
         self._stepped_at = now
-        ending = self._ending
         killing = liveness.check_liveness(
-            self.nodes.values(),
-            self.limits,
-            now,
-            self.resumed_at,
-            lambda n: inplace.may_kill(n, self.limits, ending),
+            self.nodes.values(), self.limits, now, self.resumed_at, self._may_restart
         )
         inplace.check_killing(self.nodes.values(), self.limits, now, self.resumed_at)
         inplace.check_restarting(self.nodes.values(), self.limits, now, self.resumed_at)
@@ -427,7 +439,9 @@ class JobState:
             return self.outcome
         running = self.job_ended_at is None
         failed = [
-            n for n in self.nodes.values() if failures.node_failed(n, now, self.limits, running)
+            n
+            for n in self.nodes.values()
+            if failures.node_failed(n, now, self.limits, running, self._may_restart(n))
         ]
         if failed:
             failed.sort(key=lambda n: n.failed_at if n.failed_at is not None else now)

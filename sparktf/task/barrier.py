@@ -30,15 +30,17 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sparktf.common import gpus as node_gpus
-from sparktf.common import messages, procs, protocol, topology
+from sparktf.common import keepalive, messages, procs, protocol, topology
 from sparktf.common.ports import PortReservation
+from sparktf.common.protocol.sockets import wait_readable
 from sparktf.common.spec import LaunchSpec, NodeSpec
-from sparktf.errors import SparkJobError, SparkTFError
+from sparktf.errors import RendezvousTimeoutError, SparkJobError, SparkTFError
 from sparktf.task import feeder
 from sparktf.task.supervisor import EXIT_REPORTED
 
@@ -47,24 +49,51 @@ def rendezvous(launch: LaunchSpec, node: str, host: str, port: int) -> list[str]
     """Every node's ``host:port`` in rank order, through the driver's control channel: this
     task sends its node's reserved port and waits for the driver's answer, which comes once
     every task of the attempt has sent its own. (Spark's ``allGather`` would do the same but
-    polls once a second.) Fails if the driver goes away or turns the attempt down."""
+    polls once a second.) Fails if the driver goes away or turns the attempt down, and
+    (:class:`~sparktf.errors.RendezvousTimeoutError`) if no answer comes within
+    ``rendezvous_timeout`` (the driver's reservation timeout: it has failed the attempt by
+    then) or the driver's host stops answering (keepalive): the task then ends, and the port
+    it reserved is released, instead of waiting until its executor exits."""
+    deadline = time.monotonic() + launch.rendezvous_timeout
     chan = protocol.connect(launch.driver_address, launch.secret, launch.connect_timeout)
+    keepalive.watch_peer(chan.sock)  # a driver's host that falls silent: give up in 30 s
     try:
         chan.send(messages.hello(messages.TASK, node, host))
         chan.send(messages.make("address", port=port))
-        try:
-            reply = chan.recv()
-        except (OSError, EOFError) as exc:
-            raise SparkJobError(
-                f"{node}: the driver closed the rendezvous before every node's "
-                f"address was known ({type(exc).__name__}); the attempt was "
-                "stopped or failed"
-            ) from exc
+        reply = _addresses_reply(chan, node, launch.rendezvous_timeout, deadline)
         if reply.get("type") != "addresses" or len(reply["addresses"]) != launch.num_nodes:
             raise SparkJobError(f"{node}: unexpected rendezvous reply {reply!r}")
         return list(reply["addresses"])
     finally:
         chan.close()
+
+
+def _addresses_reply(chan: protocol.Channel, node: str, limit: float, deadline: float) -> dict:
+    """The driver's answer at the rendezvous, by ``deadline``."""
+    late = (
+        f"{node}: the driver did not send every node's address within {limit:g}s "
+        "(spark.sparktf.reservationTimeout)"
+    )
+    try:
+        if not wait_readable(chan.sock, deadline - time.monotonic()):
+            raise RendezvousTimeoutError(
+                f"{late}: another node's task never started, or this executor cannot hear "
+                "the driver (a network partition, a firewall, a paused driver); this task "
+                "gives up and releases its reserved port"
+            )
+        return chan.recv()
+    except TimeoutError as exc:  # keepalive's or TCP_USER_TIMEOUT's ETIMEDOUT
+        raise RendezvousTimeoutError(
+            f"{node}: the driver's host stopped answering during the rendezvous ({exc}): a "
+            "network partition or a crashed driver; this task gives up and releases its "
+            "reserved port"
+        ) from exc
+    except (OSError, EOFError) as exc:
+        raise SparkJobError(
+            f"{node}: the driver closed the rendezvous before every node's "
+            f"address was known ({type(exc).__name__}); the attempt was "
+            "stopped or failed"
+        ) from exc
 
 
 def node_cpus(task_cpus: int, executor_cores: int | None, addresses: list[str], host: str) -> int:

@@ -82,27 +82,36 @@ class Supervisor:
 
     def _listen(self) -> None:
         try:
-            while True:
-                message = self.chan.recv()
-                if message.get("type") == "abort":
-                    break
-                if message.get("type") == "resume":
-                    self.resume = message
-                    self.resumed.set()
-                if message.get("type") == "kill":
-                    self._kill_child(message["why"])
+            while self.on_message(self.chan.recv()):
+                pass
         except (OSError, EOFError, pickle.UnpicklingError):
             pass  # lost the driver: nobody can use this node any more
         self.aborted.set()
         self.resumed.set()  # a restart request waiting for the answer gives up
         self.stop_children()
 
-    def _kill_child(self, why: str) -> None:
-        """The driver heard no heartbeat from the TF process (``why``): it is stopped or
-        frozen. SIGKILL it (a stopped process dies of it too); the main thread sees the exit,
-        stops what it left (orphans included) and asks to restart it in place. Not reaped
-        here: the main thread waits for it, and must read its exit code."""
+    def on_message(self, message: dict) -> bool:
+        """Carry out one message from the driver; False once it says ``abort``."""
+        kind = message.get("type")
+        if kind == "abort":
+            return False
+        if kind == "resume":
+            self.resume = message
+            self.resumed.set()
+        if kind == "kill":
+            self._kill_child(message["why"], message.get("incarnation", 0))
+        return True
+
+    def _kill_child(self, why: str, incarnation: int) -> None:
+        """The driver heard no heartbeat from the TF process of ``incarnation`` (``why``): it
+        is stopped or frozen. SIGKILL it (a stopped process dies of it too); the main thread
+        sees the exit, stops what it left (orphans included) and asks to restart it in place.
+        Not reaped here: the main thread waits for it, and must read its exit code. A kill for
+        an older process (one restarted in place since) is ignored: it must not reach the
+        new one."""
         child = self.child
+        if incarnation < self.spec.incarnation:
+            return  # for a process already replaced
         if child is None or child.returncode is not None:
             return  # exited already: its exit is on its way
         self.killed_for = why

@@ -239,7 +239,8 @@ def sync_replicas_tf1(args, ctx):
     tf.compat.v1.train.Server from TF_CONFIG, ``SyncReplicasOptimizer`` aggregating one
     gradient from each of the chief and worker per step, its session hook, StopAtStepHook and
     MonitoredTrainingSession's default ``stop_grace_period_secs``. worker:0 starts
-    ``args["late"]`` seconds after the chief. Learns y = 2 x0 - x1."""
+    ``args["late"]`` seconds after the chief; with ``args["raise_after"]`` it raises that
+    many seconds into training. Learns y = 2 x0 - x1."""
     import json
 
     import numpy as np
@@ -267,7 +268,7 @@ def sync_replicas_tf1(args, ctx):
     is_chief = job == "chief"
     hooks = [opt.make_session_run_hook(is_chief), v1.train.StopAtStepHook(last_step=args["steps"])]
     rng = np.random.RandomState(index)
-    step, weights, local = 0, None, 0
+    step, weights, local, started = 0, None, 0, time.monotonic()
     with v1.train.MonitoredTrainingSession(
         master=server.target, is_chief=is_chief, hooks=hooks
     ) as sess:
@@ -275,6 +276,8 @@ def sync_replicas_tf1(args, ctx):
             local += 1
             if job == "worker" and local > args.get("worker_steps", local):
                 break  # a user's bug: this worker stops early, the chief waits for it
+            if job == "worker" and time.monotonic() - started > args.get("raise_after", 1e9):
+                raise ValueError(f"worker:0 fails at step {step}")
             xs = rng.rand(32, 2).astype("float32")
             _, step, weights = sess.run(
                 [train_op, global_step, w], {x: xs, y: 2 * xs[:, 0] - xs[:, 1]}

@@ -264,3 +264,78 @@ def test_a_worker_that_fails_every_time_exhausts_its_restarts_and_fails_the_job(
     pids = {f.exc_message for f in cluster.failures} | {err.value.exc_message}
     assert len(pids) == 3
     assert cluster.progress()["worker:0"]["restarts"] == 2
+
+
+class _SlowToLeave(ValueError):
+    """main_fn's error, whose process then takes ``secs`` to exit (as a large process does):
+    its ``__del__`` runs once the node has reported it, before the process leaves."""
+
+    def __init__(self, message, secs):
+        super().__init__(message)
+        self.secs = secs
+
+    def __del__(self):
+        time.sleep(self.secs)
+
+
+def raises_then_exits_slowly(args, ctx):
+    """worker:0's first process raises and takes ``args["exit_secs"]`` to exit; its second
+    returns. The chief and worker:1 wait for that second process; the ps serves."""
+    if ctx.job_name == "ps":
+        ctx.serve()
+        return None
+    marker = os.path.join(args["dir"], "second")
+    if ctx.name == "worker:0":
+        _note_pid(args, ctx)
+        if len(_pids_in(args["dir"], "worker0")) == 1:
+            raise _SlowToLeave("worker:0's first process fails", args["exit_secs"])
+        open(marker, "w").close()
+        return "restarted"
+    deadline = time.monotonic() + 240
+    while not os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return os.path.exists(marker)
+
+
+def _pids_in(directory, name):
+    path = os.path.join(directory, f"{name}.pids")
+    return open(path).read().split() if os.path.exists(path) else []
+
+
+def test_a_worker_whose_failed_process_exits_slowly_is_still_restarted_in_place(sc_local, tmp_path):
+    """The error reaches the driver at once, the supervisor's restart request only once the
+    process has exited (6 s later, past the driver's 3 s error settle): the pending restart
+    holds the error, and the job goes on instead of failing (or restarting) whole."""
+    args = {"dir": str(tmp_path), "exit_secs": 6.0}
+    cluster = sparktf.run(
+        sc_local, raises_then_exits_slowly, args, num_executors=4, num_ps=1, env=TF_ENV
+    )
+    cluster.shutdown(timeout=300)
+    assert cluster.results["worker:0"] == "restarted"
+    assert cluster.results["chief:0"] is True and cluster.results["worker:1"] is True
+    [failure] = cluster.failures
+    assert failure.node == "worker:0" and failure.restarted_in_place
+    assert failure.exc_message == "worker:0's first process fails"
+    assert cluster.attempt == 0 and len(_pids(tmp_path, "worker0")) == 2
+
+
+def test_a_lock_step_worker_with_parameter_servers_is_not_restarted_in_place(sc_local):
+    """SyncReplicasOptimizer with a ps: restarts in place are on by default (a ps), but a
+    restarted worker would leave the chief waiting for its part of a step for ever. The
+    trainers report the optimizer in their heartbeats, and the driver refuses the restart:
+    the job fails at once with the worker's error (or restarts whole, with max_restarts)."""
+    from helpers import tf_jobs
+
+    cluster = sparktf.run(
+        sc_local,
+        tf_jobs.sync_replicas_tf1,
+        {"steps": 100000, "late": 0, "raise_after": 4.0},
+        num_executors=3,
+        num_ps=1,
+        env=TF_ENV,
+    )
+    with pytest.raises(sparktf.NodeError, match="worker:0 fails at step") as err:
+        cluster.shutdown(timeout=240)
+    assert err.value.node == "worker:0"
+    assert "trains in lock-step under SyncReplicasOptimizer" in str(err.value)
+    assert cluster.failures == [] and cluster.progress()["worker:0"]["restarts"] == 0

@@ -155,8 +155,9 @@ def test_a_worker_whose_restarts_ran_out_is_declared_hung_as_before():
 
 
 def test_the_kill_message_is_in_the_catalogue():
-    assert messages.make("kill", why="sent no heartbeat") == {
+    assert messages.make("kill", why="sent no heartbeat", incarnation=2) == {
         "type": "kill",
         "why": "sent no heartbeat",
+        "incarnation": 2,
     }
     assert messages.CATALOGUE["kill"].receiver == "supervisor"
