@@ -70,7 +70,8 @@ _ALL = [
         "supervisor",
         "driver",
         ("code", "aborted", "tail"),
-        "the TF process exited with code (negative: killed by that signal); last lines",
+        "the TF process exited with code (negative: killed by that signal); last lines. "
+        "Sent after every log line of the process, on the same connection",
     ),
     Message(
         "heartbeat",

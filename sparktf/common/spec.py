@@ -25,8 +25,8 @@ class FeedConfig:
     feed_timeout: float = default("feed_timeout")
     shuffle: bool = False
     equalize: bool = False
-    #: The partitions are fed as they are (one per training node): with equalize, rows move
-    #: between nodes after the first pass if the shares turn out unequal.
+    #: With equalize, rows move between nodes after the first pass if the shares turn out
+    #: unequal (off: the surplus is held back, as rebalance=False asks).
     exchange: bool = False
     #: Frames buffered ahead of the consumer (and always >= 2 batches). Under equalization
     #: the consumer trails the others' count by a round trip through the driver: 16 of

@@ -247,11 +247,12 @@ class Cluster:
         rebalance : bool, optional
             Deal rows out evenly over a Spark shuffle. Default: only when the data's
             partitions do not match the training nodes one to one. Data that has one
-            partition per node is fed as it is (no Spark job counts or shuffles it first);
-            when equalizing and the shares turn out unequal (equalizing would hold back more
-            than one row per node and 0.1% of the rows), the surplus rows alone move from the
-            nodes with more to those with fewer after the first pass, node to node
-            (:attr:`rows_moved`). ``False``: feed as it is and hold back the surplus instead.
+            partition per node is fed as it is (no Spark job counts or shuffles it first).
+            When equalizing and the shares turn out unequal (fed as they are, or dealt out:
+            each input partition may give one node a row more), the surplus rows alone move
+            from the nodes with more to those with fewer after the first pass, node to node
+            (:attr:`rows_moved`), and an epoch holds back only ``rows % training nodes``
+            rows. ``False``: feed as it is and hold back the surplus instead.
         timeout : float or None
             Give up after this many seconds (from the call): stop every node and raise
             :class:`~sparktf.errors.ClusterTimeoutError`, as :meth:`shutdown` does. ``None``

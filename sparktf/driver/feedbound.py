@@ -108,11 +108,13 @@ class FeedBound:
         ended = [rows for rows, done in progress if done]
         bound = (min(p[0] for p in progress), False, bool(ended))
         if self._exchange and not self._stopped:
-            # Shares fed as they are, each node able to take rows: final once every share has
-            # ended. Unequal beyond what holding back would tolerate: move the surplus.
+            # Each node able to take rows: final once every share has ended. A share with
+            # fewer than sum // len rows: move the surplus, so that only sum % len rows
+            # (fewer than one per node) are held back.
             if len(ended) == len(trainers) and all(t in self._exchange for t in trainers):
-                if not partition.tolerable(ended):
-                    return self._send_moves(*partition.moves(ended))
+                target, plan = partition.moves(ended)
+                if plan:
+                    return self._send_moves(target, plan)
                 bound = (min(ended), True, True)
         # Final as soon as every unfinished share already has as many rows as the smallest
         # finished one: it can only grow, so that smallest count is the epoch's length.

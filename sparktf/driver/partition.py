@@ -1,12 +1,17 @@
 """Driver side of InputMode.SPARK: give each node its partition of an RDD or a DataFrame.
 
 A barrier stage needs exactly one partition per node, and only the chief and workers (ranks
-``0..trainers-1``) may get rows. Data that already has that shape is fed as it is; when
-synchronous training needs the shares equal and they are not, only the surplus rows move
-afterwards, node to node (:func:`moves`; see :mod:`sparktf.node.feed`). Data of any other shape
-(or ``rebalance=True``) is dealt out round-robin (within each input partition, starting at an
-offset that depends on the partition) over a shuffle whose partitioner sends rows exactly where
-chosen. Deterministic: the same input gives every trainer the same rows every time.
+``0..trainers-1``) may get rows. Data that already has that shape is fed as it is. Data of any
+other shape (or ``rebalance=True``) is dealt out round-robin (within each input partition,
+starting at an offset that depends on the partition: :func:`deal_slot`) over a shuffle whose
+partitioner sends rows exactly where chosen. Deterministic: the same input gives every trainer
+the same rows every time.
+
+Either way the shares can come out unequal: a partition's own size is all a deal-out knows, so
+each partition may give one trainer one row more than another (:func:`dealt_shares`). When
+synchronous training needs the shares equal, the surplus rows then move after the first pass,
+node to node (:func:`moves`; see :mod:`sparktf.node.feed`), and only ``total % trainers`` rows
+of an epoch, fewer than one per training node, are held back (:func:`held_back`).
 """
 
 from __future__ import annotations
@@ -27,25 +32,40 @@ def _identity(key: int) -> int:
     return key
 
 
+def deal_slot(index: int, position: int, trainers: int) -> int:
+    """The trainer that the deal-out gives the row at ``position`` of input partition
+    ``index``: round-robin from an offset of the partition's own (``dataframe_for_nodes``
+    computes the same in Spark SQL)."""
+    return (index + position) % trainers
+
+
 def rdd_for_nodes(rdd: RDD[Any], num_nodes: int, num_trainers: int) -> RDD[Any]:
     """``rdd`` as ``num_nodes`` partitions; partitions ``>= num_trainers`` are empty."""
     trainers = num_trainers
 
     def deal(index: int, items: Iterable[Any]) -> Iterator[tuple[int, Any]]:
-        return (((index + i) % trainers, item) for i, item in enumerate(items))
+        return ((deal_slot(index, i, trainers), item) for i, item in enumerate(items))
 
     return rdd.mapPartitionsWithIndex(deal).partitionBy(num_nodes, _identity).values()
 
 
-def held_back_if_fed_as_is(counts: list[int]) -> int:
-    """Rows equalization would hold back from partitions of these sizes (one per node)."""
-    return sum(c - min(counts) for c in counts) if counts else 0
+def dealt_shares(sizes: list[int], trainers: int) -> list[int]:
+    """The rows each of ``trainers`` gets when input partitions of ``sizes`` rows are dealt
+    out (:func:`deal_slot`). Each partition gives ``size // trainers`` to every trainer and
+    one more to ``size % trainers`` of them, from its offset on: the shares differ by up to
+    one row per input partition, since no partition knows the others' sizes."""
+    shares = [0] * trainers
+    for index, size in enumerate(sizes):
+        whole, extra = divmod(size, trainers)
+        for t in range(trainers):
+            shares[t] += whole + ((t - index) % trainers < extra)
+    return shares
 
 
-def tolerable(counts: list[int]) -> bool:
-    """Whether shares of these sizes need no rows moved: equalization would hold back at most
-    one row per node, or 0.1% of the rows."""
-    return held_back_if_fed_as_is(counts) <= max(len(counts), sum(counts) // 1000)
+def held_back(counts: list[int]) -> int:
+    """Rows of an epoch equalization holds back from shares of these sizes, once the surplus
+    has moved (:func:`moves`): ``sum % len``, fewer than one per training node."""
+    return sum(counts) % len(counts) if counts else 0
 
 
 def moves(counts: list[int]) -> tuple[int, list[tuple[int, int, int]]]:
@@ -53,9 +73,9 @@ def moves(counts: list[int]) -> tuple[int, list[tuple[int, int, int]]]:
 
     Returns ``(target, moves)``: every share ends with ``target = sum // len`` rows; each move
     ``(giver, taker, rows)`` sends the giver's last rows to a node with fewer than ``target``
-    (givers and takers in rank order, each giver's tail dealt out in order). Only the
-    ``sum % len`` rows (fewer than one per node) that no node can take stay held back, at the
-    end of the last givers' shares.
+    (givers and takers in rank order, each giver's tail dealt out in order). No moves when no
+    share has fewer than ``target``. Only the ``sum % len`` rows (fewer than one per node)
+    that no node can take stay held back, at the end of the last givers' shares.
     """
     if not counts:
         return 0, []
@@ -192,7 +212,7 @@ def dataframe_for_nodes(df: DataFrame, num_nodes: int, num_trainers: int) -> Dat
     # cancelled the offset for 3 trainers and sent every partition's surplus to the first).
     pid = F.spark_partition_id().cast("long")
     position = F.monotonically_increasing_id() - F.shiftleft(pid, 33)
-    slot = F.pmod(pid + position, F.lit(num_trainers))
+    slot = F.pmod(pid + position, F.lit(num_trainers))  # deal_slot(pid, position, trainers)
     return (
         df.withColumn(KEY, F.element_at(table, (slot + 1).cast("int")))
         .repartition(num_nodes, KEY)

@@ -94,6 +94,9 @@ class NodeRecord:
     restart_wanted: dict | None = None
     restarting_at: float | None = None  # restarted in place; the new process has not said hello
     supervised: bool = False  # its supervisor's channel is open
+    #: When its supervisor's channel last delivered a message (a line of output, its exit):
+    #: an exit report comes behind every line before it, however many are still being read
+    supervisor_heard_at: float | None = None
     #: Its supervisor starts its failed TF process again in place when the driver says yes
     #: (a worker without a data feed, workerRestarts above 0): its hello says so
     restartable: bool = False

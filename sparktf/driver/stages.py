@@ -96,8 +96,8 @@ class Training:
     """InputMode.SPARK, ``cluster.train(data)``: each chief/worker gets its share.
 
     Built once per ``train()`` call, it does the Spark planning; called with an attempt's
-    launch spec, it returns that attempt's stage. ``exchange``: the partitions are fed as they
-    are, with rows to be moved between nodes if equalizing needs it (``FeedConfig.exchange``).
+    launch spec, it returns that attempt's stage. ``exchange``: rows are moved between nodes
+    after the first pass if equalizing needs it (``FeedConfig.exchange``).
     Runs no Spark job: whatever the data needs computed (the user's maps and shuffles, the
     deal-out) runs in the stage, in the cluster's own Spark job."""
 
@@ -117,13 +117,14 @@ class Training:
         if not _is_rdd(data):
             data = partition.vectors_as_arrays(data)[0]
         parts = data.getNumPartitions() if _is_rdd(data) else partition.dataframe_partitions(data)
-        self.exchange = False
+        # Equalizing moves the surplus rows node to node after the first pass, whether the
+        # data is fed as it is or dealt out (a deal-out knows each partition's size alone:
+        # partition.dealt_shares); rebalance=False holds the surplus back instead.
+        self.exchange = rebalance is not False and equalize and trainers > 1
         if rebalance is None:
             # One partition per training node already: fed as it is, without a Spark job to
-            # count it or a shuffle to deal it out; equalizing moves only the surplus rows
-            # afterwards.
+            # count it or a shuffle to deal it out.
             rebalance = not (parts == n == trainers and partition.barrier_ready(data))
-            self.exchange = not rebalance and equalize and trainers > 1
         elif not rebalance and not parts == n == trainers:
             raise ConfigError(
                 f"rebalance=False needs one data partition per node and no ps or "

@@ -161,6 +161,8 @@ class JobState:
         n = self.nodes.get(node)
         if n is None:
             return []
+        if role == messages.SUPERVISOR:
+            n.supervisor_heard_at = now
         handler: Handler | None = getattr(self, f"_on_{message.get('type')}", None)
         if handler is None:
             return []
@@ -457,7 +459,7 @@ class JobState:
         if settled and self.job_failure is not None:
             return failures.job_error(self.job_failure)
         if settled and not self._finished(now):
-            missing = self._names(lambda n: n.exit is None)
+            missing = self._names(lambda n: n.exit is None and not self._exit_on_its_way(n, now))
             if missing:
                 return failures.exits_unreported(missing)
         pending = self._names(lambda n: n.state is NodeState.PENDING)
@@ -465,6 +467,16 @@ class JobState:
         if pending and now - max(self.launched_at, self.resumed_at) > limit:
             return failures.reservation_timeout(pending, limit)
         return None
+
+    def _exit_on_its_way(self, n: NodeRecord, now: float) -> bool:
+        """Whether ``n``'s exit report may still be on its way after the Spark job ended: its
+        supervisor's channel is open and delivered a message within ``error_settle``. The
+        report follows the node's output on that channel; under heavy output the driver may
+        still be reading megabytes of lines (socket buffers hold them) long after the
+        supervisor, its barrier task and the job have ended. A channel silent that long has
+        nothing more on its way."""
+        heard = n.supervisor_heard_at
+        return n.supervised and heard is not None and now - heard < self.limits.error_settle
 
     def fail(self, failure: SparkTFError) -> None:
         """End this attempt with ``failure`` (the first one stays)."""

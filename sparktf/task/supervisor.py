@@ -10,7 +10,8 @@ The supervisor is small and imports neither pyspark nor tensorflow, so it can al
   supervisor goes;
 * it streams the TF process's stdout and stderr to the driver line by line, keeping a tail;
 * when the TF process exits, or the driver says ``abort``, or a signal arrives, it stops every
-  descendant (SIGTERM, then SIGKILL) and reports the exit code and the tail to the driver;
+  descendant (SIGTERM, then SIGKILL) and reports the exit code and the tail to the driver,
+  after every line of the output (the driver waits for that report while lines still come);
 * a worker's TF process that failed (a signal, an error in ``main_fn``) may be started again
   in place (``spark.sparktf.workerRestarts``, for models with parameter servers): the
   supervisor asks the driver (``restart``), which decides (``resume``); the new process gets
@@ -48,6 +49,10 @@ NAME, NODE_NAME = "sparktf-sup", "sparktf-node"
 #: still holds them (its children) is stopped, and how long those get between TERM and KILL.
 DRAIN_SECS = 0.5
 ORPHAN_GRACE = 1.0
+#: Then every writer is gone and the rest of the output goes to the driver before the exit
+#: report, however long a driver busy with earlier lines takes; only one that takes no line
+#: for this long (frozen) has the exit sent without the rest.
+DRAIN_STALL_SECS = 10.0
 #: How long a supervisor waits for the driver's answer to a restart request before it reports
 #: the exit instead (the driver answers as soon as the old process's channel has ended).
 RESUME_WAIT = 30.0
@@ -58,6 +63,7 @@ class Supervisor:
         self.spec = spec
         self.chan = chan
         self.tail: collections.deque[str] = collections.deque(maxlen=spec.launch.tail_lines)
+        self.lines = 0  # lines of output read (and sent): how the drain sees progress
         self.child: subprocess.Popen | _Forked | None = None
         self.aborted = threading.Event()
         self.reported = False  # the node's exit report reached the driver's channel
@@ -78,6 +84,7 @@ class Supervisor:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             self.tail.append(line)
             self._send(messages.make("log", stream=name, line=line))
+            self.lines += 1
         stream.close()
 
     def _listen(self) -> None:
@@ -198,9 +205,24 @@ class Supervisor:
         for t in pumps:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         procs.kill_tree(grace=min(ORPHAN_GRACE, self.spec.launch.stop_grace))
-        for t in pumps:
-            t.join(timeout=1.0)
+        self._drain(pumps)
         return code
+
+    def _drain(self, pumps: list[threading.Thread]) -> None:
+        """Wait for the pumps to send the output left in the pipes: every writer is gone,
+        so each ends at its pipe's end, at the pace the driver reads. The exit report must
+        come after every line (one connection, in order): sent sooner, it went ahead of the
+        lines still in the pipes, and closing the connection behind it dropped them, the
+        tail included (a driver busy with a flood of earlier lines takes seconds). Only a
+        driver that takes nothing for DRAIN_STALL_SECS cuts the wait short."""
+        seen, since = -1, time.monotonic()
+        while any(t.is_alive() for t in pumps):
+            for t in pumps:
+                t.join(timeout=0.2)
+            if self.lines != seen:
+                seen, since = self.lines, time.monotonic()
+            elif time.monotonic() - since > DRAIN_STALL_SECS:
+                return
 
     def _may_restart(self, code: int) -> bool:
         """Whether the failed TF process (exit ``code``) starts again in place: a worker

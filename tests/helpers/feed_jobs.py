@@ -393,3 +393,18 @@ def read_epochs(args, ctx):
     while not feed.should_stop() and feed.epoch < args["epochs"]:
         rows += len(feed.next_batch(args["batch"]))
     return rows
+
+
+def values_per_epoch(args, ctx):
+    """The values of column ``args["col"]`` (or the RDD elements) this node was handed in each
+    epoch, as strings, and the rows its feed held back."""
+    feed = ctx.get_data_feed()
+    epochs = []
+    while not feed.should_stop():
+        epoch = feed.epoch
+        batch = feed.next_batch(args.get("batch", 16))
+        values = batch[args["col"]].tolist() if isinstance(batch, dict) else list(batch)
+        while len(epochs) <= epoch:
+            epochs.append([])
+        epochs[epoch].extend(str(v) for v in values)
+    return {"epochs": epochs, "held_back": feed.rows_held_back}

@@ -272,3 +272,45 @@ def test_rows_move_between_nodes_whose_sockets_are_numbered_above_1024(tmp_path,
     out, feeds, driver = run_lockstep(tmp_path, [[], list(range(51))], 1, pickled_frames)
     assert [len(e) for e in out["chief:0"]] == [len(e) for e in out["worker:0"]] == [25]
     assert driver.state.rows_moved == 25
+
+
+def _dealt_ids(sizes, trainers):
+    """Ids 0.. in input partitions of ``sizes``, dealt out as the driver's shuffle does."""
+    from sparktf.driver.partition import deal_slot
+
+    shares, next_id = [[] for _ in range(trainers)], 0
+    for index, size in enumerate(sizes):
+        for position in range(size):
+            shares[deal_slot(index, position, trainers)].append(next_id)
+            next_id += 1
+    return shares, next_id
+
+
+@pytest.mark.parametrize(
+    "sizes,trainers,epochs,shuffle",
+    [
+        ((333, 334, 333), 2, 1, False),  # the issue's DataFrame: 501 and 499 rows
+        ((333, 334, 333), 2, 3, True),  # ... over 3 shuffled epochs
+        ((0, 5, 0, 95), 2, 2, False),  # empty and skewed partitions
+        ((1, 1, 1, 1, 1), 3, 2, True),
+        ((40, 0, 3, 0, 1, 17), 3, 3, False),
+        ((0, 0, 9), 2, 2, True),
+        ((7,), 2, 1, False),
+    ],
+)
+def test_dealt_out_shares_hold_back_only_the_remainder_in_every_epoch(
+    tmp_path, sizes, trainers, epochs, shuffle
+):
+    """The nodes' own feeds, epoch after epoch (replayed from the spool, shuffled or not),
+    deliver every row but ``total % trainers``, each to one node once, equal counts."""
+    shares, total = _dealt_ids(sizes, trainers)
+    out, feeds, driver = run_lockstep(
+        tmp_path, shares, epochs, arrow_frames, per_frame=7, batch=5, shuffle=shuffle
+    )
+    for epoch in range(epochs):
+        per_node = [out[name][epoch] for name in out]
+        delivered = [i for ids in per_node for i in ids]
+        assert len(delivered) == len(set(delivered)) and set(delivered) <= set(range(total))
+        assert [len(ids) for ids in per_node] == [total // trainers] * trainers
+    held = sum(feed.rows_held_back for feed in feeds.values())
+    assert held == epochs * (total % trainers)

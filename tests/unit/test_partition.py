@@ -6,20 +6,23 @@ from sparktf.driver import partition
 
 
 @pytest.mark.parametrize(
-    "counts,ok",
+    "counts,moved",
     [
-        ([500, 500], True),
-        ([501, 500], True),
-        ([502, 500], True),
-        ([503, 500], False),
-        ([50000, 50040], True),
-        ([50000, 50120], False),
-        ([0, 0], True),
-        ([10, 0], False),
+        ([500, 500], 0),
+        ([501, 500], 0),  # the odd row: held back, it cannot be split
+        ([502, 500], 1),
+        ([501, 499], 1),  # 1,000 rows over 2 nodes: none held back
+        ([50000, 50040], 20),
+        ([0, 0], 0),
+        ([10, 0], 5),
+        ([334, 333, 333], 0),
+        ([335, 333, 332], 1),
     ],
 )
-def test_partitions_equal_enough_are_fed_without_a_shuffle(counts, ok):
-    assert partition.tolerable(counts) is ok
+def test_shares_move_rows_unless_only_the_remainder_would_be_held_back(counts, moved):
+    target, moves = partition.moves(counts)
+    assert sum(rows for _, _, rows in moves) == moved
+    assert partition.held_back(counts) == sum(counts) % len(counts)
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,11 @@ out a row beyond the smaller of that and its own count (fresh, without waiting f
 report to come back), so no worker can get ahead of data another worker will never have, and
 none waits on a peer that waits on it. Once every partition has ended, the bound is final: each
 epoch delivers exactly that many rows, and the rows beyond it are held back
-(``rows_held_back``). Data dealt out by the driver over a shuffle is balanced, so that is a few
-rows at most. Data fed as it is (one partition per node) is equalized by moving rows instead:
-the bound is final only once every partition has ended, and if the shares are unequal it comes
-with a plan that sends the surplus rows from node to node (:mod:`~sparktf.node.feed.exchange`).
+(``rows_held_back``). With ``exchange`` (equalizing, but for ``rebalance=False``) the bound is
+final only once every partition has ended, and if the shares are unequal (fed as they are, or
+dealt out by the driver: up to a row per input partition apart) it comes with a plan that
+sends the surplus rows from node to node (:mod:`~sparktf.node.feed.exchange`): only
+``total % trainers`` rows an epoch are held back.
 
 The parts, each a module:
 

@@ -1,10 +1,12 @@
-"""Rows moved between training nodes after the first pass, when shares fed as they are turn out
-unequal (the driver's plan: :func:`sparktf.driver.partition.moves`).
+"""Rows moved between training nodes after the first pass, when their shares turn out unequal
+(the driver's plan: :func:`sparktf.driver.partition.moves`).
 
 Data already partitioned one partition per training node is fed as it is: no Spark job counts
-it first, no shuffle deals it out. Each node keeps its first pass in its spool and listens here
-for rows from its peers. Once every share has ended, the driver knows their sizes; when
-equalizing them would hold back more than a few rows, the final bound comes with a plan. A node
+it first, no shuffle deals it out; other data is dealt out without counting it either, each
+input partition from its own offset, so shares may differ there too. Each node keeps its first
+pass in its spool and listens here for rows from its peers. Once every share has ended, the
+driver knows their sizes; when a share has fewer than ``total // trainers`` rows, the final
+bound comes with a plan, so that only ``total % trainers`` rows are held back. A node
 with more than the target *gives* the last rows of its share, read from its spool, to nodes
 with fewer, which *take* them as the rest of their first epoch (after their own rows, giver by
 giver in the plan's order) and keep them in their spool for later epochs. Only those rows cross

@@ -34,7 +34,7 @@ class Spool:
                 f"num_epochs={self._num_epochs} keeps on local disk"
                 if self._num_epochs > 1
                 else "equalizing keeps on local disk to move rows between unequal "
-                "partitions (pass rebalance=True to have Spark deal them out instead)"
+                "shares (equalize=False keeps nothing)"
             )
             raise FeedError(
                 f"this node's share of the data is over spark.sparktf.spoolMaxBytes="
