@@ -195,3 +195,24 @@ def test_adaptive_execution_runs_no_job_before_the_cluster_exists(spark):
     assert all_jobs(sc) == before
     assert [t.rebalance for t in planned] == [False, True, False]
     data[2].unpersist()
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["repartition(2)", "cached"])
+def test_an_empty_dataframe_fed_as_it_is_still_starts_and_ends_the_nodes(spark, cache):
+    """Adaptive execution plans an empty shuffle's result as no partitions at all: the barrier
+    stage then runs no task, and the nodes must still start, get the end of their (empty)
+    data and return."""
+    df = spark.range(0, 0, numPartitions=3).repartition(2)
+    if cache:
+        df = cached(df)
+    cluster = sparktf.run(
+        spark.sparkContext,
+        feed_jobs.sum_ids,
+        {"col": "id"},
+        num_executors=2,
+        input_mode=sparktf.InputMode.SPARK,
+    )
+    cluster.train(df, timeout=120)
+    cluster.shutdown(timeout=120)
+    assert [r["rows"] for r in cluster.results.values()] == [0, 0]
+    df.unpersist()
