@@ -13,10 +13,12 @@ For each number of epochs E (1 and 3) and each layout of the data:
   ``mapInArrow`` for a DataFrame, ``mapPartitions`` for an RDD, touching each batch, each
   pass ``collect()``-ed on the driver, timed on the driver, run back to back with sparktf.
 
-Layouts: ``as-is`` is the data cached in 2 partitions (``repartition(2)``), one per node: fed
-as it is; ``dealt`` is the same rows cached in 3 partitions, which sparktf deals out over a
-shuffle (the baseline still reads the 2-partition copy: Spark's barrier stage needs a slot
-per partition and the cluster has 2).
+Layouts: ``as-is`` is the data cached in 2 partitions, one per node: fed as it is; ``dealt``
+is the same cached rows as 3 partitions (a union with an empty one), which sparktf deals out
+over a shuffle; ``forced`` (``--layouts as-is,forced``) is the 2 cached partitions dealt out all
+the same (``rebalance=True``: what sparktf 06a8b60 did with a cached DataFrame, whose count it
+no longer read under adaptive execution). The baseline reads the 2 cached partitions (Spark's barrier stage needs a slot
+per partition, and the cluster has 2).
 
 **The ratio is Spark's wall / sparktf's wall**: how many times faster than Spark's own
 passes the whole sparktf call is (above 1: faster; equal to sparktf's rows/s over Spark's).
@@ -86,7 +88,7 @@ def read_all(args, ctx):
     }
 
 
-def sparktf_call(sc, data, epochs, rows, phases):
+def sparktf_call(sc, data, epochs, rows, phases, **train_args):
     """Seconds of run() + train() + shutdown() on the driver; their split into ``phases``."""
     import sparktf
 
@@ -95,7 +97,7 @@ def sparktf_call(sc, data, epochs, rows, phases):
         sc, read_all, None, num_executors=2, log_to_driver=False, input_mode=sparktf.InputMode.SPARK
     )
     t1 = time.time()
-    cluster.train(data, num_epochs=epochs)
+    cluster.train(data, num_epochs=epochs, **train_args)
     t2 = time.time()
     cluster.shutdown()
     t3 = time.time()
@@ -146,13 +148,12 @@ def build(spark, form, rows, parts):
     """The rows cached in ``parts`` partitions, as a DataFrame or an RDD of (features, label)."""
     from pyspark import StorageLevel
 
-    df = (
-        spark.range(0, rows, numPartitions=parts)
-        .mapInArrow(make_batches, "features array<float>, label long")
-        .persist(StorageLevel.MEMORY_ONLY)
+    df = spark.range(0, rows, numPartitions=parts).mapInArrow(
+        make_batches, "features array<float>, label long"
     )
-    df.count()
     if form == "df":
+        df = df.persist(StorageLevel.MEMORY_ONLY)
+        df.count()
         return df
 
     def to_example(row):
@@ -160,22 +161,31 @@ def build(spark, form, rows, parts):
 
         return (np.asarray(row.features, dtype="float32"), int(row.label))
 
-    rdd = df.rdd.map(to_example).persist(StorageLevel.MEMORY_ONLY)
+    rdd = df.rdd.map(to_example).persist(StorageLevel.MEMORY_ONLY)  # only one copy cached
     rdd.count()
-    df.unpersist()
     return rdd
 
 
-def measure(sc, data, base, epochs, rows, repeats, phases):
+def with_an_empty_part(spark, data):
+    """The same cached rows in 3 partitions: a union with one empty partition. Only one copy
+    is cached (two of 150,000 rows do not fit the executors), and sparktf must deal it out:
+    3 partitions for 2 nodes, a union that Spark's barrier stage refuses anyway."""
+    if hasattr(data, "mapInArrow"):
+        return data.union(spark.createDataFrame(spark.sparkContext.parallelize([], 1), data.schema))
+    return data.union(spark.sparkContext.parallelize([], 1))
+
+
+def measure(sc, layout, base, epochs, rows, repeats, phases):
     """Per repeat: (sparktf seconds, Spark seconds), run back to back, the order alternating."""
+    data, train_args = layout
     out = []
     for i in range(repeats):
         if i % 2:
-            ours = sparktf_call(sc, data, epochs, rows, phases)
+            ours = sparktf_call(sc, data, epochs, rows, phases, **train_args)
             theirs = spark_passes(base, epochs, rows)
         else:
             theirs = spark_passes(base, epochs, rows)
-            ours = sparktf_call(sc, data, epochs, rows, phases)
+            ours = sparktf_call(sc, data, epochs, rows, phases, **train_args)
         out.append((ours, theirs))
     return out
 
@@ -207,9 +217,11 @@ def main():
 
     pf.wait_for_slots(sc, 2, 60)
     base = build(spark, a.form, a.rows, 2)
-    layouts = {"as-is": base}
-    if "dealt" in a.layouts:
-        layouts["dealt"] = build(spark, a.form, a.rows, 3)
+    layouts = {
+        "as-is": (base, {}),
+        "dealt": (with_an_empty_part(spark, base), {}),
+        "forced": (base, {"rebalance": True}),
+    }
     spark_passes(base, 1, a.rows)  # warm both paths once: Python workers, imports
     sparktf_call(sc, base, 1, a.rows, {})
     print(
