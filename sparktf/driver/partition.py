@@ -148,17 +148,26 @@ def barrier_ready(data: RDD[Any] | DataFrame) -> bool:
     Spark refuses a barrier stage whose narrow lineage has an RDD with another number of
     partitions than the stage's (``union``, ``coalesce``, partition pruning...): such data is
     dealt out over a shuffle instead. Walks the lineage on the JVM; for a DataFrame, that of
-    ``df.rdd``, which pyspark keeps (counting the partitions built it already): no Spark job.
+    ``df.rdd``, which pyspark keeps: no Spark job, but only for a DataFrame without adaptive
+    execution's shuffles (:mod:`sparktf.driver.layout` asks its plan instead).
     """
     from pyspark import RDD
 
     rdd = data if isinstance(data, RDD) else data.rdd
     if getattr(rdd, _READY, False):
         return True  # a lineage never changes (a checkpoint only shortens it): asked before
-    root = rdd._jrdd.rdd()
-    jvm = rdd.ctx._jvm
-    if jvm is None:  # a stopped SparkContext: Spark would refuse any stage
+    if rdd.ctx._jvm is None:  # a stopped SparkContext: Spark would refuse any stage
         return False
+    ready = uniform_lineage(rdd._jrdd.rdd(), rdd.ctx._jvm)
+    if ready:
+        setattr(rdd, _READY, True)
+    return ready
+
+
+def uniform_lineage(root: Any, jvm: Any) -> bool:
+    """Whether every RDD of the last stage of ``root`` (a JVM RDD), walked back to the
+    shuffles that start it, has ``root``'s number of partitions: Spark's condition for a
+    barrier stage over it. A few py4j calls per RDD, no Spark job."""
     shuffle = jvm.java.lang.Class.forName("org.apache.spark.ShuffleDependency")
     n, seen, todo = root.getNumPartitions(), set(), [root]
     while todo:
@@ -173,7 +182,6 @@ def barrier_ready(data: RDD[Any] | DataFrame) -> bool:
             dep = deps.apply(i)
             if not shuffle.isInstance(dep):  # a shuffle starts another stage
                 todo.append(dep.rdd())
-    setattr(rdd, _READY, True)
     return True
 
 
@@ -345,16 +353,6 @@ def dataframe_outputs_in_order(scored: DataFrame, num_nodes: int) -> DataFrame:
         .sortWithinPartitions(order)
         .drop(KEY, order)
     )
-
-
-def dataframe_partitions(df: DataFrame) -> int | None:
-    """How many partitions ``df`` has, if Spark can say without running a job: None for a
-    plan under adaptive execution (one with a shuffle), whose ``df.rdd`` runs every shuffle
-    of it at once, outside the cluster's Spark job (and the barrier job runs them again)."""
-    plan = df._jdf.queryExecution().executedPlan()
-    if plan.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
-        return None
-    return df.rdd.getNumPartitions()
 
 
 def dataframe_in_order(df: DataFrame, num_nodes: int) -> DataFrame | None:

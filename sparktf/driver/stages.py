@@ -7,12 +7,13 @@ that attempt's barrier stage. The tasks themselves are :func:`sparktf.task.barri
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
-from sparktf.driver import partition
+from sparktf.driver import layout, partition
 from sparktf.errors import ConfigError
 from sparktf.task.barrier import barrier_task
 
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 Stage = Callable[[], Any]
+
+log = logging.getLogger(__name__)
 
 
 def _with(rdd, profile):
@@ -116,22 +119,13 @@ class Training:
         trainers = sum(r.trains for r in roles)
         if not _is_rdd(data):
             data = partition.vectors_as_arrays(data)[0]
-        parts = data.getNumPartitions() if _is_rdd(data) else partition.dataframe_partitions(data)
+        decision = layout.decide(layout.known(data), n, trainers, rebalance)
+        log.info("sparktf: %s", decision.why)
         # Equalizing moves the surplus rows node to node after the first pass, whether the
         # data is fed as it is or dealt out (a deal-out knows each partition's size alone:
         # partition.dealt_shares); rebalance=False holds the surplus back instead.
         self.exchange = rebalance is not False and equalize and trainers > 1
-        if rebalance is None:
-            # One partition per training node already: fed as it is, without a Spark job to
-            # count it or a shuffle to deal it out.
-            rebalance = not (parts == n == trainers and partition.barrier_ready(data))
-        elif not rebalance and not parts == n == trainers:
-            raise ConfigError(
-                f"rebalance=False needs one data partition per node and no ps or "
-                f"evaluator; the data has {parts or 'an unknown number of'} "
-                f"partitions (a shuffle's, known once it runs) for {n} nodes "
-                f"({trainers} training): leave rebalance unset"
-            )
+        rebalance = decision.rebalance
         self.sc, self.n, self.trainers, self.profile = sc, n, trainers, profile
         self.data, self.rebalance = data, rebalance
         self.rdd = self.raw = self.schema = None
@@ -241,7 +235,8 @@ class Inference:
         data, n = self.data, self.n
         launch = dataclasses.replace(launch, output_schema=arrow_schema(data, self.schema))
         df = data
-        if not (partition.dataframe_partitions(data) == n and partition.barrier_ready(data)):
+        shape = layout.dataframe_known(data)
+        if not (shape.count == n and shape.ready):
             # Dealt out into one range per node; an empty DataFrame has none to deal
             # (one partition per node, empty or not, is fed as it is: no job to ask).
             df = partition.dataframe_in_order(data, n)
