@@ -7,6 +7,9 @@
     bin/yarn-test-cluster.sh yarn ARGS  # Hadoop's `yarn` CLI: yarn logs -applicationId ID,
                                         #   yarn application -list|-kill ID|-status ID
     bin/yarn-test-cluster.sh hdfs ARGS  # Hadoop's `hdfs dfs ...` (FsShell), e.g. hdfs dfs -ls /
+    bin/yarn-test-cluster.sh start --hosts N   # (root) a master and N worker hosts, each a
+                                        # network namespace on a bridge: bin/yarn_hosts.py
+    bin/yarn-test-cluster.sh partition|heal|crash HOST, firewall HOST LO-HI|off
 
 Apache Hadoop **3.5.0** (the release of the client that pyspark 4.3's wheel ships): a
 ResourceManager, a NodeManager, a NameNode and a DataNode, each its own JVM (``java -cp ...
