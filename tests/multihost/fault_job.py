@@ -1,4 +1,4 @@
-"""A job a test breaks mid-training, spark-submitted by test_faults.py to the multi-host test
+"""A job a test breaks mid-training, spark-submitted by test_network_faults.py to the multi-host test
 YARN: ``ParameterServerStrategy`` (a chief, two workers serving with ``ctx.serve()``, one ps;
 workers restartable in place), ``heartbeat_timeout`` from argv. The driver prints
 ``SPEC=<cluster spec json>`` once the chief has trained 2 epochs (the test then injects its

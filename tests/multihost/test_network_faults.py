@@ -105,6 +105,19 @@ def sparktf_on(hosts, name):
     return left
 
 
+def worker_host(hosts, job):
+    """Once the job trains: worker:0's host (its name), and every node YARN put there."""
+    spec = json.loads(job.value("SPEC", timeout=400))
+    by_address = {a: n for n, a in hosts.workers.items()}
+    placement = {
+        f"{kind}:{i}": by_address[addr.rsplit(":", 1)[0]]
+        for kind, addrs in spec.items()
+        for i, addr in enumerate(addrs)
+    }
+    name = placement["worker:0"]
+    return name, sorted(r for r, h in placement.items() if h == name)
+
+
 def test_a_worker_host_partitioned_mid_training(hosts, tmp_path):
     """worker:0's host loses its link mid-training: the driver ends the job (or restarts the
     worker) within heartbeat_timeout + the kill wait, naming a node of that host; on the
@@ -113,15 +126,7 @@ def test_a_worker_host_partitioned_mid_training(hosts, tmp_path):
     job = Job(hosts, tmp_path)
     name = None
     try:
-        spec = json.loads(job.value("SPEC", timeout=400))
-        by_address = {a: n for n, a in hosts.workers.items()}
-        placement = {
-            f"{kind}:{i}": by_address[addr.rsplit(":", 1)[0]]
-            for kind, addrs in spec.items()
-            for i, addr in enumerate(addrs)
-        }
-        name = placement["worker:0"]
-        on_host = sorted(r for r, h in placement.items() if h == name)
+        name, on_host = worker_host(hosts, job)
         partitioned = time.time()
         hosts.verb("partition", name)
         ended, _, outcome = job.value("ENDED", timeout=300).partition(" OUTCOME=")
@@ -237,15 +242,7 @@ def test_a_crashed_host_is_found_and_leaves_nothing(hosts, tmp_path):
     of the tier: the host stays down.)"""
     job = Job(hosts, tmp_path)
     try:
-        spec = json.loads(job.value("SPEC", timeout=400))
-        by_address = {a: n for n, a in hosts.workers.items()}
-        placement = {
-            f"{kind}:{i}": by_address[addr.rsplit(":", 1)[0]]
-            for kind, addrs in spec.items()
-            for i, addr in enumerate(addrs)
-        }
-        name = placement["worker:0"]
-        on_host = sorted(r for r, h in placement.items() if h == name)
+        name, on_host = worker_host(hosts, job)
         crashed = time.time()
         hosts.verb("crash", name)
         assert not hosts.host_processes(name)
