@@ -274,6 +274,12 @@ def write_hdfs_conf(state: str) -> dict:
             "dfs.webhdfs.enabled": "true",
         },
     )
+    write_log4j(conf)
+    return {"url": url, "webhdfs": f"http://127.0.0.1:{ports['http']}", "conf": conf}
+
+
+def write_log4j(conf: str) -> None:
+    """The daemons' log4j.properties in ``conf`` (console, INFO; YARN's memory checks)."""
     with open(os.path.join(conf, "log4j.properties"), "w") as f:
         f.write(
             "hadoop.root.logger=INFO,console\nlog4j.rootLogger=${hadoop.root.logger}\n"
@@ -286,7 +292,6 @@ def write_hdfs_conf(state: str) -> dict:
             "log4j.logger.org.apache.hadoop.yarn.server.nodemanager.containermanager."
             "monitor.ContainersMonitorImpl=DEBUG\n"
         )
-    return {"url": url, "webhdfs": f"http://127.0.0.1:{ports['http']}", "conf": conf}
 
 
 def classpath(conf: str) -> str:

@@ -8,6 +8,10 @@
 #   bin/yarn-test-cluster.sh status|stop
 #   bin/yarn-test-cluster.sh yarn logs -applicationId ID    # Hadoop's yarn CLI
 #   bin/yarn-test-cluster.sh hdfs dfs -ls /                 # Hadoop's hdfs dfs
+#   bin/yarn-test-cluster.sh start --hosts 3   # (root) a master + 3 worker hosts, each a
+#                                              # network namespace with its own address
+#   bin/yarn-test-cluster.sh partition|heal|crash HOST   # faults on one worker host
+#   bin/yarn-test-cluster.sh firewall HOST LO-HI|off     # nftables in the host
 #
 # More: bin/yarn_test_cluster.py's docstring.
 set -euo pipefail

@@ -7,6 +7,9 @@
     bin/yarn-test-cluster.sh yarn ARGS  # Hadoop's `yarn` CLI: yarn logs -applicationId ID,
                                         #   yarn application -list|-kill ID|-status ID
     bin/yarn-test-cluster.sh hdfs ARGS  # Hadoop's `hdfs dfs ...` (FsShell), e.g. hdfs dfs -ls /
+    bin/yarn-test-cluster.sh start --hosts N   # (root) a master and N worker hosts, each a
+                                        # network namespace on a bridge: bin/yarn_hosts.py
+    bin/yarn-test-cluster.sh partition|heal|crash HOST, firewall HOST LO-HI|off
 
 Apache Hadoop **3.5.0** (the release of the client that pyspark 4.3's wheel ships): a
 ResourceManager, a NodeManager, a NameNode and a DataNode, each its own JVM (``java -cp ...
@@ -27,12 +30,14 @@ and NodeManager directories, logs, PIDs) is in ``$SPARKTF_YARN_DIR`` (default
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hdfs_test_cluster as hadoop
+import yarn_hosts
 
 hadoop.PREFIX = "yarn-test-cluster"
 
@@ -57,6 +62,51 @@ def log(msg: str) -> None:
     print(f"yarn-test-cluster: {msg}", file=sys.stderr, flush=True)
 
 
+def common_yarn_props(state: str, memory: int, vcores: int) -> dict:
+    """yarn-site.xml's settings other than the daemons' addresses (every host's the same)."""
+    nm = os.path.join(state, "nm")
+    return {
+        "yarn.nodemanager.resource.memory-mb": memory,
+        "yarn.nodemanager.resource.cpu-vcores": vcores,
+        "yarn.scheduler.minimum-allocation-mb": 256,
+        "yarn.scheduler.maximum-allocation-mb": memory,
+        "yarn.scheduler.maximum-allocation-vcores": vcores,
+        # a container's processes (JVM + Python workers + TF process) over its size: killed
+        "yarn.nodemanager.pmem-check-enabled": "true",
+        "yarn.nodemanager.vmem-check-enabled": "false",
+        # Hadoop 3.5's monitor skips its own check when "strict" (cgroups) enforcement is on,
+        # which it is by default even without cgroups: nothing was ever killed for memory
+        "yarn.nodemanager.resource.memory.enforced": "false",
+        "yarn.nodemanager.container-monitor.interval-ms": 1000,
+        "yarn.nodemanager.local-dirs": os.path.join(nm, "local"),
+        "yarn.nodemanager.log-dirs": os.path.join(nm, "logs"),
+        # a shared developer disk may be fuller than YARN's default 90 %: not "unhealthy"
+        "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": 99.9,
+        "yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb": 512,
+        "yarn.log-aggregation-enable": "true",
+        "yarn.nodemanager.remote-app-log-dir": "/tmp/logs",
+        "yarn.log-aggregation.retain-seconds": 86400,
+        "yarn.nodemanager.env-whitelist": "JAVA_HOME,HADOOP_COMMON_HOME,HADOOP_HDFS_HOME,HADOOP_CONF_DIR,"
+        "HADOOP_YARN_HOME,PATH,LANG,TZ",
+        # a killed container's processes get SIGTERM, then SIGKILL this much later
+        "yarn.nodemanager.sleep-delay-before-sigkill.ms": 250,
+        "yarn.resourcemanager.nodemanager-connect-retries": 10,
+        "yarn.nodemanager.resourcemanager.minimum.version": "NONE",
+    }
+
+
+CAPACITY = {
+    "yarn.scheduler.capacity.root.queues": "default",
+    "yarn.scheduler.capacity.root.default.capacity": 100,
+    "yarn.scheduler.capacity.root.default.maximum-capacity": 100,
+    # the default 0.1 leaves ApplicationMasters 1.2 GB of 12: a cluster-mode driver
+    # (1 GB + overhead) would wait forever as ACCEPTED
+    "yarn.scheduler.capacity.maximum-am-resource-percent": 0.5,
+    "yarn.scheduler.capacity.root.default.acl_submit_applications": "*",
+    "yarn.scheduler.capacity.root.default.acl_administer_queue": "*",
+}
+
+
 def write_yarn_conf(state: str, conf: str) -> dict:
     """yarn-site.xml and capacity-scheduler.xml beside the HDFS files; the addresses."""
     ports = {
@@ -65,7 +115,6 @@ def write_yarn_conf(state: str, conf: str) -> dict:
     }
     memory = int(os.environ.get("SPARKTF_YARN_MEMORY_MB", "12288"))
     vcores = int(os.environ.get("SPARKTF_YARN_VCORES", "8"))
-    nm = os.path.join(state, "nm")
     hadoop.write_site(
         conf,
         "yarn-site.xml",
@@ -80,48 +129,10 @@ def write_yarn_conf(state: str, conf: str) -> dict:
             "yarn.nodemanager.address": f"127.0.0.1:{ports['nm']}",
             "yarn.nodemanager.webapp.address": f"127.0.0.1:{ports['nm_web']}",
             "yarn.nodemanager.localizer.address": f"127.0.0.1:{ports['localizer']}",
-            "yarn.nodemanager.resource.memory-mb": memory,
-            "yarn.nodemanager.resource.cpu-vcores": vcores,
-            "yarn.scheduler.minimum-allocation-mb": 256,
-            "yarn.scheduler.maximum-allocation-mb": memory,
-            "yarn.scheduler.maximum-allocation-vcores": vcores,
-            # a container's processes (JVM + Python workers + TF process) over its size: killed
-            "yarn.nodemanager.pmem-check-enabled": "true",
-            "yarn.nodemanager.vmem-check-enabled": "false",
-            # Hadoop 3.5's monitor skips its own check when "strict" (cgroups) enforcement is on,
-            # which it is by default even without cgroups: nothing was ever killed for memory
-            "yarn.nodemanager.resource.memory.enforced": "false",
-            "yarn.nodemanager.container-monitor.interval-ms": 1000,
-            "yarn.nodemanager.local-dirs": os.path.join(nm, "local"),
-            "yarn.nodemanager.log-dirs": os.path.join(nm, "logs"),
-            # a shared developer disk may be fuller than YARN's default 90 %: not "unhealthy"
-            "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": 99.9,
-            "yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb": 512,
-            "yarn.log-aggregation-enable": "true",
-            "yarn.nodemanager.remote-app-log-dir": "/tmp/logs",
-            "yarn.log-aggregation.retain-seconds": 86400,
-            "yarn.nodemanager.env-whitelist": "JAVA_HOME,HADOOP_COMMON_HOME,HADOOP_HDFS_HOME,HADOOP_CONF_DIR,"
-            "HADOOP_YARN_HOME,PATH,LANG,TZ",
-            # a killed container's processes get SIGTERM, then SIGKILL this much later
-            "yarn.nodemanager.sleep-delay-before-sigkill.ms": 250,
-            "yarn.resourcemanager.nodemanager-connect-retries": 10,
-            "yarn.nodemanager.resourcemanager.minimum.version": "NONE",
+            **common_yarn_props(state, memory, vcores),
         },
     )
-    hadoop.write_site(
-        conf,
-        "capacity-scheduler.xml",
-        {
-            "yarn.scheduler.capacity.root.queues": "default",
-            "yarn.scheduler.capacity.root.default.capacity": 100,
-            "yarn.scheduler.capacity.root.default.maximum-capacity": 100,
-            # the default 0.1 leaves ApplicationMasters 1.2 GB of 12: a cluster-mode driver
-            # (1 GB + overhead) would wait forever as ACCEPTED
-            "yarn.scheduler.capacity.maximum-am-resource-percent": 0.5,
-            "yarn.scheduler.capacity.root.default.acl_submit_applications": "*",
-            "yarn.scheduler.capacity.root.default.acl_administer_queue": "*",
-        },
-    )
+    hadoop.write_site(conf, "capacity-scheduler.xml", CAPACITY)
     os.makedirs(os.path.join(conf, "webapps", "nodemanager"), exist_ok=True)
     return {"rm_web": f"http://127.0.0.1:{ports['web']}", "rm": f"127.0.0.1:{ports['rm']}"}
 
@@ -133,6 +144,25 @@ def yarn_ready(rm_web: str) -> bool:
     except (OSError, ValueError, KeyError):
         return False
     return any(n.get("state") == "RUNNING" for n in nodes.get("node", []))
+
+
+def make_hdfs_dirs(conf: str) -> str | None:
+    """Log aggregation's root (and /user) on HDFS, world-writable as on a real cluster (the
+    NodeManager writes there as the application's user); why not, if it failed."""
+    for args in (
+        ("-mkdir", "-p", "/tmp/logs", "/user"),
+        ("-chmod", "1777", "/tmp", "/tmp/logs", "/user"),
+    ):
+        out = subprocess.run(
+            hadoop.java_cmd(conf, CLI["dfs"], *args),
+            capture_output=True,
+            text=True,
+            env=hadoop.daemon_env(conf),
+            timeout=120,
+        )
+        if out.returncode:
+            return f"could not create /tmp/logs on HDFS:\n{out.stderr[-2000:]}"
+    return None
 
 
 def start(state: str) -> int:
@@ -147,24 +177,9 @@ def start(state: str) -> int:
     addresses = write_yarn_conf(state, conf)
     with open(os.path.join(state, "urls"), "a") as f:
         f.write(f"{addresses['rm_web']}\n")
-    # log aggregation's root, world-writable as on a real cluster (the NodeManager writes there
-    # as the application's user)
-    shell = subprocess.run(
-        hadoop.java_cmd(conf, CLI["dfs"], "-mkdir", "-p", "/tmp/logs", "/user"),
-        capture_output=True,
-        text=True,
-        env=hadoop.daemon_env(conf),
-        timeout=120,
-    )
-    chmod = subprocess.run(
-        hadoop.java_cmd(conf, CLI["dfs"], "-chmod", "1777", "/tmp", "/tmp/logs", "/user"),
-        capture_output=True,
-        text=True,
-        env=hadoop.daemon_env(conf),
-        timeout=120,
-    )
-    if shell.returncode or chmod.returncode:
-        log(f"could not create /tmp/logs on HDFS:\n{shell.stderr[-2000:]}{chmod.stderr[-2000:]}")
+    failed = make_hdfs_dirs(conf)
+    if failed:
+        log(failed)
         hadoop.stop_children(procs, state)
         return 1
     procs["resourcemanager"] = hadoop.launch(
@@ -180,13 +195,97 @@ def start(state: str) -> int:
     return 0
 
 
+def start_hosts(state: str, n: int) -> int:
+    """``start --hosts N``: the master in the root namespace, N worker hosts (bin/yarn_hosts.py);
+    everything made is removed again if any step fails."""
+    why = yarn_hosts.usable()
+    if why:
+        log(f"--hosts {n}: {why}")
+        return 1
+    if hadoop.running(state) or yarn_hosts.load_net(state):
+        log(f"already running in {state}; stop it first: bin/yarn-test-cluster.sh stop")
+        return 1
+    shutil.rmtree(state, ignore_errors=True)
+    os.makedirs(state, mode=0o700)
+    hadoop.fetch(hadoop.cache_dir())
+    net: dict = {}
+    try:
+        net = yarn_hosts.make_network(state, n)
+        memory = int(os.environ.get("SPARKTF_YARN_MEMORY_MB", yarn_hosts.WORKER_MEMORY_MB))
+        vcores = int(os.environ.get("SPARKTF_YARN_VCORES", yarn_hosts.WORKER_VCORES))
+        info = yarn_hosts.write_confs(
+            state, net, common_yarn_props(state, memory, vcores), CAPACITY
+        )
+        info["spark_conf"] = yarn_hosts.write_spark_conf(
+            state, net["master"]["address"], os.path.dirname(os.path.dirname(__file__))
+        )
+        procs = yarn_hosts.start_daemons(state, net, {"resourcemanager": RESOURCEMANAGER})
+        yarn_hosts.wait(
+            f"HDFS with {n} DataNodes",
+            lambda: yarn_hosts.live_datanodes(info["webhdfs"]) == n,
+            procs,
+            state,
+        )
+        failed = make_hdfs_dirs(info["conf"])
+        if failed:
+            raise yarn_hosts.HostsError(failed)
+        yarn_hosts.start_nodemanagers(state, net, procs, NODEMANAGER)
+        yarn_hosts.wait(
+            f"YARN with {n} NodeManagers",
+            lambda: len(yarn_hosts.running_nodemanagers(info["rm_web"])) == n,
+            procs,
+            state,
+        )
+    except (yarn_hosts.HostsError, OSError, subprocess.SubprocessError) as e:
+        log(f"start --hosts {n} failed: {e}\nremoving what it made")
+        stop_hosts(state, yarn_hosts.load_net(state) or net)
+        return 1
+    with open(os.path.join(state, "urls"), "w") as f:
+        f.write(f"{info['url']} {info['webhdfs']}\n{info['rm_web']}\n")
+    print("\n".join(yarn_hosts.describe(net, info)))
+    log(f"running {n} worker hosts; state in {state}; stop with: bin/yarn-test-cluster.sh stop")
+    return 0
+
+
+def stop_hosts(state: str, net: dict) -> int:
+    stopped = yarn_hosts.stop(state, net) if net else hadoop.stop_pids(state, STOP_ORDER)
+    log(
+        f"stopped: {len(net.get('hosts', []))} worker hosts and their network removed, "
+        f"{stopped} master daemons"
+    )
+    return 0
+
+
 def stop(state: str) -> int:
+    net = yarn_hosts.load_net(state)
+    if net is not None:
+        return stop_hosts(state, net)
     stopped = hadoop.stop_pids(state, STOP_ORDER)
     log(f"stopped ({stopped} daemons)" if stopped else "was not running")
     return 0
 
 
+def status_hosts(state: str, net: dict) -> int:
+    pids = hadoop.running(state)
+    for line in yarn_hosts.host_status(state, net):
+        print(line)
+    try:
+        with open(os.path.join(state, "urls")) as f:
+            url, webhdfs, rm_web = f.read().split()[:3]
+    except (OSError, ValueError):
+        log("half started or half stopped: stop it")
+        return 1
+    print(f"host master {net['master']['address']}: ResourceManager {rm_web}, HDFS {url}")
+    print(f"HADOOP_CONF_DIR={os.path.join(state, 'conf')}")
+    up = len(pids) == 2
+    log(f"master daemons {'running' if up else 'NOT all running'} (PIDs {pids})")
+    return 0 if up else 1
+
+
 def status(state: str) -> int:
+    net = yarn_hosts.load_net(state)
+    if net is not None:
+        return status_hosts(state, net)
     pids = hadoop.running(state)
     expected = len(STOP_ORDER)
     if len(pids) == expected and len(hadoop.pid_files(state)) == expected:
@@ -221,10 +320,38 @@ def cli(state: str, tool: str, args: list[str]) -> int:
     return subprocess.run(cmd, env=hadoop.daemon_env(conf)).returncode
 
 
+def fault(state: str, verb: str, args: list[str]) -> int:
+    """partition|heal|crash HOST, firewall HOST LO-HI|off: on one worker host."""
+    try:
+        if verb in ("partition", "heal") and len(args) == 1:
+            yarn_hosts.set_link(state, args[0], up=verb == "heal")
+            log(f"{args[0]}: link {'up' if verb == 'heal' else 'down'}")
+        elif verb == "crash" and len(args) == 1:
+            killed = yarn_hosts.crash(state, args[0])
+            log(f"{args[0]}: link down, {len(killed)} processes SIGKILLed: {killed}")
+        elif verb == "firewall" and len(args) == 2:
+            yarn_hosts.firewall(state, args[0], args[1])
+            log(f"{args[0]}: firewall {args[1]}")
+        else:
+            log(f"usage: {verb} HOST" + (" LO-HI|off" if verb == "firewall" else ""))
+            return 2
+    except yarn_hosts.HostsError as e:
+        log(str(e))
+        return 1
+    return 0
+
+
 def main(argv: list[str]) -> int:
     state = state_dir()
     if argv and argv[0] in ("yarn", "hdfs"):
         return cli(state, argv[0], argv[1:])
+    if argv and argv[0] in ("partition", "heal", "crash", "firewall"):
+        return fault(state, argv[0], argv[1:])
+    if argv[:2] == ["start", "--hosts"] and len(argv) == 3 and argv[2].isdigit():
+        if int(argv[2]) < 2:
+            log("--hosts N needs N >= 2 (without --hosts: one host on loopback)")
+            return 2
+        return start_hosts(state, int(argv[2]))
     if len(argv) != 1 or argv[0] not in ("start", "stop", "status"):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2

@@ -42,6 +42,7 @@ FOLDER_MARKERS = {
     "journeys": ("journeys",),
     "hadoop": ("hadoop", "slow"),
     "yarn": ("yarn", "slow"),
+    "multihost": ("multihost", "slow"),
 }
 
 #: The markers a test gets wherever it is, for a fixture it uses: what that fixture starts.

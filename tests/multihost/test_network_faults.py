@@ -1,0 +1,263 @@
+"""What a network does to a job (issue 47 §3), on the multi-host test YARN: a fault injected
+on one worker host mid-training (bin/yarn-test-cluster.sh partition|crash HOST), each with the
+bound it is held to, and nothing of the old attempt left on the host afterwards.
+
+The job (fault_job.py) is TF2 ParameterServerStrategy with restartable workers
+(``heartbeat_timeout`` 10 s): a chief, two workers, a ps in four executors on three hosts.
+The host broken is worker:0's (whatever else YARN put there).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+import psutil
+import pytest
+from helpers.procs import wait_until
+
+pytestmark = [pytest.mark.tf, pytest.mark.timeout(600)]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT_BIN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "bin")
+HEARTBEAT = 10.0
+#: heartbeat_timeout + stopGrace (3 s) + KILL_WAIT (10 s) (docs/reliability.md: a frozen worker
+#: whose supervisor cannot be reached) + 1 s, and a margin for a loaded 2-core machine
+DETECTION_BOUND = HEARTBEAT + 3 + 10 + 1 + 20
+#: Measured (docs/reliability.md): the node is named at heartbeat_timeout (10 s; a restartable
+#: worker's supervisor, unreachable, is then given 13 s), yet the job ends 49-55 s after the
+#: fault, 153 s when YARN's ApplicationMaster was on that host (Spark's executor-loss timeout)
+SLOW_END = (
+    "the driver names the lost node at heartbeat_timeout but raises only once it has stopped "
+    "every node, and the lost host's barrier task and supervisor cannot be reached (issue 47 "
+    "§3: the driver's side, sparktf/driver/state.py and task/barrier.py)"
+)
+
+
+class Job:
+    """fault_job.py spark-submitted in the background; its stdout lines as they come."""
+
+    def __init__(self, hosts, tmp_path):
+        cmd = [os.path.join(__import__("hosts_harness").pyspark_home(), "bin", "spark-submit")]
+        cmd += ["--master", "yarn"]
+        cmd += hosts.conf(
+            **{"spark.executor.instances": "4", "spark.executor.memoryOverhead": "1536m"}
+        )
+        cmd += [os.path.join(HERE, "fault_job.py"), str(HEARTBEAT), "400"]
+        self.proc = subprocess.Popen(
+            cmd,
+            env=hosts.env(),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=open(tmp_path / "driver.err", "w"),
+            text=True,
+        )
+        self.lines = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def value(self, key, timeout):
+        found = []
+
+        def seen():
+            found[:] = [x for x in self.lines if x.startswith(key + "=")]
+            return bool(found) or self.proc.poll() is not None
+
+        wait_until(seen, timeout=timeout, interval=0.2)
+        assert found, f"no {key}= from the driver: {self.lines[-30:]}"
+        return found[0].split("=", 1)[1]
+
+    def stop(self):
+        """The driver (spark-submit's JVM and its Python), by PID, with everything under it."""
+        try:
+            procs = [psutil.Process(self.proc.pid)]
+            procs += procs[0].children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        for p in procs:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        self.proc.wait(30)
+
+
+def sparktf_on(hosts, name):
+    """What is left in the host of YARN's containers (executors, Spark's Python workers,
+    sparktf's supervisors and TF nodes): every process in its namespace but its NodeManager
+    and DataNode."""
+    import hdfs_test_cluster
+
+    daemons = set(hdfs_test_cluster.pid_files(os.path.join(hosts.state, "hosts", name)).values())
+    left = []
+    for pid in hosts.host_processes(name):
+        if pid in daemons:
+            continue
+        try:
+            left.append((pid, " ".join(psutil.Process(pid).cmdline())[:160]))
+        except psutil.Error:
+            continue
+    return left
+
+
+def worker_host(hosts, job):
+    """Once the job trains: worker:0's host (its name), and every node YARN put there."""
+    spec = json.loads(job.value("SPEC", timeout=400))
+    by_address = {a: n for n, a in hosts.workers.items()}
+    placement = {
+        f"{kind}:{i}": by_address[addr.rsplit(":", 1)[0]]
+        for kind, addrs in spec.items()
+        for i, addr in enumerate(addrs)
+    }
+    name = placement["worker:0"]
+    return name, sorted(r for r, h in placement.items() if h == name)
+
+
+def test_a_worker_host_partitioned_mid_training(hosts, tmp_path):
+    """worker:0's host loses its link mid-training: the driver ends the job (or restarts the
+    worker) within heartbeat_timeout + the kill wait, naming a node of that host; on the
+    partitioned host every sparktf process stops within 60 s; after `heal` nothing of the
+    old attempt is left there, and the host's NodeManager is back."""
+    job = Job(hosts, tmp_path)
+    name = None
+    try:
+        name, on_host = worker_host(hosts, job)
+        partitioned = time.time()
+        hosts.verb("partition", name)
+        ended, _, outcome = job.value("ENDED", timeout=300).partition(" OUTCOME=")
+        detected = float(ended) - partitioned
+        print(
+            f"\n[multihost] partition of {name} ({on_host}): job ended after {detected:.1f}s: "
+            f"{outcome[:300]}"
+        )
+        if outcome != "ok":
+            assert any(role in outcome for role in on_host), (on_host, outcome)
+        ended_at = time.time()
+        gone = wait_until(lambda: not sparktf_on(hosts, name), timeout=60, interval=1.0)
+        left_partitioned = sparktf_on(hosts, name)
+        print(
+            f"[multihost] on the partitioned {name}: "
+            + (
+                f"clean {time.time() - ended_at:.1f}s after the job ended"
+                if gone
+                else f"still {len(left_partitioned)} processes 60 s after the job ended"
+            )
+        )
+    finally:
+        if name:
+            hosts.verb("heal", name)
+        job.stop()
+    healed = time.time()
+    assert wait_until(lambda: not sparktf_on(hosts, name), timeout=120, interval=1.0), sparktf_on(
+        hosts, name
+    )
+    print(f"[multihost] after heal, {name} clean in {time.time() - healed:.1f}s")
+    assert wait_until(lambda: name_running(hosts, name), timeout=120, interval=1.0)
+    # Known gaps (issue 47 §3, the driver's and the task's side, not the cluster's): the test
+    # then xfails naming them, once everything above held.
+    gaps = []
+    if detected > DETECTION_BOUND:
+        gaps.append(
+            f"the job ended {detected:.0f}s after the partition (bound {DETECTION_BOUND:.0f}s)"
+            f": {SLOW_END}"
+        )
+    if not gone:
+        gaps.append(
+            f"60 s after the job ended, the partitioned host still ran {left_partitioned}: "
+            "nothing there notices the driver is gone (no keepalive, no deadline)"
+        )
+    if gaps:
+        pytest.xfail("; ".join(gaps))
+
+
+def name_running(hosts, name):
+    import yarn_hosts
+
+    return hosts.workers[name] in yarn_hosts.running_nodemanagers(hosts.rm)
+
+
+def listen_in(hosts, name, port):
+    """A TCP listener in the worker host's namespace (a child of ours: killed by the caller)."""
+    import yarn_hosts
+
+    ns = yarn_hosts.host_of(hosts.net, name)["ns"]
+    code = (
+        "import socket,sys,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,"
+        f"socket.SO_REUSEADDR,1); s.bind(('0.0.0.0',{port})); s.listen(); print('up',flush=True);"
+        "time.sleep(120)"
+    )
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", ns, "python3", "-c", code], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "up"
+    return proc
+
+
+def reaches(address, port):
+    import socket
+
+    try:
+        socket.create_connection((address, port), timeout=3).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_firewall_opens_only_yarns_hdfss_ports_and_the_range(hosts):
+    """`firewall HOST LO-HI`: from the edge node a port in LO-HI and the NodeManager's port
+    answer, a port outside does not (dropped: a timeout, not a refusal); the NodeManager stays
+    RUNNING; `firewall HOST off` opens the host again."""
+    if shutil.which("nft") is None:
+        pytest.skip("no nft (Debian's nftables; .ci/run installs it)")
+    name = sorted(hosts.workers)[0]
+    address = hosts.workers[name]
+    inside, outside = listen_in(hosts, name, 40010), listen_in(hosts, name, 41010)
+    try:
+        hosts.verb("firewall", name, "40000-40099")
+        assert reaches(address, 40010) and reaches(address, 8041)
+        assert not reaches(address, 41010)
+        assert "firewall 40000-40099" in hosts.verb("status").stdout
+        assert name_running(hosts, name)  # (its heartbeats go out: outbound is not filtered)
+        hosts.verb("firewall", name, "off")
+        assert reaches(address, 41010)
+    finally:
+        for proc in (inside, outside):
+            proc.kill()
+            proc.wait()
+        subprocess.run(
+            [os.path.join(ROOT_BIN, "yarn-test-cluster.sh"), "firewall", name, "off"],
+            env=hosts.env(),
+            capture_output=True,
+        )
+
+
+def test_a_crashed_host_is_found_and_leaves_nothing(hosts, tmp_path):
+    """worker:0's host crashed mid-training (its link down, every process in it SIGKILLed: a
+    power loss): the driver ends the job naming a node of that host, within the bound. (Last
+    of the tier: the host stays down.)"""
+    job = Job(hosts, tmp_path)
+    try:
+        name, on_host = worker_host(hosts, job)
+        crashed = time.time()
+        hosts.verb("crash", name)
+        assert not hosts.host_processes(name)
+        ended, _, outcome = job.value("ENDED", timeout=300).partition(" OUTCOME=")
+        detected = float(ended) - crashed
+        print(
+            f"\n[multihost] crash of {name} ({on_host}): job ended after {detected:.1f}s: "
+            f"{outcome[:300]}"
+        )
+        if outcome != "ok":
+            assert any(role in outcome for role in on_host), (on_host, outcome)
+    finally:
+        job.stop()
+    if detected > DETECTION_BOUND:
+        pytest.xfail(
+            f"the job ended {detected:.0f}s after the crash (bound {DETECTION_BOUND:.0f}s): "
+            + SLOW_END
+        )
