@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["SPARKTF_TEST_SESSION"] = str(os.getpid())
 
 import helpers
-from helpers.procs import (  # noqa: F401  (also here for `from conftest import ...`)
+from helpers.procs import (  # noqa: F401
     TF_ENV,
     pid_alive,
     port_is_free,

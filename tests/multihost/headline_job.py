@@ -1,4 +1,4 @@
-"""The mission's call across hosts, spark-submitted by test_jobs.py to the multi-host test YARN
+"""The mission's call across hosts, spark-submitted by test_multihost_jobs.py to the multi-host test YARN
 (client mode: this driver on the edge node): ``sparktf.run(sc, main_fn, num_ps=2)``, where
 main_fn is tests/helpers' MWMS job plus what the node saw of the network: its TF_CONFIG, its
 own host's address and the sparktf it imported. Prints ``RESULTS=<json>`` last.

@@ -20,6 +20,14 @@ from helpers.procs import wait_until
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(600)]
 
+#: The two fault-mid-training rows take about 7.5 minutes together and end in a known gap (an
+#: xfail naming it): they run where this variable is 1, not in CI's default run, which must
+#: stay under 40 minutes (docs/reliability.md says what they measured).
+FAULTS = pytest.mark.skipif(
+    os.environ.get("STF_TEST_HOST_FAULTS") != "1",
+    reason="set STF_TEST_HOST_FAULTS=1 to run the host-fault rows (about 7.5 min; known gaps)",
+)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT_BIN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "bin")
 HEARTBEAT = 10.0
@@ -118,6 +126,7 @@ def worker_host(hosts, job):
     return name, sorted(r for r, h in placement.items() if h == name)
 
 
+@FAULTS
 def test_a_worker_host_partitioned_mid_training(hosts, tmp_path):
     """worker:0's host loses its link mid-training: the driver ends the job (or restarts the
     worker) within heartbeat_timeout + the kill wait, naming a node of that host; on the
@@ -236,6 +245,7 @@ def test_firewall_opens_only_yarns_hdfss_ports_and_the_range(hosts):
         )
 
 
+@FAULTS
 def test_a_crashed_host_is_found_and_leaves_nothing(hosts, tmp_path):
     """worker:0's host crashed mid-training (its link down, every process in it SIGKILLed: a
     power loss): the driver ends the job naming a node of that host, within the bound. (Last

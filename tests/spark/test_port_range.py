@@ -11,7 +11,7 @@ import time
 import cloudpickle
 import psutil
 import pytest
-from conftest import TF_ENV, sparktf_processes, wait_until
+from helpers.procs import TF_ENV, sparktf_processes, wait_until
 
 import sparktf
 from sparktf.errors import NodeError, PortRangeError

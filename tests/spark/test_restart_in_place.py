@@ -21,7 +21,7 @@ import time
 
 import cloudpickle
 import pytest
-from conftest import TF_ENV
+from helpers.procs import TF_ENV
 
 import sparktf
 

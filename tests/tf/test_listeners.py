@@ -11,7 +11,7 @@ import textwrap
 
 import psutil
 import pytest
-from conftest import TF_ENV, wait_until
+from helpers.procs import TF_ENV, wait_until
 
 from sparktf.node import tensorboard
 
