@@ -15,6 +15,7 @@ started without ``--master``.
 """
 
 import argparse
+import time
 
 import mnist_data
 from pyspark.sql import SparkSession
@@ -49,6 +50,12 @@ def build_graph(v1, tf, ctx, args):
         )
         g["train_op"] = sync.minimize(loss, global_step=g["global_step"])
         g["sync_hook"] = sync.make_session_run_hook(ctx.is_chief)
+        # a start line: each worker counts itself in, then waits for all (a worker that starts
+        # late would otherwise find the first ones' gradients filling every step without it)
+        ready = v1.get_variable(
+            "ready", [], tf.int32, initializer=v1.zeros_initializer(), trainable=False
+        )
+        g["ready"], g["join"] = ready, ready.assign_add(1)
         hits = tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float32)
         g["accuracy"] = tf.reduce_mean(hits)
     return g, worker
@@ -80,6 +87,9 @@ def main_fn(args, ctx):
         log_step_count_steps=0,
         save_checkpoint_secs=None,
     ) as sess:
+        sess.run(g["join"])
+        while sess.run(g["ready"]) < ctx.num_workers:
+            time.sleep(0.05)
         data = None
         while not sess.should_stop():
             if not feed.should_stop():
