@@ -18,7 +18,8 @@ import logging
 import os
 import sys
 
-from sparktf.errors import SparkTFError
+from sparktf.common import scripts
+from sparktf.errors import ConfigError, SparkTFError
 
 
 def _pairs(values: list[str], what: str, parser: argparse.ArgumentParser) -> dict[str, str]:
@@ -61,11 +62,14 @@ def parser() -> argparse.ArgumentParser:
         "--env", action="append", default=[], metavar="KEY=VALUE", help="node environment"
     )
     r.add_argument("script", help="the Python script (a path on this machine)")
-    r.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+    r.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments, if any")
+    p.set_defaults(run_parser=r)
     return p
 
 
-def run(options: argparse.Namespace, conf: dict[str, str], env: dict[str, str]) -> int:
+def run(
+    options: argparse.Namespace, script: scripts.Script, conf: dict[str, str], env: dict[str, str]
+) -> int:
     """The job of a ``run`` command; its exit status."""
     from pyspark.sql import SparkSession
 
@@ -86,10 +90,8 @@ def run(options: argparse.Namespace, conf: dict[str, str], env: dict[str, str]) 
         }
         cluster = sparktf.run(
             spark,
-            options.script,
-            options.args,
+            script,
             eval_node=options.eval_node,
-            py_files=[f for f in options.py_files.split(",") if f],
             **{k: v for k, v in given.items() if v is not None},
         )
         cluster.shutdown()
@@ -99,16 +101,22 @@ def run(options: argparse.Namespace, conf: dict[str, str], env: dict[str, str]) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser()
-    options = p.parse_args(argv)
-    conf = _pairs(options.conf, "--conf", p)
-    env = _pairs(options.env, "--env", p)
+    options = parser().parse_args(argv)
+    r = options.run_parser  # its errors say "sparktf run: error: ..."
+    conf = _pairs(options.conf, "--conf", r)
+    env = _pairs(options.env, "--env", r)
     if not os.path.isfile(options.script):
-        p.error(f"no script at {options.script!r}")
+        r.error(f"no script at {options.script!r}")
+    try:  # the script and what it ships, read before Spark starts
+        script = scripts.from_path(
+            options.script, options.args, [f for f in options.py_files.split(",") if f]
+        )
+    except ConfigError as exc:
+        r.error(str(exc))
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
-        return run(options, conf, env)
+        return run(options, script, conf, env)
     except SparkTFError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"sparktf: error: {type(exc).__name__}: {first}", file=sys.stderr)

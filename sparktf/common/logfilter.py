@@ -30,6 +30,9 @@ _BANNERS = (
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
     "To enable the following instructions:",
 )
+#: A bare task name: the continuation line of TensorFlow's two-line coordination-service log
+#: (``coordination_service.cc:505] Example stragglers:`` then ``/job:worker/replica:0/task:0``)
+_TASK_NAME = re.compile(r"^/job:\w+/replica:\d+/task:\d+$")
 _GPU_PROBE = re.compile(
     r"cuda|cudnn|cufft|cublas|cusolver|cusparse|nccl|rocm|tensorrt|TF-TRT", re.IGNORECASE
 )
@@ -40,7 +43,7 @@ def is_startup_chatter(line: str) -> bool:
     text = line.strip()
     if not text:
         return False
-    if text.startswith(_BANNERS):
+    if text.startswith(_BANNERS) or _TASK_NAME.match(text):
         return True
     m = _ABSL.match(text) or _TSL.match(text)
     if m is None:

@@ -6,7 +6,8 @@ place of a ``main_fn``. On each node it is called with the node's ``ctx``: it wr
 into a private folder of the node's work dir, puts that folder (and every ``.zip``) first on
 ``sys.path``, sets ``sys.argv`` to the script's path and its arguments, and runs the script as
 ``__main__`` (``runpy``), with ``TF_CONFIG`` already set. Its ``sys.exit(n)`` ends the node
-as a ``main_fn``'s would: 0 or none is success, anything else a failure that names the code.
+as a ``main_fn``'s would: 0 or none is success, anything else a failure that names the code
+(:class:`ScriptExit`).
 
 Both sides import it; it imports the standard library and :mod:`sparktf.errors` only.
 """
@@ -25,6 +26,11 @@ from sparktf.errors import ConfigError, ConfigTypeError
 
 #: What a script may be shipped with: Python modules, and packages or modules zipped.
 SHIPPABLE = (".py", ".zip", ".egg")
+
+
+class ScriptExit(SystemExit):
+    """A script's ``sys.exit(n)`` with ``n`` not 0: its node's failure, reported as the
+    script's (no traceback through runpy and sparktf: the code says it all)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,10 @@ class Script:
         sys.path[:0] = [folder, *zips]
         try:
             runpy.run_path(path, run_name="__main__")
+        except SystemExit as exc:
+            if exc.code is None or exc.code == 0:
+                return None
+            raise ScriptExit(exc.code) from None
         finally:
             sys.argv, sys.path[:] = saved_argv, saved_path
         return None

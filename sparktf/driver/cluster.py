@@ -290,7 +290,15 @@ class Cluster:
             deadline,
             expired,
         )
-        if self.rows_held_back:
+        if self.rows_held_back and rebalance is False:
+            log.warning(
+                "sparktf: %d rows were held back (cluster.rows_held_back): rebalance=False "
+                "feeds each partition to its node as it is, and holds back what unequal "
+                "partitions cannot share evenly; leave rebalance unset to move the surplus "
+                "between nodes",
+                self.rows_held_back,
+            )
+        elif self.rows_held_back:
             log.warning(
                 "sparktf: %d rows were held back so that every worker took the same "
                 "number of steps (cluster.rows_held_back)",

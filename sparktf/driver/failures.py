@@ -148,7 +148,8 @@ def node_error(n: NodeRecord, others: list[str], job: JobFailure | None = None) 
     if n.error is not None:
         where = n.error.get("where")
         if where == "exit":
-            reason = f"main_fn called sys.exit({n.error.get('code')})"
+            who = "the script" if n.error.get("exc_type") == "ScriptExit" else "main_fn"
+            reason = f"{who} called sys.exit({n.error.get('code')})"
         elif where == "task":  # its cause is in no output of the node's: say it first
             reason = f"{_WHERE['task']}, not main_fn: {n.error['exc_type']}: {n.error['message']}"
         else:

@@ -15,7 +15,7 @@ import sys
 import threading
 import traceback
 
-from sparktf.common import gpus, keepalive, messages, procs, protocol, tfimport
+from sparktf.common import gpus, keepalive, messages, procs, protocol, scripts, tfimport
 from sparktf.common.spec import NodeSpec
 from sparktf.errors import ConfigError
 from sparktf.node import patches
@@ -61,7 +61,10 @@ def _call_main(spec: NodeSpec, ctx: NodeContext):
 
 
 def _report_error(chan: protocol.Channel, exc: BaseException, where: str) -> None:
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if isinstance(exc, scripts.ScriptExit):  # the script's own word: no runpy traceback
+        text = f"the script called sys.exit({exc.code!r})\n"
+    else:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     print(text, file=sys.stderr, end="", flush=True)
     if where == "main_fn" and isinstance(exc, SystemExit):  # sys.exit(3), sys.exit("why")
         chan.send(messages.error("exit", exc, text, code=repr(exc.code)))

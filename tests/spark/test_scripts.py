@@ -59,7 +59,8 @@ def test_a_scripts_exit_code_fails_the_job_naming_the_node(sc_local, reporter):
         sparktf.run(
             sc_local, str(script), [str(out), "--fail"], num_executors=2, py_files=[str(helper)]
         ).shutdown()
-    assert info.value.node == "worker:0" and "3" in str(info.value)
+    assert info.value.node == "worker:0" and "the script called sys.exit(3)" in str(info.value)
+    assert "runpy" not in str(info.value)  # no traceback through sparktf and runpy
 
 
 def test_a_second_script_job_in_the_same_session(sc_local, reporter):
@@ -67,6 +68,23 @@ def test_a_second_script_job_in_the_same_session(sc_local, reporter):
     for _ in range(2):
         sparktf.run(sc_local, script, [str(out)], num_executors=2, py_files=[helper]).shutdown()
     assert len(os.listdir(out)) == 2
+
+
+def test_rows_held_back_by_rebalance_false_are_blamed_on_it(sc_local, caplog):
+    """Partitions of 0 and 1,001 rows fed as they are: every row held back, and the warning
+    says that rebalance=False did it (left unset, the surplus is moved between nodes)."""
+    from helpers import feed_jobs
+
+    rdd = sc_local.parallelize(range(1001), 2).map(lambda i: (1, float(i)))  # all in one
+    data = rdd.partitionBy(2, lambda k: k).values().map(lambda x: [x]).cache()
+    cluster = sparktf.run(
+        sc_local, feed_jobs.sum_ids, {}, num_executors=2, input_mode=sparktf.InputMode.SPARK
+    )
+    with caplog.at_level("WARNING", logger="sparktf"):
+        cluster.train(data, num_epochs=1, rebalance=False)
+    cluster.shutdown()
+    assert cluster.rows_held_back == 1001
+    assert "rebalance=False" in caplog.text and "leave rebalance unset" in caplog.text
 
 
 def test_py_files_without_a_script_is_refused(sc_local):

@@ -37,3 +37,10 @@ def test_startup_chatter_is_recognised(line):
 @pytest.mark.parametrize("line", KEPT)
 def test_what_a_user_needs_is_kept(line):
     assert not is_startup_chatter(line)
+
+
+def test_the_continuation_of_tensorflows_stragglers_line_is_chatter():
+    """TensorFlow's coordination service logs ``Example stragglers:`` and, on a line of its
+    own, a task name: the console showed ``[chief:0] /job:worker/replica:0/task:0``."""
+    assert is_startup_chatter("/job:worker/replica:0/task:0")
+    assert not is_startup_chatter("/job:worker/replica:0/task:0 finished epoch 3")

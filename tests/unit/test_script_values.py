@@ -48,9 +48,10 @@ def test_a_script_runs_as_main_with_its_argv_and_files(tmp_path):
 
 def test_a_scripts_exit_code_is_the_nodes_outcome(tmp_path):
     script = write(tmp_path / "fails.py", "import sys\nsys.exit(int(sys.argv[1]))\n")
-    with pytest.raises(SystemExit) as info:
+    with pytest.raises(scripts.ScriptExit) as info:
         scripts.from_path(script, ["3"])(SimpleNamespace(work_dir=str(tmp_path)))
-    assert info.value.code == 3
+    assert info.value.code == 3 and isinstance(info.value, SystemExit)
+    assert scripts.from_path(script, ["0"])(SimpleNamespace(work_dir=str(tmp_path))) is None
 
 
 @pytest.mark.parametrize(
@@ -94,6 +95,8 @@ def test_only_paths_are_scripts():
         (["run", "--conf", "novalue", "x.py"], "KEY=VALUE"),
         (["run", "--num-ps", "two", "x.py"], "invalid int"),
         (["run", "/nonexistent/train.py"], "no script"),
+        (["run", "--py-files", "/nonexistent/helper.py", __file__], "helper.py"),
+        (["run", "--env", "NOEQUALS", __file__], "sparktf run: error: --env takes KEY=VALUE"),
         (["train.py"], "invalid choice"),
     ],
 )
