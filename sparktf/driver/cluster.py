@@ -438,7 +438,7 @@ def run(
         Running (InputMode.SPARK: created, started by ``train``/``inference``); call
         :meth:`Cluster.shutdown` or use it as a context manager.
     """
-    if scripts.is_script(main_fn):
+    if scripts.is_script(main_fn) and os.path.isfile(cast(str, main_fn)):
         main_fn, args = scripts.from_path(main_fn, args, py_files), None
     elif py_files:
         raise ConfigError(
@@ -447,7 +447,8 @@ def run(
         )
     context, settings, conf, payload, roles = preflight.check_run(
         sc,
-        cast(Callable, main_fn),  # a script's path is a Script now; check_run checks the rest
+        # a script's path is a Script now; check_run reports anything else with the rest
+        cast(Callable, main_fn),
         args,
         num_executors=num_executors,
         num_ps=num_ps,

@@ -110,7 +110,7 @@ def dataframe_known(df: DataFrame) -> Known:
         walked = _Walk(df.sparkSession.sparkContext._jvm).walk(plan)
         source = walked.source if walked.count is not None else "DataFrame"
         return Known(df.rdd.getNumPartitions(), source, partition.barrier_ready(df))
-    return _Walk(df.sparkSession.sparkContext._jvm).walk(plan.inputPlan())
+    return _Walk(df.sparkSession.sparkContext._jvm).walk(plan.initialPlan())
 
 
 #: Shuffles whose partition count adaptive execution leaves alone (repartition(n[, cols])).
@@ -159,7 +159,9 @@ class _Walk:
         while True:
             name = node.getClass().getSimpleName()
             if name == "AdaptiveSparkPlanExec":
-                node = node.inputPlan()
+                # initialPlan, not inputPlan: the exchanges (an aggregation's, a join's) are
+                # added between the two, and a plan without them looks partition-preserving
+                node = node.initialPlan()
             elif name == "ShuffleExchangeExec":
                 return self._shuffle(node)
             elif name == "InMemoryTableScanExec":

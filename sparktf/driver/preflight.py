@@ -36,7 +36,12 @@ def main_fn_params(main_fn: Any) -> tuple[int | None, str | None]:
     if not callable(main_fn):
         return (
             None,
-            f"main_fn must be a function main_fn(args, ctx) or main_fn(ctx), got {main_fn!r}",
+            "main_fn must be a function main_fn(args, ctx) or main_fn(ctx)"
+            + (
+                f", or the path of a Python script on the driver: no file {main_fn!r} here"
+                if isinstance(main_fn, (str, os.PathLike))
+                else f", got {main_fn!r}"
+            ),
         )
     lazy = _lazy_kind(main_fn)
     if lazy:

@@ -179,6 +179,20 @@ def test_data_of_another_count_is_shuffled_and_the_log_says_why(spark, caplog):
     assert "3 partition(s) for 2 training nodes" in said
 
 
+def test_an_aggregations_output_is_not_taken_for_its_inputs_partitions(spark):
+    """A groupBy over 2 partitions: adaptive execution's input plan has no exchange yet (it is
+    added to the initial plan), and the aggregation looked like 2 partitions fed as they are;
+    a shuffle AQE may resize is unknown until it runs."""
+    from pyspark.sql import functions as F
+
+    from sparktf.driver import layout
+
+    rdd = spark.sparkContext.parallelize(range(ROWS), 2).map(lambda i: (i,))
+    df = spark.createDataFrame(rdd, "id long").groupBy("id").agg(F.count("*").alias("n"))
+    known = layout.known(df.select("id"))
+    assert known.count is None and "ENSURE_REQUIREMENTS" in known.source, known
+
+
 def test_adaptive_execution_runs_no_job_before_the_cluster_exists(spark):
     """Planning the feed (the cluster's stage, built before its Spark job starts) reads the
     partition count from the plan: neither the data's shuffle nor an aggregation's (whose

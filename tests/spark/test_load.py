@@ -1,6 +1,7 @@
 """Under load: twenty jobs in a row in one SparkContext leave nothing behind, and eight
 nodes on local[8] (on a 2-core machine) start, train a few steps and stop cleanly."""
 
+import getpass
 import glob
 import os
 import tempfile
@@ -13,6 +14,7 @@ from helpers import jobs, tf_jobs
 from helpers.procs import sparktf_processes
 
 import sparktf
+from sparktf.driver import settings
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -24,10 +26,14 @@ def _connections(proc):
 def _footprint():
     me = psutil.Process()
     tmp = tempfile.gettempdir()  # Spark's local dirs (spark-*/...) are under it here
+    # the node logs' root keeps the last jobs' logs on purpose (spark.sparktf.nodeLogKeepJobs):
+    # counted apart, below
+    logs = os.path.join(tmp, f"sparktf-{getpass.getuser()}", "logs")
     temp = sorted(
         p
         for pattern in ("sparktf-*", "*/sparktf-*", "*/*/sparktf-*")
         for p in glob.glob(os.path.join(tmp, pattern))
+        if not p.startswith(logs + os.sep)
     )
     return {
         "processes": len(sparktf_processes()),
@@ -54,6 +60,9 @@ def test_twenty_jobs_in_a_row_leave_nothing_behind(sc_local):
         assert after[key] <= before[key], (key, before, after)
     assert set(after["listening ports"]) <= set(before["listening ports"]), (before, after)
     assert set(after["temp files"]) <= set(before["temp files"]), (before, after)
+    logs = os.path.join(tempfile.gettempdir(), f"sparktf-{getpass.getuser()}", "logs")
+    kept = [n for n in os.listdir(logs) if n.startswith("sparktf-")]
+    assert len(kept) <= settings.default("node_log_keep_jobs"), kept  # older ones pruned
 
 
 @pytest.mark.slow
