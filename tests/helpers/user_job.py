@@ -11,6 +11,9 @@ import sys
 
 def main_fn(args, ctx):
     """Sum the fed ints; say which port, user and private directory the node had."""
+    import time
+
+    started = time.time()
     print(f"{ctx.name} of uid {os.getuid()} starts", flush=True)  # (a line for its log file)
     feed = ctx.get_data_feed(train_mode=True)
     total = 0
@@ -22,6 +25,7 @@ def main_fn(args, ctx):
         "sock_dir_mode": stat.S_IMODE(sock.st_mode),
         "sock_dir_uid": sock.st_uid,
         "sum": total,
+        "span": [started, time.time()],  # while it held its port (at least)
         "port": ctx.port,
         "uid": os.getuid(),
         "work_dir": ctx.work_dir,

@@ -106,6 +106,10 @@ ALLOWED_RAISES: dict[tuple[str, str, str], str] = {
 
 #: (module, class) -> why an exception class of sparktf's derives from built-ins alone.
 ALLOWED_CLASSES: dict[tuple[str, str], str] = {
+    ("sparktf.common.scripts", "ScriptExit"): (
+        "a script's sys.exit(n) inside its node's process (a SystemExit); the node reports it "
+        "and the user meets a NodeError naming the code"
+    ),
     ("sparktf.common.messages", "ResultUnreadable"): (
         "raised by result_value and caught by the driver's JobState, which fails the job "
         "with a NodeError naming the value's type"
