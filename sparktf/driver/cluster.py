@@ -290,19 +290,18 @@ class Cluster:
             deadline,
             expired,
         )
-        if self.rows_held_back and rebalance is False:
-            log.warning(
-                "sparktf: %d rows were held back (cluster.rows_held_back): rebalance=False "
-                "feeds each partition to its node as it is, and holds back what unequal "
-                "partitions cannot share evenly; leave rebalance unset to move the surplus "
-                "between nodes",
-                self.rows_held_back,
+        if self.rows_held_back:
+            why = (
+                "by rebalance=False, which feeds each partition to its node as it is and "
+                "holds back what unequal partitions cannot share evenly (leave rebalance "
+                "unset to move the surplus between nodes)"
+                if rebalance is False
+                else "so that every worker took the same number of steps"
             )
-        elif self.rows_held_back:
             log.warning(
-                "sparktf: %d rows were held back so that every worker took the same "
-                "number of steps (cluster.rows_held_back)",
+                "sparktf: %d rows were held back %s (cluster.rows_held_back)",
                 self.rows_held_back,
+                why,
             )
 
     def inference(

@@ -545,20 +545,22 @@ def test_a_driver_program_that_raises_while_its_cluster_runs_ends_quietly(tmp_pa
     assert wait_until(lambda: not sparktf_processes(), timeout=15), sparktf_processes()
 
 
+def run_command(cmd, cwd, timeout=420):
+    """``cmd`` run as a user runs it (the examples' environment); its output, once it exited 0."""
+    out = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    return out
+
+
 def test_a_plain_tf_config_script_runs_unchanged_from_the_command_line(tmp_path, no_spark):
     """examples/tf_config_script.py knows nothing of sparktf: ``python -m sparktf run`` gives
     each node its TF_CONFIG and the script's own arguments."""
-    out = subprocess.run(
+    out = run_command(
         [sys.executable, "-m", "sparktf", "run", "--master", "local[2]"]
         + ["--conf", "spark.driver.host=127.0.0.1", "--num-executors", "2"]
         + [os.path.join(EXAMPLES, "tf_config_script.py"), "--epochs", "3"],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=420,
+        tmp_path,
     )
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     line = [x for x in out.stdout.splitlines() if x.startswith("[chief:0] test_accuracy=")]
     assert line and float(line[-1].split("=")[1]) > 0.85, out.stdout[-3000:]
 
@@ -583,16 +585,11 @@ def test_the_between_graph_schemes_learn_and_stop_their_parameter_servers(
     import pyspark
 
     spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
-    out = subprocess.run(
+    out = run_command(
         [spark_submit, "--conf", "spark.driver.host=127.0.0.1", os.path.join(EXAMPLES, script)]
         + flags,
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=420,
+        tmp_path,
     )
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert says in out.stdout
     assert accuracy(out.stdout) > 0.8
     # the parameter server (and every other node process) is gone with the job
