@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import random
 import selectors
 import socket
 import threading
@@ -73,10 +74,16 @@ class Gatekeeper:
     dribbles). A flood of silent connections costs a descriptor each and no thread.
 
     At most ``max_pending`` connections are unauthenticated at once. When a new one comes and
-    that many wait, the oldest one older than ``EVICT_AFTER`` is dropped (those that sent
-    nothing first); if none is that old, the new one is turned away before the greeting. Real
-    clients try again in either case (:func:`connect`): a dropped or late handshake is never
-    answered as a wrong secret. ``accept()`` running out of descriptors or memory (EMFILE,
+    that many wait, one of them is dropped for it: the oldest silent one (it sent nothing)
+    older than ``EVICT_AFTER``, else a silent one chosen at random, else the oldest older than
+    ``EVICT_AFTER``; only when all have begun their answer and are young is the new one turned
+    away before the greeting. The random choice is what keeps a flood from locking real
+    clients out: a flooder that opens connections in bursts on a beat takes every slot that
+    comes of age, so "turn the newcomer away while all are young" refused every real client
+    arriving between bursts; a random drop gives each try a fair chance, and a real client,
+    which answers within a round trip, is rarely the one dropped. Real clients try again in
+    either case (:func:`connect`): a dropped or late handshake is never answered as a wrong
+    secret. ``accept()`` running out of descriptors or memory (EMFILE,
     ENFILE, ENOBUFS, ENOMEM) drops the oldest unauthenticated connection and pauses accepting
     with backoff; errors about one queued connection (ECONNABORTED, ...) are skipped. Any other
     failure of the thread goes to ``on_fatal`` (and the log), never unseen.
@@ -109,6 +116,7 @@ class Gatekeeper:
         self._on_fatal = on_fatal
         self._pending: dict[socket.socket, _Pending] = {}  # in order of arrival
         self._throttle = _Throttle()
+        self._random = random.Random()
         self._closed = False
         self._listening = True
         self._backoff = 0.0
@@ -249,6 +257,13 @@ class Gatekeeper:
                 return
             self.evicted += 1
             self._drop(sel, victim)
+            self._throttle.warn(
+                "evict",
+                "sparktf: the %s dropped unauthenticated connections to make room for new "
+                "ones: %d handshakes under way (a flood?)",
+                self._what,
+                len(self._pending),
+            )
         nonce, greeting = _greeting()
         try:
             conn.setblocking(False)
@@ -264,8 +279,8 @@ class Gatekeeper:
         sel.register(conn, selectors.EVENT_READ, "peer")
 
     def _victim(self, now: float) -> socket.socket | None:
-        """The connection to drop for a new one: the oldest silent one older than
-        ``EVICT_AFTER``, else the oldest older than that (None if all are younger)."""
+        """The connection to drop for a new one (see the class): None if all have begun
+        their answer and are younger than ``EVICT_AFTER``."""
         oldest = None
         for conn, p in self._pending.items():
             if now - p.since < EVICT_AFTER:
@@ -273,6 +288,14 @@ class Gatekeeper:
             if not p.got:
                 return conn
             oldest = oldest or conn
+        conns = list(self._pending)
+        for _ in range(8):  # a silent one at random: in a flood, nearly all are
+            conn = conns[self._random.randrange(len(conns))]
+            if not self._pending[conn].got:
+                return conn
+        silent = [c for c in conns if not self._pending[c].got]
+        if silent:
+            return self._random.choice(silent)
         return oldest
 
     def _advance(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:
