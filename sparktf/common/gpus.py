@@ -24,7 +24,8 @@ Pure but for :func:`inventory` (it runs ``nvidia-smi``): no pyspark, no tensorfl
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from sparktf.errors import ConfigError
 
@@ -90,13 +91,20 @@ def assignment(
 
 
 def task_assignment(
-    job: str, assigned: tuple[str, ...], environ: Mapping[str, str], user_env: Mapping[str, str]
+    job: str,
+    assigned: tuple[str, ...],
+    environ: Mapping[str, str],
+    user_env: Mapping[str, str],
+    known: Mapping[str, str] | None = None,
 ) -> tuple[str, ...]:
-    """:func:`assignment` as a barrier task computes it: nvidia-smi is asked for the UUIDs only
-    when the executor's ``CUDA_VISIBLE_DEVICES`` names GPUs by UUID."""
+    """:func:`assignment` as a barrier task computes it: nvidia-smi's UUIDs (``known``, or
+    asked for here) are used only when the executor's ``CUDA_VISIBLE_DEVICES`` names GPUs by
+    UUID."""
     named = any(e.startswith("GPU-") for e in entries(environ.get(VAR, "")))
     needed = named and bool(assigned) and job not in NO_GPU_JOBS and VAR not in user_env
-    return assignment(job, assigned, environ, user_env, inventory() if needed else None)
+    if not needed:
+        return assignment(job, assigned, environ, user_env, None)
+    return assignment(job, assigned, environ, user_env, known if known else inventory())
 
 
 def node_environment(
@@ -139,3 +147,110 @@ def inventory() -> dict[str, str] | None:
         return None
     rows = (line.split(",") for line in out.stdout.splitlines() if "," in line)
     return {index.strip(): uuid.strip() for index, uuid in rows}
+
+
+# ------------------------------------------------------------------ GPUs shared on a host
+#: A GPU as a node names it (its ``CUDA_VISIBLE_DEVICES`` entry) and which GPU that is (its
+#: UUID, or the entry itself where nvidia-smi cannot say).
+Named = tuple[str, str]
+#: A node's GPUs and its executor's, as :func:`claim` tells them.
+Claim = tuple[list[Named], list[Named]]
+
+
+def _identity(entry: str, inventory: Mapping[str, str]) -> str:
+    """Which physical GPU ``entry`` names: nvidia-smi's UUID for an index or a UUID prefix,
+    else the entry itself (a MIG identifier)."""
+    if entry in inventory:
+        return inventory[entry]
+    if entry.startswith("GPU-"):
+        found = [u for u in inventory.values() if u.startswith(entry)]
+        if len(found) == 1:
+            return found[0]
+    return entry
+
+
+def claim(
+    job: str,
+    gpus: tuple[str, ...],
+    environ: Mapping[str, str],
+    user_env: Mapping[str, str],
+    inventory: Mapping[str, str] | None,
+) -> Claim | None:
+    """What a barrier task tells the driver of its node's GPUs at the rendezvous: the GPUs the
+    node will see (``gpus``, from :func:`assignment`) and every GPU its executor may use, each
+    as (entry, UUID); None where there is nothing to check (no GPU assigned, a ps or an
+    evaluator, ``run(env=...)`` names the GPUs, or no nvidia-smi to say which GPU is which)."""
+    if not gpus or job in NO_GPU_JOBS or VAR in user_env or not inventory:
+        return None
+    pool = entries(environ[VAR]) if VAR in environ else sorted(inventory, key=_index_order)
+    index = {uuid: i for i, uuid in inventory.items()}
+    named = [(e, _identity(e, inventory)) for e in pool]
+    return (
+        [(e, _identity(e, inventory)) for e in gpus],
+        # named as translate() names them: by nvidia-smi's index where it lists the GPU
+        [(index.get(u, e), u) for e, u in named],
+    )
+
+
+def _index_order(index: str) -> tuple[int, str]:
+    return (int(index), "") if index.isdigit() else (1 << 30, index)
+
+
+@dataclass(frozen=True)
+class Dealt:
+    """The driver's answer to GPUs shared on a host: new entries for some ranks, and what to
+    say of it in the log."""
+
+    gpus: dict[int, list[str]]
+    warnings: list[str]
+
+
+def deal(hosts: Sequence[str], claims: Sequence[Claim | None], names: Sequence[str] = ()) -> Dealt:
+    """Give each node of a host GPUs no other node of that host was given, where Spark gave
+    two of them the same one.
+
+    Spark deals GPUs out per executor: two executors on one host that each see all of its
+    GPUs (YARN without GPU isolation, whose containers all see every GPU; one discovery
+    script for executors that share a machine) each give their first task GPU 0. ``hosts``
+    and ``claims`` (from :func:`claim`) are in rank order. The first node to hold a GPU keeps
+    it; a later one gets as many GPUs of its executor's pool that no node of the host holds,
+    or, where too few are free, keeps what Spark gave it (sharing is named in a warning: each
+    TensorFlow takes most of a GPU's memory by default)."""
+    gpus: dict[int, list[str]] = {}
+    warnings: list[str] = []
+
+    def label(ranks: Sequence[int]) -> str:  # names[r] where given (the warnings' words)
+        return " and ".join(names[r] if names else f"rank {r}" for r in ranks)
+
+    for host in dict.fromkeys(hosts):
+        mine = {r: c for r, c in enumerate(claims) if hosts[r] == host and c is not None}
+        held: dict[str, int] = {}  # UUID -> the rank that holds it
+        clashing = []
+        for r, (given, _) in mine.items():
+            if any(u in held for _, u in given):
+                clashing.append(r)
+            else:
+                held.update((u, r) for _, u in given)
+        for r in clashing:
+            given, pool = mine[r]
+            free = [(e, u) for e, u in pool if u not in held]
+            shared = sorted({u for _, u in given if u in held})
+            others = sorted({held[u] for u in shared})
+            if len(free) < len(given):
+                held.update((u, r) for _, u in given if u not in held)
+                warnings.append(
+                    f"{label([*others, r])} on {host} share GPU {', '.join(shared)}: their "
+                    "executors see the same GPUs and the host has no free one left (each "
+                    "TensorFlow takes most of a GPU's memory unless it grows memory as needed)"
+                )
+                continue
+            chosen = free[: len(given)]
+            held.update((u, r) for _, u in chosen)
+            gpus[r] = [e for e, _ in chosen]
+            warnings.append(
+                f"Spark gave {label([r])} on {host} GPU {', '.join(shared)}, which "
+                f"{label(others)} there has too (their executors each see every GPU of the host: "
+                "YARN without GPU isolation, or one discovery script for executors that share "
+                f"a machine); {label([r])} gets {', '.join(u for _, u in chosen)} instead"
+            )
+    return Dealt(gpus, warnings)

@@ -195,6 +195,10 @@ _OPTIONAL = {
     "feed_progress": ("exchange", "stopped"),
     "feed_bound": ("ended", "give", "take", "others"),
     "error": ("code", "reason"),
+    # the node's GPUs and its executor's, as [entry, UUID] pairs (sparktf.common.gpus.claim)
+    "address": ("gpus", "gpu_pool"),
+    # other GPUs for nodes given one another node of their host has: {node: [entry, ...]}
+    "addresses": ("gpus",),
 }
 
 

@@ -25,7 +25,7 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
-from sparktf.common import messages, topology
+from sparktf.common import gpus, messages, topology
 from sparktf.common.topology import NodeRole
 from sparktf.driver import failures, inplace, liveness
 from sparktf.driver.failures import JobFailure
@@ -89,6 +89,7 @@ class JobState:
         self._stepped_at: float | None = None
         self.resumed_at = float("-inf")
         self.addresses_sent = False
+        self._gpu_claims: dict[str, gpus.Claim] = {}
         self._notes: list[str] = []
         #: Failures that restarts in place absorbed, not yet taken by the runner
         self._restarted: list[SparkTFError] = []
@@ -187,18 +188,34 @@ class JobState:
 
     def _on_address(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
         """The rendezvous: once every task has sent its node's address, all of them, in rank
-        order, to every task (instead of Spark's allGather, which polls once a second)."""
+        order, to every task (instead of Spark's allGather, which polls once a second), with
+        other GPUs for nodes that Spark gave a GPU another node of their host has
+        (:func:`sparktf.common.gpus.deal`)."""
         if role != messages.TASK or self.addresses_sent or n.host is None:
             return []
         n.address = topology.format_address(n.host, int(msg["port"]))
+        if msg.get("gpus") is not None:
+            self._gpu_claims[n.name] = (
+                [tuple(g) for g in msg["gpus"]],
+                [tuple(g) for g in msg.get("gpu_pool") or ()],
+            )
         if any(m.address is None for m in self.nodes.values()):
             return []
         self.addresses_sent = True
+        names = list(self.nodes)
+        dealt = gpus.deal(
+            [topology.split_address(self.nodes[m].address or "")[0] for m in names],
+            [self._gpu_claims.get(m) for m in names],
+            names,
+        )
+        self._notes += [f"sparktf: {w}" for w in dealt.warnings]
+        extra = {"gpus": {names[r]: g for r, g in dealt.gpus.items()}} if dealt.gpus else {}
+        addresses = [m.address for m in self.nodes.values()]
         return [
             Send(
                 tuple(self.nodes),
                 messages.TASK,
-                messages.make("addresses", addresses=[m.address for m in self.nodes.values()]),
+                messages.make("addresses", addresses=addresses, **extra),
             )
         ]
 

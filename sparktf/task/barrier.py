@@ -45,7 +45,9 @@ from sparktf.task import feeder
 from sparktf.task.supervisor import EXIT_REPORTED
 
 
-def rendezvous(launch: LaunchSpec, node: str, host: str, port: int) -> list[str]:
+def rendezvous(
+    launch: LaunchSpec, node: str, host: str, port: int, claim: node_gpus.Claim | None = None
+) -> tuple[list[str], list[str] | None]:
     """Every node's ``host:port`` in rank order, through the driver's control channel: this
     task sends its node's reserved port and waits for the driver's answer, which comes once
     every task of the attempt has sent its own. (Spark's ``allGather`` would do the same but
@@ -53,17 +55,22 @@ def rendezvous(launch: LaunchSpec, node: str, host: str, port: int) -> list[str]
     (:class:`~sparktf.errors.RendezvousTimeoutError`) if no answer comes within
     ``rendezvous_timeout`` (the driver's reservation timeout: it has failed the attempt by
     then) or the driver's host stops answering (keepalive): the task then ends, and the port
-    it reserved is released, instead of waiting until its executor exits."""
+    it reserved is released, instead of waiting until its executor exits.
+
+    ``claim`` (:func:`sparktf.common.gpus.claim`): the node's GPUs and its executor's; the
+    answer's second part is other GPUs for the node where another node of its host was given
+    the same one (None: keep its own)."""
     deadline = time.monotonic() + launch.rendezvous_timeout
     chan = protocol.connect(launch.driver_address, launch.secret, launch.connect_timeout)
     keepalive.watch_peer(chan.sock)  # a driver's host that falls silent: give up in 30 s
     try:
         chan.send(messages.hello(messages.TASK, node, host))
-        chan.send(messages.make("address", port=port))
+        extra = {"gpus": claim[0], "gpu_pool": claim[1]} if claim else {}
+        chan.send(messages.make("address", port=port, **extra))
         reply = _addresses_reply(chan, node, launch.rendezvous_timeout, deadline)
         if reply.get("type") != "addresses" or len(reply["addresses"]) != launch.num_nodes:
             raise SparkJobError(f"{node}: unexpected rendezvous reply {reply!r}")
-        return list(reply["addresses"])
+        return list(reply["addresses"]), (reply.get("gpus") or {}).get(node)
     finally:
         chan.close()
 
@@ -117,6 +124,18 @@ def task_gpus(ctx: Any) -> tuple[str, ...]:
     return tuple(gpu.addresses) if gpu is not None else ()
 
 
+def node_gpu_claim(
+    job: str, assigned: tuple[str, ...], user_env: dict
+) -> tuple[tuple[str, ...], node_gpus.Claim | None]:
+    """What the node may see (Spark's addresses within the executor's
+    ``CUDA_VISIBLE_DEVICES``), and what the driver is told of it at the rendezvous (which GPU
+    each is, by nvidia-smi's UUIDs, to find two nodes of a host given one GPU)."""
+    asked = bool(assigned) and job not in node_gpus.NO_GPU_JOBS and node_gpus.VAR not in user_env
+    inventory = node_gpus.inventory() if asked else None
+    gpus = node_gpus.task_assignment(job, assigned, os.environ, user_env, inventory)
+    return gpus, node_gpus.claim(job, gpus, os.environ, user_env, inventory)
+
+
 def build_node_spec(
     launch: LaunchSpec,
     rank: int,
@@ -142,8 +161,7 @@ def build_node_spec(
         python_path=tuple(p for p in python_path if p and os.path.exists(p)),
         work_dir=work_dir,
         feed_path=feed_path,
-        # what the node may see: Spark's addresses within the executor's CUDA_VISIBLE_DEVICES
-        gpus=node_gpus.task_assignment(role.job, tuple(gpus), os.environ, dict(launch.env)),
+        gpus=tuple(gpus),
     )
 
 
@@ -364,7 +382,8 @@ def _steps(
         with PortReservation(
             ports=launch.port_range, what=f"{node.name}'s TF server"
         ) as reservation:
-            addresses = rendezvous(launch, node.name, host, reservation.port)
+            gpus, claim = node_gpu_claim(node.job, task_gpus(ctx), dict(launch.env))
+            addresses, dealt = rendezvous(launch, node.name, host, reservation.port, claim)
             spec = build_node_spec(
                 launch,
                 rank,
@@ -373,7 +392,7 @@ def _steps(
                 sys.path,
                 work_dir=work_dir,
                 feed_path=feed_path,
-                gpus=task_gpus(ctx),
+                gpus=tuple(dealt) if dealt else gpus,
             )
             proc = start_supervisor(spec)
             if listener is not None:

@@ -61,6 +61,19 @@ def test_two_tasks_on_an_executor_of_two_gpus_see_one_each(sc_gpus):
     assert all(r["gpus"] == [r["env"]] for r in cluster.results.values())
 
 
+def test_two_executors_of_one_host_never_give_two_nodes_one_gpu(sc_gpus, caplog):
+    """Both executors run on this host and see the same two GPUs (as on YARN without GPU
+    isolation, where every container sees every GPU): Spark deals GPUs per executor, so the
+    first task of each got GPU "3", and two TensorFlows shared it while "1" stayed idle. The
+    driver, told which GPU each node got (nvidia-smi's UUIDs), gives the later one a free GPU."""
+    caplog.set_level("WARNING", logger="sparktf")
+    cluster = sparktf.run(sc_gpus, jobs.describe_gpus, num_executors=2, gpus_per_node=1)
+    cluster.shutdown()
+    seen = sorted(r["env"] for r in cluster.results.values())
+    assert seen == ["1", "3"], seen
+    assert all(r["gpus"] == [r["env"]] for r in cluster.results.values())
+
+
 def test_two_gpus_per_node(sc_gpus):
     cluster = sparktf.run(sc_gpus, jobs.describe_gpus, num_executors=2, gpus_per_node=2)
     cluster.shutdown()

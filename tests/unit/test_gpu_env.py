@@ -133,3 +133,66 @@ def test_uuids_in_the_executors_environment_are_resolved_through_nvidia_smi(monk
     with pytest.raises(sparktf.ConfigError, match="'1'"):
         gpus.task_assignment("chief", ("1",), environ, {})
     assert gpus.task_assignment("ps", ("1",), environ, {}) == ("1",)  # a ps sees none anyway
+
+
+# -------------------------------------------------------------- GPUs shared on one host
+INV = {"0": "GPU-aaa", "1": "GPU-bbb", "2": "GPU-ccc"}  # nvidia-smi's index -> UUID
+
+
+def test_a_claim_names_each_gpu_by_uuid_and_the_executors_pool():
+    assert gpus.claim("worker", ("1",), {}, {}, INV) == (
+        [("1", "GPU-bbb")],
+        [("0", "GPU-aaa"), ("1", "GPU-bbb"), ("2", "GPU-ccc")],
+    )
+    # an executor limited by CUDA_VISIBLE_DEVICES (UUID prefixes, as container runtimes name)
+    env = {"CUDA_VISIBLE_DEVICES": "GPU-ccc,GPU-aa"}
+    assert gpus.claim("chief", ("GPU-aa",), env, {}, INV) == (
+        [("GPU-aa", "GPU-aaa")],
+        [("2", "GPU-ccc"), ("0", "GPU-aaa")],  # by index, as translate() names them
+    )
+
+
+@pytest.mark.parametrize(
+    "job, assigned, user, inventory",
+    [
+        ("ps", ("0",), {}, INV),  # a ps takes no GPU
+        ("worker", (), {}, INV),  # no GPU scheduling
+        ("worker", ("0",), {"CUDA_VISIBLE_DEVICES": "0"}, INV),  # run(env=...) names them
+        ("worker", ("0",), {}, None),  # no nvidia-smi: nothing says which GPU is which
+    ],
+)
+def test_nothing_to_claim(job, assigned, user, inventory):
+    assert gpus.claim(job, assigned, {}, user, inventory) is None
+
+
+def test_two_executors_seeing_every_gpu_of_a_host_get_different_ones():
+    # YARN without GPU isolation: each executor's discovery lists both GPUs, each gives its
+    # task GPU 0; before, both nodes of the host trained on GPU 0
+    a = gpus.claim("chief", ("0",), {}, {}, INV)
+    b = gpus.claim("worker", ("0",), {}, {}, INV)
+    dealt = gpus.deal(["h1", "h1"], [a, b])
+    assert dealt.gpus == {1: ["1"]}
+    assert "rank 1 gets GPU-bbb instead" in dealt.warnings[0]
+
+
+def test_the_same_index_on_two_hosts_or_behind_isolation_is_no_clash():
+    a = gpus.claim("chief", ("0",), {}, {}, INV)
+    assert gpus.deal(["h1", "h2"], [a, a]) == gpus.Dealt({}, [])
+    # container runtimes: each container's nvidia-smi lists only its own GPU, as index 0
+    b = gpus.claim("worker", ("0",), {}, {}, {"0": "GPU-bbb"})
+    assert gpus.deal(["h1", "h1"], [a, b]) == gpus.Dealt({}, [])
+
+
+def test_no_free_gpu_left_keeps_what_spark_gave_and_says_so():
+    two = {"0": "GPU-aaa", "1": "GPU-bbb"}
+    claims = [gpus.claim("worker", (i,), {}, {}, two) for i in ("0", "1", "0")]
+    dealt = gpus.deal(["h"] * 3, claims)
+    assert dealt.gpus == {}
+    assert "rank 0 and rank 2 on h share GPU GPU-aaa" in dealt.warnings[0]
+
+
+def test_dealing_with_many_gpus_per_node_and_nodes_without_a_claim():
+    a = gpus.claim("worker", ("0", "1"), {}, {}, INV)
+    b = gpus.claim("worker", ("1", "2"), {}, {}, {**INV, "3": "GPU-ddd"})
+    dealt = gpus.deal(["h", "h", "h"], [a, None, b])
+    assert dealt.gpus == {2: ["2", "3"]}
