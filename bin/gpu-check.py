@@ -14,6 +14,9 @@ something would go wrong.
 3. An executor whose ``CUDA_VISIBLE_DEVICES`` names all the GPUs by UUID (a container runtime's
    way): a task assigned one of them gets exactly that one (:func:`sparktf.common.gpus.
    task_assignment`, which asks nvidia-smi for the UUIDs), and the CUDA runtime agrees.
+4. Two executors of this host that each see every GPU (YARN without GPU isolation) and gave
+   their tasks the same GPU: the driver's dealing (:func:`sparktf.common.gpus.deal`) gives the
+   second node another, and CUDA sees one GPU in each (with two GPUs or more).
 
 The CUDA runtime is asked through TensorFlow if it imports (what the nodes run), else PyTorch
 or JAX: the variable is read by CUDA itself, so any of them answers for the others.
@@ -89,6 +92,27 @@ def devices_seen(name: str, env_extra: dict) -> int:
     return int(out.stdout.strip().splitlines()[-1])
 
 
+def shared_host(name: str, addresses: list) -> list:
+    """Two executors of this host that each see every GPU (YARN without GPU isolation) and
+    each gave their task the first: the driver's dealing (gpus.claim/deal, as at the
+    rendezvous) gives the second node another GPU, and CUDA sees each node's one GPU."""
+    uuids = gpus.inventory() or {}
+    first = (addresses[0],)
+    claims = [gpus.claim("worker", first, {}, {}, uuids) for _ in range(2)]
+    dealt = gpus.deal(["this-host", "this-host"], claims, ["worker:0", "worker:1"])
+    second = tuple(dealt.gpus.get(1, first))
+    problems = []
+    for node, own in (("worker:0", first), ("worker:1", second)):
+        env = gpus.node_environment("worker", own, {}, {})
+        seen = devices_seen(name, env)
+        print(f"  two executors sharing the host's GPUs, {node} ({env}): sees {seen} GPU")
+        if seen != 1:
+            problems.append(f"{node} of two executors sharing the host's GPUs sees {seen}")
+    if second == first:
+        problems.append(f"two executors' nodes given GPU {first[0]} were not dealt apart")
+    return problems
+
+
 def main() -> int:
     problems = []
     try:
@@ -129,6 +153,8 @@ def main() -> int:
         print(f"    on an executor of every GPU by UUID ({env}): sees {seen} GPU")
         if seen != 1:
             problems.append(f"a worker on a UUID-named executor, assigned {address}, sees {seen}")
+    if len(addresses) >= 2:
+        problems += shared_host(name, addresses)
     for job in gpus.NO_GPU_JOBS:
         env = gpus.node_environment(job, tuple(addresses), {}, {})
         seen = devices_seen(name, env)

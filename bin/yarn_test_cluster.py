@@ -107,14 +107,49 @@ CAPACITY = {
 }
 
 
+#: The stand-in nvidia-smi (the test machines have no GPU): the NodeManager's GPU plugin runs
+#: it for its inventory (``-x -q``), executors' discovery scripts for theirs.
+STANDIN_SMI = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "tests",
+    "helpers",
+    "standin",
+    "nvidia-smi",
+)
+
+
+def gpu_props(state: str, conf: str, gpus: int) -> dict:
+    """YARN's GPU scheduling: the resource type ``yarn.io/gpu`` (resource-types.xml), the
+    NodeManager's GPU plugin pointed at a stand-in ``nvidia-smi`` listing ``gpus`` GPUs (in
+    STATE/gpu/bin, which executors put first on their PATH), and a scheduler that counts them
+    (DominantResourceCalculator). As on a cluster with the DefaultContainerExecutor, YARN
+    counts GPUs but does not isolate them: every container sees every GPU."""
+    if gpus <= 0:
+        return {}
+    bindir = os.path.join(state, "gpu", "bin")
+    os.makedirs(bindir, exist_ok=True)
+    smi = os.path.join(bindir, "nvidia-smi")
+    with open(smi, "w") as f:
+        f.write(f'#!/bin/sh\nSTANDIN_GPUS={gpus} exec python3 {STANDIN_SMI} "$@"\n')
+    os.chmod(smi, 0o755)
+    hadoop.write_site(conf, "resource-types.xml", {"yarn.resource-types": "yarn.io/gpu"})
+    return {
+        "yarn.nodemanager.resource-plugins": "yarn.io/gpu",
+        "yarn.nodemanager.resource-plugins.gpu.allowed-gpu-devices": "auto",
+        "yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables": smi,
+    }
+
+
 def write_yarn_conf(state: str, conf: str) -> dict:
-    """yarn-site.xml and capacity-scheduler.xml beside the HDFS files; the addresses."""
+    """yarn-site.xml and capacity-scheduler.xml beside the HDFS files; the addresses.
+    ``$SPARKTF_YARN_GPUS`` (default 2; 0: none) stand-in GPUs are offered (:func:`gpu_props`)."""
     ports = {
         n: hadoop.free_port()
         for n in ("rm", "sched", "tracker", "admin", "web", "nm", "nm_web", "localizer")
     }
     memory = int(os.environ.get("SPARKTF_YARN_MEMORY_MB", "12288"))
     vcores = int(os.environ.get("SPARKTF_YARN_VCORES", "8"))
+    gpus = gpu_props(state, conf, int(os.environ.get("SPARKTF_YARN_GPUS", "2")))
     hadoop.write_site(
         conf,
         "yarn-site.xml",
@@ -130,9 +165,18 @@ def write_yarn_conf(state: str, conf: str) -> dict:
             "yarn.nodemanager.webapp.address": f"127.0.0.1:{ports['nm_web']}",
             "yarn.nodemanager.localizer.address": f"127.0.0.1:{ports['localizer']}",
             **common_yarn_props(state, memory, vcores),
+            **gpus,
         },
     )
-    hadoop.write_site(conf, "capacity-scheduler.xml", CAPACITY)
+    calculator = "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator"
+    hadoop.write_site(
+        conf,
+        "capacity-scheduler.xml",
+        {
+            **CAPACITY,
+            **({"yarn.scheduler.capacity.resource-calculator": calculator} if gpus else {}),
+        },
+    )
     os.makedirs(os.path.join(conf, "webapps", "nodemanager"), exist_ok=True)
     return {"rm_web": f"http://127.0.0.1:{ports['web']}", "rm": f"127.0.0.1:{ports['rm']}"}
 

@@ -139,6 +139,12 @@ TABLE: tuple[EnvVar, ...] = (
     ),
     EnvVar("SPARKTF_YARN_VCORES", "bin", "8", "vcores the test YARN's NodeManager offers"),
     EnvVar(
+        "SPARKTF_YARN_GPUS",
+        "bin",
+        "2",
+        "stand-in GPUs the test YARN's NodeManager offers as yarn.io/gpu (0: no GPU plugin)",
+    ),
+    EnvVar(
         "SPARKTF_STANDALONE_DIR",
         "bin",
         "$TMPDIR/sparktf-standalone-$UID",

@@ -208,7 +208,7 @@ class JobState:
             [self._gpu_claims.get(m) for m in names],
             names,
         )
-        self._notes += [f"sparktf: {w}" for w in dealt.warnings]
+        self._notes += dealt.warnings
         extra = {"gpus": {names[r]: g for r, g in dealt.gpus.items()}} if dealt.gpus else {}
         addresses = [m.address for m in self.nodes.values()]
         return [

@@ -51,27 +51,32 @@ def test_each_training_node_gets_the_gpus_spark_assigned_and_a_ps_none(sc_gpus):
     assert cluster.results["ps:0"] is None  # ps nodes return nothing; checked by unit tests
 
 
-def test_two_tasks_on_an_executor_of_two_gpus_see_one_each(sc_gpus):
+def test_two_tasks_on_an_executor_of_two_gpus_see_one_each(sc_gpus, caplog):
     """Each executor has GPUs 3 and 1 (CUDA_VISIBLE_DEVICES names both) and runs two nodes:
-    before, both nodes kept the executor's value and shared both GPUs."""
+    before, both nodes kept the executor's value and shared both GPUs. Both executors are on
+    this host with the same two GPUs: four nodes on two GPUs share them, which is said."""
+    caplog.set_level("WARNING", logger="sparktf")
     cluster = sparktf.run(sc_gpus, jobs.describe_gpus, num_executors=4, gpus_per_node=1)
     cluster.shutdown()
     seen = sorted(r["env"] for r in cluster.results.values())
     assert seen == ["1", "1", "3", "3"], seen
+    said = [r.getMessage() for r in caplog.records if "no free one left" in r.getMessage()]
+    assert len(said) == 2 and all("on 127.0.0.1 share GPU GPU-5a1d" in m for m in said), said
     assert all(r["gpus"] == [r["env"]] for r in cluster.results.values())
 
 
-def test_two_executors_of_one_host_never_give_two_nodes_one_gpu(sc_gpus, caplog):
+def test_two_executors_of_one_host_never_give_two_nodes_one_gpu(sc_gpus):
     """Both executors run on this host and see the same two GPUs (as on YARN without GPU
     isolation, where every container sees every GPU): Spark deals GPUs per executor, so the
     first task of each got GPU "3", and two TensorFlows shared it while "1" stayed idle. The
     driver, told which GPU each node got (nvidia-smi's UUIDs), gives the later one a free GPU."""
-    caplog.set_level("WARNING", logger="sparktf")
     cluster = sparktf.run(sc_gpus, jobs.describe_gpus, num_executors=2, gpus_per_node=1)
     cluster.shutdown()
     seen = sorted(r["env"] for r in cluster.results.values())
     assert seen == ["1", "3"], seen
     assert all(r["gpus"] == [r["env"]] for r in cluster.results.values())
+    # (the two nodes may share an executor, which deals them GPUs itself: the YARN tier's
+    # tests/yarn/test_yarn_gpus.py has one slot per executor, where the driver must deal)
 
 
 def test_two_gpus_per_node(sc_gpus):
