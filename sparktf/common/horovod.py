@@ -11,6 +11,7 @@ Common: imports neither pyspark, tensorflow nor horovod.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,9 @@ from sparktf.common.topology import TRAINING_JOBS, format_address, split_address
 
 #: ``run(framework=...)``: what ``main_fn`` trains with.
 FRAMEWORKS = ("tensorflow", "horovod")
+
+#: What a node's own environment (``run(env=...)``) may set instead of sparktf.
+TUNABLE = ("HOROVOD_GLOO_IFACE", "HOROVOD_CPU_OPERATIONS", "HOROVOD_GLOO_TIMEOUT_SECONDS")
 
 
 @dataclass(frozen=True)
@@ -73,9 +77,13 @@ def rendezvous_address(cluster_spec: Mapping[str, Sequence[str]]) -> tuple[str, 
     return split_address(trainer_addresses(cluster_spec)[0])
 
 
-def environment(slot: Slot, rendezvous: tuple[str, int], iface: str | None) -> dict[str, str]:
+def environment(
+    slot: Slot, rendezvous: tuple[str, int], iface: str | None, timeout: float
+) -> dict[str, str]:
     """The ``HOROVOD_*`` variables of the process of ``slot``; ``iface``: the network
-    interface of the node's own address, where Gloo listens (None: Gloo's default)."""
+    interface of the node's own address, where Gloo listens (None: Gloo's default);
+    ``timeout``: seconds ``hvd.init()`` waits for every peer (horovodrun's default is 30;
+    sparktf's nodes start within the reservation timeout)."""
     env = {
         "HOROVOD_CONTROLLER": "gloo",
         "HOROVOD_CPU_OPERATIONS": "gloo",
@@ -88,6 +96,7 @@ def environment(slot: Slot, rendezvous: tuple[str, int], iface: str | None) -> d
         "HOROVOD_LOCAL_SIZE": str(slot.local_size),
         "HOROVOD_CROSS_RANK": str(slot.cross_rank),
         "HOROVOD_CROSS_SIZE": str(slot.cross_size),
+        "HOROVOD_GLOO_TIMEOUT_SECONDS": str(max(1, math.ceil(timeout))),
     }
     if iface:
         env["HOROVOD_GLOO_IFACE"] = iface

@@ -41,8 +41,8 @@ def prepare(ctx: Any, timeout: float) -> dict[str, str]:
         serve(ctx.host, ctx.port, plan)
     else:
         wait_for(address, timeout)
-    env = horovod.environment(plan[ctx.rank], address, interface_of(ctx.host))
-    for key in ("HOROVOD_GLOO_IFACE", "HOROVOD_CPU_OPERATIONS"):  # the user's env wins
+    env = horovod.environment(plan[ctx.rank], address, interface_of(ctx.host), timeout)
+    for key in horovod.TUNABLE:  # the user's env (run(env=...)) wins
         if os.environ.get(key):
             env.pop(key, None)
     os.environ.update(env)

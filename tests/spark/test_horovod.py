@@ -31,7 +31,7 @@ def test_a_horovod_keras_program_learns_on_two_nodes_without_horovodrun(sc_local
         {"epochs": 2},
         num_executors=2,
         framework="horovod",
-        env=TF_ENV,
+        env={**TF_ENV, "HOROVOD_GLOO_TIMEOUT_SECONDS": "77"},  # the user's value wins
     )
     chief = cluster.shutdown(timeout=300)
     worker = cluster.results["worker:0"]
@@ -42,6 +42,7 @@ def test_a_horovod_keras_program_learns_on_two_nodes_without_horovodrun(sc_local
     assert chief["sum"] == worker["sum"] == 3.0  # a real all-reduce between the two
     assert chief["env"]["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "127.0.0.1"
     assert chief["env"]["HOROVOD_GLOO_IFACE"] == worker["env"]["HOROVOD_GLOO_IFACE"] == "lo"
+    assert chief["env"]["HOROVOD_GLOO_TIMEOUT_SECONDS"] == "77"
     assert chief["kernel_sum"] == pytest.approx(worker["kernel_sum"])  # one model, in sync
     assert chief["test_accuracy"] > 0.8
 

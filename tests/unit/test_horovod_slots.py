@@ -47,7 +47,7 @@ def test_the_chief_is_rank_0_and_serves_the_rendezvous_on_its_port():
 
 def test_the_environment_is_what_horovodrun_gives_a_gloo_process():
     slot = horovod.slots(["a", "b", "a"])[2]
-    env = horovod.environment(slot, ("a", 4000), "eth1")
+    env = horovod.environment(slot, ("a", 4000), "eth1", 120.0)
     assert env == {
         "HOROVOD_CONTROLLER": "gloo",
         "HOROVOD_CPU_OPERATIONS": "gloo",
@@ -61,8 +61,10 @@ def test_the_environment_is_what_horovodrun_gives_a_gloo_process():
         "HOROVOD_LOCAL_SIZE": "2",
         "HOROVOD_CROSS_RANK": "0",
         "HOROVOD_CROSS_SIZE": "1",
+        "HOROVOD_GLOO_TIMEOUT_SECONDS": "120",  # not horovodrun's 30: nodes start in 120 s
     }
-    assert "HOROVOD_GLOO_IFACE" not in horovod.environment(slot, ("a", 4000), None)
+    assert "HOROVOD_GLOO_IFACE" not in horovod.environment(slot, ("a", 4000), None, 0.5)
+    assert horovod.environment(slot, ("a", 4000), None, 0.5)["HOROVOD_GLOO_TIMEOUT_SECONDS"] == "1"
 
 
 def test_framework_is_tensorflow_or_horovod():
