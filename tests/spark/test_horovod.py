@@ -75,3 +75,39 @@ def test_a_failing_horovod_node_fails_the_job_and_stops_its_peer(sc_local):
     with pytest.raises(sparktf.NodeError, match="rank 1 fails on purpose") as info:
         cluster.shutdown(timeout=240)
     assert info.value.node == "worker:0"
+
+
+#: A Horovod script as horovodrun runs one: it knows nothing of Spark or sparktf.
+SCRIPT = """
+import sys
+import tensorflow as tf
+import horovod.tensorflow as hvd
+
+hvd.init()
+total = hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum)
+print(f"rank {hvd.rank()} of {hvd.size()}, local rank {hvd.local_rank()}: sum {float(total)}")
+sys.exit(0 if float(total) == 3.0 else 1)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("horovod") is None, reason="Horovod is not installed")
+def test_a_horovod_script_runs_from_the_command_line_as_horovodrun_would(tmp_path, spark_pool):
+    """``python -m sparktf run --framework horovod`` in place of ``horovodrun -np 2``."""
+    import subprocess
+    import sys
+
+    spark_pool.stop()  # the command line starts its own SparkContext
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    out = subprocess.run(
+        [sys.executable, "-m", "sparktf", "run", "--master", "local[2]"]
+        + ["--conf", "spark.driver.host=127.0.0.1", "--num-executors", "2"]
+        + ["--framework", "horovod", "--env", "TF_CPP_MIN_LOG_LEVEL=3", str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "[chief:0] rank 0 of 2, local rank 0: sum 3.0" in out.stdout
+    assert "[worker:0] rank 1 of 2, local rank 1: sum 3.0" in out.stdout
