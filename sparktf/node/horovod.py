@@ -79,7 +79,7 @@ def wait_for(address: tuple[str, int], timeout: float) -> None:
             if time.monotonic() > deadline:
                 raise ClusterTimeoutError(
                     f"the chief's Horovod rendezvous server at {horovod.describe(address)} "
-                    f"did not answer within {timeout:.0f}s ({exc}): read the chief's output, "
+                    f"did not answer within {timeout:g}s ({exc}): read the chief's output, "
                     "or raise spark.sparktf.reservationTimeout"
                 ) from exc
             time.sleep(0.2)
