@@ -41,6 +41,9 @@ class Cell:
     pyarrow: str
     extra: tuple[str, ...] = ()  # further pins the cell needs, said in its note
     note: str = ""
+    #: Horovod's version, built from source with TensorFlow and Gloo once the rest is in;
+    #: the cell then also runs tests/spark/test_horovod.py (run(framework="horovod")).
+    horovod: str | None = None
 
     def pins(self) -> list[str]:
         return [
@@ -70,6 +73,12 @@ CELLS = [
         **{**NEWEST, "pyarrow": "18.1.0"},
         extra=("numpy<2",),
         note="PySpark 4.3 needs pyarrow >= 18; sparktf RecordBatch.append_column (>= 16)",
+    ),
+    Cell(
+        "horovod",
+        **{**NEWEST, "tensorflow": "2.18.1", "tf_keras": "2.18.0"},
+        horovod="0.28.1",
+        note="Horovod 0.28.1 builds against TensorFlow 2.16 to 2.18 (g++, cmake)",
     ),
     Cell(
         "oldest",
@@ -140,9 +149,48 @@ def build(cell: Cell, rebuild: bool, logs: str, src: str) -> tuple[bool, str]:
     code, _, out = run_logged(pip + cell.pins() + rest + TEST_TOOLS, f"{logs}/install.log", 3600)
     if code != 0:
         return False, f"install failed ({code}): {first_error(out)}"
+    if cell.horovod:
+        ok, why = build_horovod(cell.horovod, py, logs)
+        if not ok:
+            return False, why
     secs = time.monotonic() - started
     with open(marker, "w") as f:
         f.write(f"{secs:.0f} s\n")
+    return True, ""
+
+
+#: Horovod's build: its TensorFlow ops and Gloo, no MPI, no other framework (what
+#: run(framework="horovod") needs), one compile at a time on these 2-core machines.
+HOROVOD_BUILD = {
+    "HOROVOD_WITH_TENSORFLOW": "1",
+    "HOROVOD_WITH_GLOO": "1",
+    "HOROVOD_WITHOUT_MPI": "1",
+    "HOROVOD_WITHOUT_PYTORCH": "1",
+    "HOROVOD_WITHOUT_MXNET": "1",
+    "MAKEFLAGS": "-j1",
+}
+
+
+def build_horovod(version: str, py: str, logs: str) -> tuple[bool, str]:
+    """Horovod ``version`` built from its sdist against the venv's TensorFlow, then imported:
+    (ok, what failed)."""
+    pip = [py, "-m", "pip", "install", "--disable-pip-version-check"]
+    code, _, out = run_logged(pip + ["pyyaml", "packaging"], f"{logs}/horovod-deps.log", 600)
+    if code == 0:
+        code, _, out = run_logged(
+            pip
+            + ["--no-build-isolation", "--no-deps", "--no-cache-dir", "-v"]
+            + [f"horovod=={version}"],
+            f"{logs}/horovod-build.log",
+            3600,
+            env={**os.environ, **HOROVOD_BUILD},
+        )
+    if code != 0:
+        return False, f"horovod build failed ({code}): {first_error(out)}"
+    check = "import horovod.tensorflow as h; assert h.gloo_built(), 'no Gloo'"
+    code, _, out = run_logged([py, "-c", check], f"{logs}/horovod-import.log", 300)
+    if code != 0:
+        return False, f"horovod import failed ({code}): {first_error(out)}"
     return True, ""
 
 
@@ -160,7 +208,7 @@ def versions(py: str) -> dict:
     """What the venv really has, by the packages' own metadata."""
     code = (
         "import importlib.metadata as m, json\n"
-        "names = ['pyspark', 'tensorflow', 'tf-keras', 'keras', 'pyarrow', 'numpy', 'pandas']\n"
+        "names = ['pyspark', 'tensorflow', 'tf-keras', 'keras', 'pyarrow', 'numpy', 'pandas', 'horovod']\n"
         "out = {}\n"
         "for n in names:\n"
         "    try: out[n] = m.version(n)\n"
@@ -296,8 +344,9 @@ def run_cell(cell: Cell, rebuild: bool, job_timeout: int, src: str, label: str) 
     else:
         res.error = f"main job exit {code}: {first_error(out)}"
 
+    tests = ["tests/unit"] + (["tests/spark/test_horovod.py"] if cell.horovod else [])
     code, _, out = run_logged(
-        [py, "-m", "pytest", "tests/unit", "-q", "-p", "no:cacheprovider"],
+        [py, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider"],
         f"{logs}/unit.log",
         job_timeout,
         env,

@@ -19,6 +19,7 @@ import os
 import sys
 
 from sparktf.common import scripts
+from sparktf.common.horovod import FRAMEWORKS
 from sparktf.errors import ConfigError, SparkTFError
 
 
@@ -56,6 +57,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--eval-node", action="store_true", help="make one node an evaluator")
     r.add_argument("--gpus-per-node", type=int, help="GPUs Spark assigns each node's task")
     r.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        help="horovod: each node also gets its Horovod rank, size and rendezvous, so that "
+        "the script's hvd.init() needs no horovodrun (default: tensorflow)",
+    )
+    r.add_argument(
         "--py-files", default="", metavar="A,B", help="comma-separated .py/.zip files to ship"
     )
     r.add_argument(
@@ -86,6 +93,7 @@ def run(
             "num_executors": options.num_executors,
             "num_ps": options.num_ps,
             "gpus_per_node": options.gpus_per_node,
+            "framework": options.framework,
             "env": env or None,
         }
         cluster = sparktf.run(

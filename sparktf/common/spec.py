@@ -77,6 +77,8 @@ class LaunchSpec:
     #: supervisor, the rest of the cluster running on (spark.sparktf.workerRestarts); the
     #: driver decides each time (JobState's restart rule).
     worker_restarts: int = 0
+    #: run(framework=...): "horovod" gives every node its Horovod environment before main_fn
+    framework: str = "tensorflow"
 
     @property
     def num_nodes(self) -> int:

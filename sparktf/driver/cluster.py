@@ -367,6 +367,7 @@ def run(
     master_node: str | None = default("master_node"),
     eval_node: bool = default("eval_node"),
     input_mode: InputMode = default("input_mode"),
+    framework: str = default("framework"),
     reservation_timeout: float | None = None,
     log_to_driver: bool | None = None,
     env: dict[str, str] | None = None,
@@ -407,6 +408,11 @@ def run(
     input_mode : InputMode
         ``InputMode.TENSORFLOW``: the nodes read their own data, and start now.
         ``InputMode.SPARK``: the nodes start over the data given to :meth:`Cluster.train`.
+    framework : {"tensorflow", "horovod"}
+        ``"horovod"``: every node trains (no parameter servers, no evaluator), and each also
+        gets its Horovod rank (its ``ctx.rank``), size, local rank and the address of the Gloo
+        rendezvous the chief serves, so that ``hvd.init()`` in ``main_fn`` needs no
+        ``horovodrun``. Needs Horovod with Gloo on the executors (docs/guides/horovod.md).
     reservation_timeout, log_to_driver, heartbeat_timeout, progress_timeout, max_restarts
         See the settings table; unset, ``spark.sparktf.*`` then the default applies.
     worker_restarts : int, optional
@@ -454,6 +460,7 @@ def run(
         master_node=master_node,
         eval_node=eval_node,
         input_mode=input_mode,
+        framework=framework,
         reservation_timeout=reservation_timeout,
         log_to_driver=log_to_driver,
         env=env,

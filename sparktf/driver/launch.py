@@ -45,6 +45,7 @@ def launch_spec(
         port_range=settings.port_range,
         worker_restarts=settings.restarts_in_place,
         rendezvous_timeout=settings.reservation_timeout,
+        framework=settings.framework,
     )
 
 

@@ -365,6 +365,27 @@ def spark_problems(
     return problems, slots
 
 
+def framework_problems(settings: Settings) -> list[str]:
+    """What ``framework="horovod"`` cannot run with: Horovod's ranks are all trainers, and a
+    process that starts again cannot join a Gloo rendezvous its peers have finished."""
+    if settings.framework != "horovod":
+        return []
+    problems = []
+    if settings.num_ps:
+        problems.append(
+            f"framework='horovod' trains on every node: use num_ps=0, got {settings.num_ps}"
+        )
+    if settings.eval_node:
+        problems.append("framework='horovod' trains on every node: use eval_node=False")
+    if settings.worker_restarts:
+        problems.append(
+            "framework='horovod' cannot restart one node in place (its peers' Gloo context "
+            f"is gone): use worker_restarts=0, got {settings.worker_restarts}; max_restarts "
+            "restarts the whole cluster"
+        )
+    return problems
+
+
 def check_run(
     sc: Any, main_fn: Callable, args: Any, **arguments: Any
 ) -> tuple[Any, Settings, dict[str, str], bytes, tuple[NodeRole, ...]]:
@@ -406,6 +427,7 @@ def check_run(
     found, slots = spark_problems(sc, settings.num_executors, settings.slot_wait_timeout, conf)
     problems += found
     problems += gpu_problems(sc.master, conf, settings.gpus_per_node)
+    problems += framework_problems(settings)
     num_nodes = settings.num_executors or slots
     if num_nodes >= 1:  # once, with the slot count known
         every_slot = None

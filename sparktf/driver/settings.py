@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sparktf.common import plain_numbers
+from sparktf.common.horovod import FRAMEWORKS
 from sparktf.common.ports import PortRange
 from sparktf.common.topology import MASTER_NODES
 from sparktf.errors import ConfigError
@@ -115,6 +116,12 @@ def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def master_node(value: Any) -> str | None:
     if value not in MASTER_NODES:
         raise _Invalid("be one of 'chief', 'master' or None")
+    return value
+
+
+def framework(value: Any) -> str:
+    if value not in FRAMEWORKS:
+        raise _Invalid("be 'tensorflow' or 'horovod'")
     return value
 
 
@@ -239,6 +246,14 @@ TABLE: tuple[Setting, ...] = (
         InputMode.TENSORFLOW,
         input_mode,
         "InputMode.TENSORFLOW (nodes read their own data) or InputMode.SPARK (train(data))",
+    ),
+    Setting(
+        "framework",
+        None,
+        "tensorflow",
+        framework,
+        "'tensorflow', or 'horovod': each chief and worker also gets its Horovod rank, size, "
+        "local rank and the chief's Gloo rendezvous, so that hvd.init() needs no horovodrun",
     ),
     Setting(
         "reservation_timeout",
@@ -466,6 +481,7 @@ class Settings:
     master_node: str | None
     eval_node: bool
     input_mode: InputMode
+    framework: str
     reservation_timeout: float
     slot_wait_timeout: float
     log_to_driver: bool

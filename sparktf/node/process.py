@@ -18,7 +18,7 @@ import traceback
 from sparktf.common import gpus, keepalive, messages, procs, protocol, scripts, tfimport
 from sparktf.common.spec import NodeSpec
 from sparktf.errors import ConfigError
-from sparktf.node import patches
+from sparktf.node import horovod, patches
 from sparktf.node.context import NodeContext
 from sparktf.node.runtime import NodeRuntime
 
@@ -267,6 +267,8 @@ def _train(spec: NodeSpec, ctx: NodeContext, runtime: NodeRuntime):
     """A chief, worker or evaluator: TensorFlow's patches installed (:mod:`sparktf.node.patches`),
     then ``main_fn``; its return value."""
     patches.install(spec, runtime)
+    if spec.launch.framework == "horovod" and ctx.role.trains:
+        horovod.prepare(ctx, spec.launch.rendezvous_timeout)
     return _call_main(spec, ctx)
 
 

@@ -286,6 +286,21 @@ def test_spark_ml_pipeline_fits_on_the_cluster_and_scores_after_save_and_load(tm
     assert accuracy(out) > 0.85  # two epochs of 4,000 real digits, a dense net
 
 
+def test_a_horovod_program_ported_to_mirrored_learns_on_two_nodes(tmp_path, no_spark):
+    """examples/horovod_ported.py with its defaults, as docs/guides/horovod.md ports Horovod's
+    Keras program: 2 nodes (horovodrun -np 2), each on its rank's shard, checkpoints written
+    by the chief alone."""
+    out = submit(os.path.join(EXAMPLES, "horovod_ported.py"), cwd=tmp_path)
+    assert "horovod_ported: 2 nodes, 1000 held-out images" in out
+    assert "[chief:0] Epoch 4/4" in out, out[-3000:]
+    assert accuracy(out) > 0.8
+    ckpt = tmp_path / "horovod_ported_ckpt"
+    assert "ckpt-4" in (ckpt / "checkpoint").read_text()
+    assert [p.name for p in tmp_path.iterdir() if "workertemp" in p.name] == []
+    assert not [p for p in ckpt.rglob("*") if "workertemp" in str(p)]  # the others' copies
+    assert wait_until(lambda: not sparktf_processes(), timeout=30), sparktf_processes()
+
+
 #: ADAG's push is a mean of the steps it covers: a larger local rate and shorter pushes
 ADAG = ["--normalize", "--push-every", "2", "--learning-rate", "0.2"]
 
