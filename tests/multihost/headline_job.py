@@ -1,7 +1,8 @@
 """The mission's call across hosts, spark-submitted by test_multihost_jobs.py to the multi-host test YARN
 (client mode: this driver on the edge node): ``sparktf.run(sc, main_fn, num_ps=2)``, where
 main_fn is tests/helpers' MWMS job plus what the node saw of the network: its TF_CONFIG, its
-own host's address and the sparktf it imported. Prints ``RESULTS=<json>`` last.
+own host's address and the sparktf it imported; then, in the same session,
+``cluster.inference`` over an RDD on two nodes of those hosts. Prints ``RESULTS=<json>`` last.
 """
 
 import json
@@ -47,5 +48,18 @@ if __name__ == "__main__":
     cluster.shutdown(timeout=300)
     results = {name: cluster.results.get(name) for name in cluster.results}
     roles = [r.name for r in cluster.roles]
+    # a second call in the same session: cluster.inference across the hosts (InputMode.SPARK;
+    # each row goes to a node, possibly on another host, and its output comes back in order)
+    from helpers.feed_jobs import infer_double
+
+    rdd = sc.parallelize(range(2000), 5)
+    scorer = sparktf.run(sc, infer_double, {}, num_executors=2, input_mode=sparktf.InputMode.SPARK)
+    scored = scorer.inference(rdd)
+    inference = {
+        "first": scored.take(3),
+        "count": scored.count(),
+        "pairs_ok": scored.zip(rdd).filter(lambda p: p[0] != 2 * p[1]).count() == 0,
+        "returned": scorer.shutdown(),
+    }
     sc.stop()
-    print("RESULTS=" + json.dumps({"roles": roles, "results": results}))
+    print("RESULTS=" + json.dumps({"roles": roles, "results": results, "inference": inference}))

@@ -24,7 +24,7 @@ def test_num_ps_2_puts_every_node_on_its_own_hosts_address(hosts, tmp_path):
     """chief, worker and two ps in four executors on the three hosts: TF_CONFIG names each
     node by its host's bridge address (the chief and the worker check their own entry against
     the address they route from), never loopback; they span at least two hosts and train in
-    sync (MWMS) to the same weights as on one host."""
+    sync (MWMS) to the same weights as on one host. Then cluster.inference across the hosts."""
     out = hosts.submit(
         os.path.join(HERE, "headline_job.py"),
         hosts.master,
@@ -55,6 +55,14 @@ def test_num_ps_2_puts_every_node_on_its_own_hosts_address(hosts, tmp_path):
     assert chief["num_replicas"] == 2 and chief["loss"][-1] < 0.05 * chief["loss"][0]
     assert worker["kernel"] == pytest.approx(chief["kernel"], abs=1e-5)
     assert chief["kernel"] == pytest.approx([1, 2, 3, 4], abs=0.1)
+    # cluster.inference across hosts, a second call in the session: every row's output, in
+    # input order (zip with the input), the result used as any Spark result
+    assert got["inference"] == {
+        "first": [0, 2, 4],
+        "count": 2000,
+        "pairs_ok": True,
+        "returned": "inferred",
+    }
 
 
 def test_the_main_job_reaches_95_percent_across_hosts(hosts, tmp_path):
