@@ -5,8 +5,8 @@ MIT Kerberos (Debian's ``krb5-kdc``, ``krb5-admin-server`` and ``krb5-user``: ``
 loopback port, its database, stash, configuration and keytabs in ``STATE/krb5`` (nothing in
 ``/etc``). Principals:
 
-- ``hdfs/localhost``, ``yarn/localhost``, ``HTTP/localhost`` (the daemons and SPNEGO for
-  WebHDFS), in ``STATE/krb5/service.keytab``;
+- ``hdfs/localhost``, ``yarn/localhost``, ``HTTP/localhost`` and ``HTTP/127.0.0.1`` (the
+  daemons and SPNEGO for WebHDFS), in ``STATE/krb5/service.keytab``;
 - ``sparktf`` (the user), in ``STATE/krb5/sparktf.keytab``: ``PRINCIPAL`` and ``KEYTAB``.
 
 Every daemon runs with ``hadoop.security.authentication=kerberos``, service-level
@@ -28,7 +28,9 @@ import time
 
 REALM = "SPARKTF.TEST"
 USER = "sparktf"
-SERVICES = ("hdfs/localhost", "yarn/localhost", "HTTP/localhost")
+#: HTTP/127.0.0.1 too: a SPNEGO client names the service by the URL's host (a WebHDFS URL
+#: on 127.0.0.1), where Java's resolves it to localhost
+SERVICES = ("hdfs/localhost", "yarn/localhost", "HTTP/localhost", "HTTP/127.0.0.1")
 TOOLS = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit")
 #: Delegation tokens: renew interval and maximum lifetime (ms), short so that expiry is testable
 TOKEN_RENEW_MS = 10 * 60 * 1000
@@ -136,13 +138,19 @@ def jvm_opts(state: str) -> list[str]:
 def site_props(state: str) -> dict[str, dict]:
     """What each Hadoop site file adds for security (hdfs_test_cluster.EXTRA_SITE)."""
     keytab = os.path.join(kdir(state), "service.keytab")
-    hdfs, yarn, http = (principal(s) for s in SERVICES)
+    hdfs, yarn, http = (principal(s) for s in SERVICES[:3])
     return {
         "core-site.xml": {
             "hadoop.security.authentication": "kerberos",
             "hadoop.security.authorization": "true",
             # hdfs/localhost@SPARKTF.TEST -> hdfs, sparktf@SPARKTF.TEST -> sparktf
             "hadoop.security.auth_to_local": "DEFAULT",
+            # SPNEGO on HDFS's web servers (WebHDFS's filter reads these, not dfs.web.*);
+            # /jmx stays open: the start-up check reads it
+            "hadoop.http.authentication.type": "kerberos",
+            "hadoop.http.authentication.kerberos.principal": "*",  # every HTTP/ of the keytab
+            "hadoop.http.authentication.kerberos.keytab": keytab,
+            "hadoop.http.authentication.kerberos.endpoint.whitelist": "/jmx",
         },
         "hdfs-site.xml": {
             "dfs.block.access.token.enable": "true",
@@ -166,6 +174,8 @@ def site_props(state: str) -> dict[str, dict]:
             "yarn.nodemanager.keytab": keytab,
             "yarn.resourcemanager.delegation.token.renew-interval": TOKEN_RENEW_MS,
             "yarn.resourcemanager.delegation.token.max-lifetime": TOKEN_MAX_MS,
+            # YARN's web servers (REST: the start-up check, the tests) stay without SPNEGO
+            "hadoop.http.authentication.type": "simple",
         },
     }
 
