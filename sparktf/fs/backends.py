@@ -11,6 +11,7 @@ import threading
 import urllib.parse
 from typing import TYPE_CHECKING, BinaryIO
 
+from sparktf.fs import tokens
 from sparktf.fs.paths import (
     CONNECT_TIMEOUT,
     HADOOP_SCHEMES,
@@ -129,9 +130,9 @@ class _Libhdfs(_Backend):
 class _WebHDFS(_Backend):
     name = "webhdfs"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, namenode: tuple[str, int | None] | None = None) -> None:
         self.url = url
-        self._client = webhdfs_client(url)
+        self._client = webhdfs_client(url, namenode)
         self._client.status("/")  # fail here, not at the first real call
 
     def info(self, path: str) -> tuple[str | None, int]:
@@ -172,15 +173,23 @@ class _WebHDFS(_Backend):
         self._client.write(path, data=f, overwrite=True)
 
 
-def webhdfs_client(url: str) -> hdfs.Client:
-    """The ``hdfs`` package's client for a WebHDFS at ``url``: with Kerberos, its
-    ``KerberosClient`` (SPNEGO with the login's ticket; it needs ``requests-kerberos``),
-    else an ``InsecureClient`` as :func:`hadoop_user`."""
+def webhdfs_client(url: str, namenode: tuple[str, int | None] | None = None) -> hdfs.Client:
+    """The ``hdfs`` package's client for a WebHDFS at ``url`` (of the NameNode whose RPC
+    address is ``namenode``): with Kerberos, a ``TokenClient`` where this process was handed
+    an HDFS delegation token (a YARN container: :mod:`sparktf.fs.tokens`), else its
+    ``KerberosClient`` (SPNEGO with the login's ticket; it needs ``requests-kerberos``);
+    without Kerberos an ``InsecureClient`` as :func:`hadoop_user`."""
     import hdfs
 
     timeout = (CONNECT_TIMEOUT, 120)
     if not uses_kerberos():
         return hdfs.InsecureClient(url, user=hadoop_user(), timeout=timeout)
+    if namenode is None:
+        u = urllib.parse.urlsplit(url)
+        namenode = (u.hostname or "", None)
+    token = tokens.hdfs_delegation_token(*namenode)
+    if token:
+        return hdfs.TokenClient(url, token, timeout=timeout)
     try:
         from hdfs.ext.kerberos import KerberosClient
     except ImportError as exc:
@@ -282,7 +291,7 @@ def backend(path: str) -> _Backend:
             )
             for url in urls:
                 try:
-                    _BACKENDS[key] = _WebHDFS(url)
+                    _BACKENDS[key] = _WebHDFS(url, key)
                     return _BACKENDS[key]
                 except ImportError:
                     tried.append("webhdfs: the hdfs package is not installed (pip install hdfs)")
