@@ -5,6 +5,7 @@ through sparktf.fs with and without a ticket, and the main job submitted with
 
 import os
 import re
+import sys
 import time
 
 import pytest
@@ -65,27 +66,43 @@ def test_with_a_ticket_sparktf_fs_reads_and_writes_as_the_principal(secure_yarn,
     assert rc == 0 and f" {secure_yarn.user} " in listing, listing + err
 
 
+@pytest.mark.tf
 def test_main_job_with_principal_and_keytab_reaches_95_percent(secure_yarn, tmp_path):
     """`spark-submit --master yarn --deploy-mode client --principal P --keytab K
-    examples/mnist.py`, no ticket in the driver's environment: Spark logs in from the keytab,
-    the application runs as the principal's user, test_accuracy >= 0.95 (as tests/yarn's)."""
+    examples/mnist.py --export-dir hdfs:///user/P/mnist_export`: Spark logs in from the
+    keytab and hands its executors delegation tokens; the chief's TF process writes the
+    SavedModel to HDFS with them (WebHDFS, no keytab or ticket in a container) and
+    sparktf.predict reads it back on the executors; the driver's own sparktf.fs calls use
+    the user's ticket (kinit). The application runs as the principal's user; test_accuracy
+    >= 0.95, as tests/yarn's."""
     started_ms = int(time.time() * 1000)
+    ticket = tmp_path / "ticket"
+    secure_yarn.kinit(ticket)
+    export = f"/user/{secure_yarn.user}/mnist_export"
     out = secure_yarn.submit(
         os.path.join(ROOT, "examples", "mnist.py"),
+        "--export-dir",
+        f"hdfs://{export}",
         extra=("--principal", secure_yarn.principal, "--keytab", secure_yarn.keytab),
         conf={"spark.executorEnv.PYTHONPATH": ROOT},
         cwd=tmp_path,
-        env=secure_yarn.env(KRB5CCNAME=str(tmp_path / "no-ticket")),
+        env=secure_yarn.env(KRB5CCNAME=str(ticket)),
     )
     said = out.stdout[-4000:] + out.stderr[-4000:]
     assert out.returncode == 0, said
     assert "[chief:0] chief:0: training epochs 1..12" in out.stdout, said
+    assert "sparktf.predict on the executors scored 1000 held-out images" in out.stdout, said
     found = re.findall(r"^test_accuracy=(0\.\d+|1\.0+)$", out.stdout, re.M)
     assert found and float(found[-1]) >= 0.95, said
+    print(f"\n[kerberos] test_accuracy={found[-1]}", file=sys.stderr)
     [app] = [
         a
         for a in secure_yarn.apps()
         if a["startedTime"] >= started_ms and a["name"] == "sparktf-mnist"
     ]
     assert app["finalStatus"] == "SUCCEEDED" and app["user"] == secure_yarn.user, app
+    rc, listing, err = secure_yarn.cli("hdfs", "dfs", "-ls", export)
+    assert rc == 0 and re.search(rf" {secure_yarn.user} .*/saved_model\.pb$", listing, re.M), (
+        listing + err
+    )
     assert secure_yarn.wait_idle(), secure_yarn.describe_leftovers()
