@@ -30,7 +30,7 @@ def _field(buf: bytes, pos: int) -> tuple[bytes, int]:
     """A length-prefixed byte string (a ``Text`` or a token's identifier or password)."""
     n, pos = _vint(buf, pos)
     if n < 0 or pos + n > len(buf):
-        raise ValueError("a field runs past the end")
+        raise HadoopFSError("a field runs past the end")
     return buf[pos : pos + n], pos + n
 
 
@@ -40,13 +40,13 @@ def read_tokens(data: bytes) -> list[tuple[str, str, bytes]]:
 
     Raises
     ------
-    ValueError
+    HadoopFSError
         Not such a file, or another format (Hadoop's protobuf one, version 1).
     """
     if data[:4] != _MAGIC or len(data) < 5:
-        raise ValueError("not a Hadoop token storage file (no HDTS header)")
+        raise HadoopFSError("not a Hadoop token storage file (no HDTS header)")
     if data[4] != 0:
-        raise ValueError(f"token storage format version {data[4]} (only 0, WRITABLE, is read)")
+        raise HadoopFSError(f"token storage format version {data[4]} (only 0, WRITABLE, is read)")
     count, pos = _vint(data, 5)
     found = []
     for _ in range(count):
@@ -74,7 +74,7 @@ def hdfs_delegation_token(host: str, port: int | None) -> str | None:
     try:
         with open(path, "rb") as f:
             tokens = [t for t in read_tokens(f.read()) if t[0] in HDFS_KINDS]
-    except (OSError, ValueError) as exc:
+    except (OSError, IndexError) as exc:  # (HadoopFSError is an OSError)
         raise HadoopFSError(
             f"HADOOP_TOKEN_FILE_LOCATION={path}: cannot read its delegation tokens ({exc}); "
             "use the libhdfs backend (SPARKTF_HDFS_BACKEND=libhdfs), which reads them itself"
