@@ -176,6 +176,11 @@ def site_props(state: str) -> dict[str, dict]:
             "yarn.resourcemanager.delegation.token.max-lifetime": TOKEN_MAX_MS,
             # YARN's web servers (REST: the start-up check, the tests) stay without SPNEGO
             "hadoop.http.authentication.type": "simple",
+            # a secure NodeManager aggregates logs through SecureIOUtils, which needs Hadoop's
+            # native libhadoop.so (not in Maven's jars): without it the NodeManager exits at
+            # the end of the first application ("Secure IO is not possible without native
+            # code extensions"). Logs stay in STATE/nm/logs/APP/CONTAINER/
+            "yarn.log-aggregation-enable": "false",
         },
     }
 

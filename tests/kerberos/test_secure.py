@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from helpers.procs import pid_alive
 from kerberos_harness import ROOT
 
 # timeout(600): the first test also starts the secure cluster (jars fetched the first time);
@@ -106,3 +107,6 @@ def test_main_job_with_principal_and_keytab_reaches_95_percent(secure_yarn, tmp_
         listing + err
     )
     assert secure_yarn.wait_idle(), secure_yarn.describe_leftovers()
+    # every daemon outlived the application (a secure NodeManager that aggregates logs
+    # without Hadoop's native library exits as the application ends)
+    assert all(map(pid_alive, secure_yarn.pids.values())), secure_yarn.pids
