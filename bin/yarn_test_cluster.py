@@ -224,8 +224,8 @@ def start(state: str, kerberos: bool = False) -> int:
         return 1
     try:
         started = hadoop.start_hdfs(state, prepare=(lambda: start_kdc(state)) if kerberos else None)
-    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
-        log(f"--kerberos: the KDC did not start: {e}")
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:  # (the KDC's steps)
+        log(f"start failed: {e}")
         hadoop.stop_pids(state, STOP_ORDER)
         return 1
     if started is None:
@@ -235,7 +235,10 @@ def start(state: str, kerberos: bool = False) -> int:
     addresses = write_yarn_conf(state, conf)
     with open(os.path.join(state, "urls"), "a") as f:
         f.write(f"{addresses['rm_web']}\n")
-    failed = make_hdfs_dirs(conf, superuser_env(state, conf) if kerberos else None)
+    try:
+        failed = make_hdfs_dirs(conf, superuser_env(state, conf) if kerberos else None)
+    except (RuntimeError, subprocess.SubprocessError) as e:  # (kinit as hdfs/localhost)
+        failed = str(e)
     if failed:
         log(failed)
         hadoop.stop_children(procs, state)
