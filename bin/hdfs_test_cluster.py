@@ -67,6 +67,9 @@ READY_TIMEOUT = 120.0
 NAMENODE = "org.apache.hadoop.hdfs.server.namenode.NameNode"
 DATANODE = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 PREFIX = "hdfs-test-cluster"
+#: Settings added to each site file (file name -> {key: value}): a secure cluster's
+#: (bin/yarn_kerberos.py, ``bin/yarn-test-cluster.sh start --kerberos``)
+EXTRA_SITE: dict[str, dict] = {}
 
 
 def cache_dir() -> str:
@@ -234,6 +237,7 @@ def free_port() -> int:
 
 
 def write_site(conf: str, name: str, props: dict) -> None:
+    props = {**props, **EXTRA_SITE.get(name, {})}
     body = "".join(
         f"  <property><name>{k}</name><value>{v}</value></property>\n" for k, v in props.items()
     )
@@ -527,23 +531,24 @@ def env_lines(state: str) -> list[str]:
     ]
 
 
-def start_hdfs(state: str) -> tuple[dict, dict] | None:
+def start_hdfs(state: str, prepare=None) -> tuple[dict, dict] | None:
     """Fetch, configure, format and start a NameNode and a DataNode in ``state`` (a fresh
-    directory); (info, processes) once HDFS is ready, None (nothing left) if it failed."""
+    directory); (info, processes) once HDFS is ready, None (nothing left) if it failed.
+    ``prepare()``, if given, runs first in the fresh directory (a KDC: bin/yarn_kerberos.py)
+    and returns the daemons it started, stopped with the others if the start fails."""
     shutil.rmtree(state, ignore_errors=True)
     os.makedirs(state, mode=0o700)
     fetch(cache_dir())
+    procs = prepare() if prepare else {}
     info = write_hdfs_conf(state)
     conf = info["conf"]
     if not format_namenode(state, conf):
-        shutil.rmtree(state, ignore_errors=True)
+        stop_children(procs, state)
         return None
     with open(os.path.join(state, "urls"), "w") as f:
         f.write(f"{info['url']} {info['webhdfs']}\n")
-    procs = {
-        "namenode": launch(state, conf, "namenode", NAMENODE),
-        "datanode": launch(state, conf, "datanode", DATANODE),
-    }
+    procs["namenode"] = launch(state, conf, "namenode", NAMENODE)
+    procs["datanode"] = launch(state, conf, "datanode", DATANODE)
     if not wait_ready(state, procs, lambda: hdfs_ready(info)):
         return None
     return info, procs

@@ -8,6 +8,8 @@
 #   bin/yarn-test-cluster.sh status|stop
 #   bin/yarn-test-cluster.sh yarn logs -applicationId ID    # Hadoop's yarn CLI
 #   bin/yarn-test-cluster.sh hdfs dfs -ls /                 # Hadoop's hdfs dfs
+#   bin/yarn-test-cluster.sh start --kerberos  # an MIT KDC and secure HDFS and YARN; also
+#                                              # prints KRB5_CONFIG=, PRINCIPAL=, KEYTAB=
 #   bin/yarn-test-cluster.sh start --hosts 3   # (root) a master + 3 worker hosts, each a
 #                                              # network namespace with its own address
 #   bin/yarn-test-cluster.sh partition|heal|crash HOST   # faults on one worker host

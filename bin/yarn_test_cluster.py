@@ -7,6 +7,8 @@
     bin/yarn-test-cluster.sh yarn ARGS  # Hadoop's `yarn` CLI: yarn logs -applicationId ID,
                                         #   yarn application -list|-kill ID|-status ID
     bin/yarn-test-cluster.sh hdfs ARGS  # Hadoop's `hdfs dfs ...` (FsShell), e.g. hdfs dfs -ls /
+    bin/yarn-test-cluster.sh start --kerberos  # a KDC and secure HDFS and YARN: also prints
+                                        # KRB5_CONFIG=, PRINCIPAL=, KEYTAB= (bin/yarn_kerberos.py)
     bin/yarn-test-cluster.sh start --hosts N   # (root) a master and N worker hosts, each a
                                         # network namespace on a bridge: bin/yarn_hosts.py
     bin/yarn-test-cluster.sh partition|heal|crash HOST, firewall HOST LO-HI|off
@@ -38,6 +40,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hdfs_test_cluster as hadoop
 import yarn_hosts
+import yarn_kerberos
 
 hadoop.PREFIX = "yarn-test-cluster"
 
@@ -49,7 +52,7 @@ CLI = {
     "node": "org.apache.hadoop.yarn.client.cli.NodeCLI",
     "dfs": "org.apache.hadoop.fs.FsShell",
 }
-STOP_ORDER = ["nodemanager", "resourcemanager", "datanode", "namenode"]
+STOP_ORDER = ["nodemanager", "resourcemanager", "datanode", "namenode", "kdc"]
 
 
 def state_dir() -> str:
@@ -190,7 +193,7 @@ def yarn_ready(rm_web: str) -> bool:
     return any(n.get("state") == "RUNNING" for n in nodes.get("node", []))
 
 
-def make_hdfs_dirs(conf: str) -> str | None:
+def make_hdfs_dirs(conf: str, env: dict | None = None) -> str | None:
     """Log aggregation's root (and /user) on HDFS, world-writable as on a real cluster (the
     NodeManager writes there as the application's user); why not, if it failed."""
     for args in (
@@ -201,7 +204,7 @@ def make_hdfs_dirs(conf: str) -> str | None:
             hadoop.java_cmd(conf, CLI["dfs"], *args),
             capture_output=True,
             text=True,
-            env=hadoop.daemon_env(conf),
+            env=env or hadoop.daemon_env(conf),
             timeout=120,
         )
         if out.returncode:
@@ -209,11 +212,66 @@ def make_hdfs_dirs(conf: str) -> str | None:
     return None
 
 
-def start(state: str) -> int:
+def launch_program(state: str, argv: list[str], name: str, env: dict) -> subprocess.Popen:
+    """A daemon that is not a JVM (the KDC), as hadoop.launch starts the others: its own
+    session, output to STATE/NAME.log, PID in STATE/NAME.pid."""
+    with open(os.path.join(state, name + ".log"), "w") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
+    with open(os.path.join(state, name + ".pid"), "w") as f:
+        f.write(str(proc.pid))
+    return proc
+
+
+def secure(state: str) -> bool:
+    """Whether the cluster in ``state`` was started with --kerberos (its KDC's files are there)."""
+    return os.path.exists(os.path.join(yarn_kerberos.kdir(state), "krb5.conf"))
+
+
+def use_kerberos(state: str) -> None:
+    """Every site file written from now on is a secure cluster's, every JVM started finds
+    the KDC."""
+    hadoop.EXTRA_SITE.update(yarn_kerberos.site_props(state))
+    hadoop.JVM_OPTS.extend(yarn_kerberos.jvm_opts(state))
+
+
+def start_kdc(state: str) -> dict:
+    """``start --kerberos``'s first step, in the fresh state directory: the KDC, principals
+    and keytabs."""
+    kdc = yarn_kerberos.start_kdc(
+        state, lambda argv, name: launch_program(state, argv, name, yarn_kerberos.env(state))
+    )
+    use_kerberos(state)
+    return {"kdc": kdc}
+
+
+def superuser_env(state: str, conf: str) -> dict:
+    """The environment of Hadoop's CLI as HDFS's superuser (hdfs/localhost's ticket)."""
+    d = yarn_kerberos.kdir(state)
+    cache = os.path.join(d, "hdfs.ccache")
+    yarn_kerberos.kinit(state, "hdfs/localhost", os.path.join(d, "service.keytab"), cache)
+    return dict(hadoop.daemon_env(conf), KRB5CCNAME=cache)
+
+
+def start(state: str, kerberos: bool = False) -> int:
     if hadoop.running(state):
         log(f"already running in {state}; stop it first: bin/yarn-test-cluster.sh stop")
         return 1
-    started = hadoop.start_hdfs(state)
+    if kerberos and yarn_kerberos.missing():
+        log(f"--kerberos: {yarn_kerberos.missing()}")
+        return 1
+    try:
+        started = hadoop.start_hdfs(state, prepare=(lambda: start_kdc(state)) if kerberos else None)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:  # (the KDC's steps)
+        log(f"start failed: {e}")
+        hadoop.stop_pids(state, STOP_ORDER)
+        return 1
     if started is None:
         return 1
     info, procs = started
@@ -221,7 +279,10 @@ def start(state: str) -> int:
     addresses = write_yarn_conf(state, conf)
     with open(os.path.join(state, "urls"), "a") as f:
         f.write(f"{addresses['rm_web']}\n")
-    failed = make_hdfs_dirs(conf)
+    try:
+        failed = make_hdfs_dirs(conf, superuser_env(state, conf) if kerberos else None)
+    except (RuntimeError, subprocess.SubprocessError) as e:  # (kinit as hdfs/localhost)
+        failed = str(e)
     if failed:
         log(failed)
         hadoop.stop_children(procs, state)
@@ -234,6 +295,8 @@ def start(state: str) -> int:
         return 1
     print(f"ResourceManager: {addresses['rm_web']} (RPC {addresses['rm']})")
     print(f"HDFS: {info['url']} (WebHDFS {info['webhdfs']})")
+    if kerberos:
+        print("\n".join(yarn_kerberos.describe(state)))
     print(f"HADOOP_CONF_DIR={conf}")
     log(f"running; state in {state}; stop with: bin/yarn-test-cluster.sh stop")
     return 0
@@ -331,12 +394,14 @@ def status(state: str) -> int:
     if net is not None:
         return status_hosts(state, net)
     pids = hadoop.running(state)
-    expected = len(STOP_ORDER)
+    expected = len(STOP_ORDER) - (0 if secure(state) else 1)
     if len(pids) == expected and len(hadoop.pid_files(state)) == expected:
         with open(os.path.join(state, "urls")) as f:
             url, webhdfs, rm_web = f.read().split()[:3]
         print(f"ResourceManager: {rm_web}")
         print(f"HDFS: {url} (WebHDFS {webhdfs})")
+        if secure(state):
+            print("\n".join(yarn_kerberos.describe(state)))
         print(f"HADOOP_CONF_DIR={os.path.join(state, 'conf')}")
         log(f"running, PIDs {pids}")
         return 0
@@ -359,9 +424,17 @@ def cli(state: str, tool: str, args: list[str]) -> int:
     if not os.path.isdir(conf):
         log(f"not running (no {conf}): bin/yarn-test-cluster.sh start")
         return 1
+    env = hadoop.daemon_env(conf)
+    if secure(state):
+        hadoop.JVM_OPTS.extend(yarn_kerberos.jvm_opts(state))
+        if not os.environ.get("KRB5CCNAME"):  # the user's ticket, from the user's keytab
+            d = yarn_kerberos.kdir(state)
+            env["KRB5CCNAME"] = os.path.join(d, "cli.ccache")
+            keytab = os.path.join(d, yarn_kerberos.USER + ".keytab")
+            yarn_kerberos.kinit(state, yarn_kerberos.USER, keytab, env["KRB5CCNAME"])
     cmd = hadoop.java_cmd(conf, CLI[sub], *args[1:])
     cmd.insert(1, "-Dhadoop.root.logger=WARN,console")  # its own output alone on stdout
-    return subprocess.run(cmd, env=hadoop.daemon_env(conf)).returncode
+    return subprocess.run(cmd, env=env).returncode
 
 
 def fault(state: str, verb: str, args: list[str]) -> int:
@@ -396,6 +469,8 @@ def main(argv: list[str]) -> int:
             log("--hosts N needs N >= 2 (without --hosts: one host on loopback)")
             return 2
         return start_hosts(state, int(argv[2]))
+    if argv == ["start", "--kerberos"]:
+        return start(state, kerberos=True)
     if len(argv) != 1 or argv[0] not in ("start", "stop", "status"):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2

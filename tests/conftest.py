@@ -43,10 +43,15 @@ FOLDER_MARKERS = {
     "hadoop": ("hadoop", "slow"),
     "yarn": ("yarn", "slow"),
     "multihost": ("multihost", "slow"),
+    "kerberos": ("kerberos", "slow"),
 }
 
 #: The markers a test gets wherever it is, for a fixture it uses: what that fixture starts.
-FIXTURE_MARKERS = {"hdfs_cluster": ("hadoop", "slow"), "yarn": ("yarn", "slow")}
+FIXTURE_MARKERS = {
+    "hdfs_cluster": ("hadoop", "slow"),
+    "yarn": ("yarn", "slow"),
+    "secure_yarn": ("kerberos", "slow"),
+}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -327,6 +332,23 @@ def yarn(tmp_path_factory):
     import yarn_harness
 
     yield from yarn_harness.session_cluster(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def secure_yarn(tmp_path_factory):
+    """A secure YARN and HDFS for the session: ``bin/yarn-test-cluster.sh start --kerberos``
+    (an MIT KDC, Kerberos on every daemon; tests/kerberos/kerberos_harness.py), stopped by PID
+    at the end. Skipped, saying why, where Java, Maven or MIT Kerberos's KDC is missing."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "kerberos"))
+    import kerberos_harness
+    import yarn_harness
+
+    why = kerberos_harness.missing()
+    if why:
+        pytest.skip(f"no Kerberized cluster here: {why}")
+    yield from yarn_harness.session_cluster(
+        tmp_path_factory, ("start", "--kerberos"), kerberos_harness.SecureCluster
+    )
 
 
 @pytest.fixture

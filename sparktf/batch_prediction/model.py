@@ -30,7 +30,9 @@ def export_identity(model_path: str) -> tuple | None:
     fingerprint (``fingerprint.pb``: TensorFlow's hashes of the graph and of the variables'
     checkpoint), and the size and modification time of ``saved_model.pb`` and
     ``variables/variables.index`` (a model exported again counts as another export, even with
-    the same bytes, once the clock has moved: HDFS through libhdfs gives whole seconds).
+    the same bytes, once the clock has moved). Times count in whole seconds: libhdfs gives
+    no more, WebHDFS gives milliseconds, and a driver on one and executors on the other (a
+    client-mode job on a Kerberos YARN) must see one export alike.
     Plain data; None when the path holds no ``saved_model.pb``. Local and Hadoop paths
     (:mod:`sparktf.fs`); a few metadata calls and one small read."""
     from sparktf import fs
@@ -43,7 +45,7 @@ def export_identity(model_path: str) -> tuple | None:
     if fs.stat(f"{root}/fingerprint.pb") is not None:
         fingerprint = hashlib.sha256(fs.read_bytes(f"{root}/fingerprint.pb")).hexdigest()
     return (fingerprint,) + tuple(
-        (rel, st[1], st[2]) if st else (rel, None, None) for rel, st in files
+        (rel, st[1], st[2] // 1_000_000_000) if st else (rel, None, None) for rel, st in files
     )
 
 

@@ -11,6 +11,7 @@ import threading
 import urllib.parse
 from typing import TYPE_CHECKING, BinaryIO
 
+from sparktf.fs import tokens
 from sparktf.fs.paths import (
     CONNECT_TIMEOUT,
     HADOOP_SCHEMES,
@@ -19,6 +20,9 @@ from sparktf.fs.paths import (
     _split,
     default_fs,
     hadoop_user,
+    kerberos_hint,
+    libhdfs_user,
+    uses_kerberos,
 )
 
 if TYPE_CHECKING:
@@ -69,7 +73,7 @@ class _Libhdfs(_Backend):
         self._fs = pafs.HadoopFileSystem(
             host,
             port or 8020,
-            user=hadoop_user(),
+            user=libhdfs_user(),
             extra_conf={
                 "ipc.client.connect.max.retries": "1",
                 "ipc.client.connect.max.retries.on.timeouts": "1",
@@ -126,11 +130,9 @@ class _Libhdfs(_Backend):
 class _WebHDFS(_Backend):
     name = "webhdfs"
 
-    def __init__(self, url: str) -> None:
-        import hdfs
-
+    def __init__(self, url: str, namenode: tuple[str, int | None] | None = None) -> None:
         self.url = url
-        self._client = hdfs.InsecureClient(url, user=hadoop_user(), timeout=(CONNECT_TIMEOUT, 120))
+        self._client = webhdfs_client(url, namenode)
         self._client.status("/")  # fail here, not at the first real call
 
     def info(self, path: str) -> tuple[str | None, int]:
@@ -169,6 +171,35 @@ class _WebHDFS(_Backend):
 
     def write_from(self, path: str, f: BinaryIO) -> None:
         self._client.write(path, data=f, overwrite=True)
+
+
+def webhdfs_client(url: str, namenode: tuple[str, int | None] | None = None) -> hdfs.Client:
+    """The ``hdfs`` package's client for a WebHDFS at ``url`` (of the NameNode whose RPC
+    address is ``namenode``): with Kerberos, a ``TokenClient`` where this process was handed
+    an HDFS delegation token (a YARN container: :mod:`sparktf.fs.tokens`), else its
+    ``KerberosClient`` (SPNEGO with the login's ticket; it needs ``requests-kerberos``);
+    without Kerberos an ``InsecureClient`` as :func:`hadoop_user`."""
+    import hdfs
+
+    timeout = (CONNECT_TIMEOUT, 120)
+    if not uses_kerberos():
+        return hdfs.InsecureClient(url, user=hadoop_user(), timeout=timeout)
+    if namenode is None:
+        u = urllib.parse.urlsplit(url)
+        namenode = (u.hostname or "", None)
+    token = tokens.hdfs_delegation_token(*namenode)
+    if token:
+        return hdfs.TokenClient(url, token, timeout=timeout)
+    try:
+        from hdfs.ext.kerberos import KerberosClient
+    except ImportError as exc:
+        raise HadoopFSError(
+            f"{url}: WebHDFS on a Kerberos cluster needs SPNEGO, from the requests-kerberos "
+            f"package ({exc}): pip install requests-kerberos (it builds gssapi against MIT "
+            "Kerberos: apt-get install libkrb5-dev gcc), or use the libhdfs backend "
+            "(SPARKTF_HDFS_BACKEND=libhdfs)"
+        ) from exc
+    return KerberosClient(url, timeout=timeout)
 
 
 class _WebHDFSReader(io.RawIOBase):
@@ -260,10 +291,13 @@ def backend(path: str) -> _Backend:
             )
             for url in urls:
                 try:
-                    _BACKENDS[key] = _WebHDFS(url)
+                    _BACKENDS[key] = _WebHDFS(url, key)
                     return _BACKENDS[key]
                 except ImportError:
                     tried.append("webhdfs: the hdfs package is not installed (pip install hdfs)")
+                    break
+                except HadoopFSError as exc:  # (no SPNEGO client: the same for every URL)
+                    tried.append(f"webhdfs: {exc}")
                     break
                 except Exception as exc:
                     tried.append(f"webhdfs at {url}: {_cause(exc)}")
@@ -273,7 +307,7 @@ def backend(path: str) -> _Backend:
             + "; ".join(tried)
             + ". Check that the NameNode runs and the address is right; for libhdfs set "
             "ARROW_LIBHDFS_DIR and CLASSPATH=$(hadoop classpath --glob), for WebHDFS "
-            "SPARKTF_WEBHDFS_URL=http://namenode:port"
+            "SPARKTF_WEBHDFS_URL=http://namenode:port." + kerberos_hint()
         )
 
 

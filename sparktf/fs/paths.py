@@ -63,6 +63,33 @@ def hadoop_user() -> str:
     return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
 
 
+def uses_kerberos() -> bool:
+    """Whether Hadoop is reached with Kerberos here: the Hadoop configuration says
+    ``hadoop.security.authentication=kerberos``, or this process was handed delegation tokens
+    (``HADOOP_TOKEN_FILE_LOCATION``: a YARN container of a secure cluster)."""
+    auth = _hadoop_conf("core-site.xml", "hadoop.security.authentication") or ""
+    return auth.lower() == "kerberos" or bool(os.environ.get("HADOOP_TOKEN_FILE_LOCATION"))
+
+
+def libhdfs_user() -> str | None:
+    """The user libhdfs connects as: none with Kerberos (libhdfs then uses the login's ticket
+    cache, ``KRB5CCNAME``, or the container's delegation tokens; a named user would be a
+    SIMPLE user without either, refused by a secure NameNode), else :func:`hadoop_user`."""
+    return None if uses_kerberos() else hadoop_user()
+
+
+def kerberos_hint() -> str:
+    """What to do when a secure Hadoop refused this process ("" without Kerberos)."""
+    if not uses_kerberos():
+        return ""
+    return (
+        " Hadoop here uses Kerberos (hadoop.security.authentication=kerberos): get a ticket "
+        "first (kinit PRINCIPAL, or kinit -kt KEYTAB PRINCIPAL; KRB5CCNAME names its cache), "
+        "or submit with spark-submit --principal PRINCIPAL --keytab KEYTAB so that the "
+        "executors get delegation tokens."
+    )
+
+
 def absolute_path(path: str, default: str | None = None, user: str | None = None) -> str:
     """``path`` as a full URI, as TensorFlowOnSpark users expect: a URI as it is; an absolute
     path on ``fs.defaultFS``; a relative one under the user's home there

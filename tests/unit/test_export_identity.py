@@ -100,3 +100,21 @@ def test_the_identity_is_plain_data_that_pickles_and_imports_no_tensorflow(tmp_p
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "False"
+
+
+def test_one_export_seen_through_libhdfs_and_webhdfs_has_one_identity(tmp_path):
+    """The driver may reach HDFS through libhdfs (whole seconds) and the executors through
+    WebHDFS (milliseconds), as in a client-mode job on a Kerberos YARN: the same files must
+    be the same export to both, else predict() fails with ModelChangedError."""
+    root = str(tmp_path)
+    _write(root)
+    for rel in ("saved_model.pb", "variables/variables.index"):
+        path = os.path.join(root, rel)
+        whole = os.stat(path).st_mtime_ns // 1_000_000_000 * 1_000_000_000
+        os.utime(path, ns=(whole + 456_000_000, whole + 456_000_000))  # WebHDFS: 1234.456 s
+    webhdfs = export_identity(root)
+    for rel in ("saved_model.pb", "variables/variables.index"):
+        path = os.path.join(root, rel)
+        whole = os.stat(path).st_mtime_ns // 1_000_000_000 * 1_000_000_000
+        os.utime(path, ns=(whole, whole))  # libhdfs: 1234 s
+    assert export_identity(root) == webhdfs

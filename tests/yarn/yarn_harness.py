@@ -69,6 +69,8 @@ class YarnCluster:
     web address), ``hdfs`` (hdfs://127.0.0.1:PORT), ``webhdfs``, ``pids`` (the daemons)."""
 
     __test__ = False
+    #: the daemons ``start`` runs (their PID files)
+    DAEMONS = {"namenode", "datanode", "resourcemanager", "nodemanager"}
 
     def __init__(self, state, stdout):
         self.state = state
@@ -261,20 +263,23 @@ def app_id_of(text):
     return m.group(0)
 
 
-def session_cluster(tmp_path_factory):
+def session_cluster(tmp_path_factory, args=("start",), cls=YarnCluster):
     """The generator behind conftest's session fixture ``yarn``: the session's YARN, started
     once (the first start on a machine downloads the jars) and stopped at the end; no daemon
-    or container may outlive it."""
+    or container may outlive it. ``args`` and ``cls``: another kind of cluster (the secure
+    one of tests/kerberos: ``start --kerberos``)."""
     state = str(tmp_path_factory.mktemp("yarn") / "state")
     env = dict(os.environ, SPARKTF_YARN_DIR=state)
     started = time.monotonic()
-    out = subprocess.run([SCRIPT, "start"], env=env, capture_output=True, text=True, timeout=900)
+    out = subprocess.run([SCRIPT, *args], env=env, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         pytest.fail(f"the test YARN did not start:\n{out.stdout}\n{out.stderr[-4000:]}")
-    print(f"\n[yarn] cluster started in {time.monotonic() - started:.1f}s", file=sys.stderr)
-    cluster = YarnCluster(state, out.stdout)
+    print(
+        f"\n[yarn] {' '.join(args)}: started in {time.monotonic() - started:.1f}s", file=sys.stderr
+    )
+    cluster = cls(state, out.stdout)
     assert out.stdout.strip().splitlines()[-1] == f"HADOOP_CONF_DIR={cluster.conf_dir}"
-    assert set(cluster.pids) == {"namenode", "datanode", "resourcemanager", "nodemanager"}
+    assert set(cluster.pids) == cls.DAEMONS
     try:
         yield cluster
     finally:

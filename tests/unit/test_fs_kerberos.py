@@ -1,0 +1,89 @@
+"""sparktf.fs on a Kerberos cluster, without one: who libhdfs connects as, which WebHDFS client
+is made, and what a refused connection tells the user (tests/kerberos runs them on a real KDC)."""
+
+import sys
+
+import pytest
+
+from sparktf.fs import backends, paths
+
+SECURE = """<?xml version="1.0"?><configuration>
+<property><name>hadoop.security.authentication</name><value>{}</value></property>
+</configuration>"""
+
+
+@pytest.fixture
+def hadoop_conf(tmp_path, monkeypatch):
+    """Writes a core-site.xml with hadoop.security.authentication=VALUE; HADOOP_CONF_DIR names it."""
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    monkeypatch.delenv("HADOOP_HOME", raising=False)
+    monkeypatch.delenv("HADOOP_TOKEN_FILE_LOCATION", raising=False)
+    monkeypatch.setenv("HADOOP_USER_NAME", "alice")
+
+    def write(value):
+        (tmp_path / "core-site.xml").write_text(SECURE.format(value))
+
+    return write
+
+
+@pytest.mark.parametrize("auth", ["kerberos", "KERBEROS"])
+def test_with_kerberos_libhdfs_is_given_no_user(hadoop_conf, auth):
+    """A named user is a SIMPLE user to Hadoop, with neither ticket nor tokens: a secure
+    NameNode refuses it. No user: libhdfs takes the login (ticket cache or tokens)."""
+    hadoop_conf(auth)
+    assert paths.uses_kerberos()
+    assert paths.libhdfs_user() is None
+
+
+def test_without_kerberos_libhdfs_connects_as_the_hadoop_user(hadoop_conf):
+    hadoop_conf("simple")
+    assert not paths.uses_kerberos()
+    assert paths.libhdfs_user() == "alice"
+
+
+def test_delegation_tokens_of_a_container_mean_kerberos(hadoop_conf, monkeypatch, tmp_path):
+    """A YARN container of a secure cluster has tokens, maybe no core-site.xml saying so."""
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("HADOOP_TOKEN_FILE_LOCATION", str(tmp_path / "container_tokens"))
+    assert paths.uses_kerberos()
+    assert paths.libhdfs_user() is None
+
+
+def test_with_kerberos_webhdfs_speaks_spnego_or_says_what_to_install(hadoop_conf, monkeypatch):
+    hadoop_conf("kerberos")
+    try:
+        from hdfs.ext.kerberos import KerberosClient
+    except ImportError:
+        KerberosClient = None
+    if KerberosClient is not None:
+        client = backends.webhdfs_client("http://127.0.0.1:9")
+        assert isinstance(client, KerberosClient)
+    # without requests-kerberos: a clear error naming it, not the insecure client
+    monkeypatch.setitem(sys.modules, "hdfs.ext.kerberos", None)
+    with pytest.raises(paths.HadoopFSError, match="pip install requests-kerberos"):
+        backends.webhdfs_client("http://127.0.0.1:9")
+
+
+def test_without_kerberos_webhdfs_is_the_insecure_client_as_the_user(hadoop_conf):
+    import hdfs
+
+    hadoop_conf("simple")
+    client = backends.webhdfs_client("http://127.0.0.1:9")
+    assert type(client) is hdfs.InsecureClient
+    assert client._session.params["user.name"] == "alice"  # (where hdfs 2.7 keeps it)
+
+
+def test_a_refused_connection_on_kerberos_names_kinit_and_principal(hadoop_conf, monkeypatch):
+    """Nothing listens: the error says what sparktf tried and, on a Kerberos cluster, how to
+    get a ticket or tokens."""
+    hadoop_conf("kerberos")
+    monkeypatch.setenv("SPARKTF_HDFS_BACKEND", "webhdfs")
+    monkeypatch.setenv("SPARKTF_WEBHDFS_URL", "http://127.0.0.1:9")
+    monkeypatch.setitem(sys.modules, "hdfs.ext.kerberos", None)
+    monkeypatch.setattr(backends, "_BACKENDS", {})
+    with pytest.raises(paths.HadoopFSError) as err:
+        backends.backend("hdfs://127.0.0.1:9/x")
+    text = str(err.value)
+    assert "kinit" in text and "--principal" in text and "--keytab" in text
+    hadoop_conf("simple")
+    assert "kinit" not in paths.kerberos_hint()

@@ -1,0 +1,85 @@
+"""Delegation tokens a secure YARN hands its containers (HADOOP_TOKEN_FILE_LOCATION), read for
+WebHDFS: Hadoop's token storage file as Hadoop's Credentials.writeTokenStorageToStream writes
+it (the WRITABLE format), built here byte for byte from Hadoop's WritableUtils rules."""
+
+import base64
+
+import pytest
+
+from sparktf.fs import backends, paths, tokens
+
+
+def vlong(i):
+    """Hadoop's WritableUtils.writeVLong."""
+    if -112 <= i <= 127:
+        return bytes([i & 0xFF])
+    length = -112
+    if i < 0:
+        i ^= -1
+        length = -120
+    tmp = i
+    while tmp:
+        tmp >>= 8
+        length -= 1
+    out = bytes([length & 0xFF])
+    n = -(length + 120) if length < -120 else -(length + 112)
+    return out + b"".join(bytes([(i >> ((idx - 1) * 8)) & 0xFF]) for idx in range(n, 0, -1))
+
+
+def text(b):
+    return vlong(len(b)) + b
+
+
+def token(ident, password, kind, service):
+    return text(ident) + text(password) + text(kind.encode()) + text(service.encode())
+
+
+def storage(*toks):
+    """A token storage file: HDTS, version 0, the tokens (alias, token), no secret keys."""
+    body = b"".join(text(f"alias{i}".encode()) + t for i, t in enumerate(toks))
+    return b"HDTS\x00" + vlong(len(toks)) + body + vlong(0)
+
+
+@pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 70000, 2**40, -1, -112, -113, -200])
+def test_hadoop_variable_length_ints_are_read_as_hadoop_writes_them(value):
+    data = vlong(value) + b"rest"
+    assert tokens._vint(data, 0) == (value, len(data) - 4)
+
+
+def test_the_hdfs_token_of_the_namenode_is_found_and_url_encoded(tmp_path, monkeypatch):
+    ident = bytes(range(200))  # (a length over 127: a multi-byte vint)
+    mine = token(ident, b"p" * 20, "HDFS_DELEGATION_TOKEN", "127.0.0.1:8020")
+    other = token(b"x", b"y", "HDFS_DELEGATION_TOKEN", "10.0.0.9:8020")
+    rm = token(b"r", b"s", "RM_DELEGATION_TOKEN", "127.0.0.1:8032")
+    path = tmp_path / "container_tokens"
+    path.write_bytes(storage(rm, other, mine))
+    assert [k for k, _, _ in tokens.read_tokens(path.read_bytes())] == [
+        "RM_DELEGATION_TOKEN",
+        "HDFS_DELEGATION_TOKEN",
+        "HDFS_DELEGATION_TOKEN",
+    ]
+    monkeypatch.setenv("HADOOP_TOKEN_FILE_LOCATION", str(path))
+    encoded = tokens.hdfs_delegation_token("127.0.0.1", 8020)
+    assert "=" not in encoded and "+" not in encoded and "/" not in encoded
+    assert base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)) == mine
+    assert tokens.hdfs_delegation_token("127.0.0.1", 9000) is None  # two HDFS tokens, neither
+
+
+def test_a_container_with_an_hdfs_token_reaches_webhdfs_with_it(tmp_path, monkeypatch):
+    """No ticket in a container: WebHDFS takes the token as its delegation parameter."""
+    path = tmp_path / "container_tokens"
+    raw = token(b"id", b"pw", "HDFS_DELEGATION_TOKEN", "127.0.0.1:8020")
+    path.write_bytes(storage(raw))
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("HADOOP_TOKEN_FILE_LOCATION", str(path))
+    client = backends.webhdfs_client("http://127.0.0.1:9870", ("127.0.0.1", 8020))
+    assert client._session.params["delegation"] == tokens.url_string(raw)
+    assert "user.name" not in client._session.params
+
+
+def test_a_token_file_sparktf_cannot_read_says_to_use_libhdfs(tmp_path, monkeypatch):
+    path = tmp_path / "container_tokens"
+    path.write_bytes(b"HDTS\x01protobuf")
+    monkeypatch.setenv("HADOOP_TOKEN_FILE_LOCATION", str(path))
+    with pytest.raises(paths.HadoopFSError, match="version 1.*SPARKTF_HDFS_BACKEND=libhdfs"):
+        tokens.hdfs_delegation_token("127.0.0.1", 8020)
