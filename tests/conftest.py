@@ -334,9 +334,10 @@ def yarn(tmp_path_factory):
     yield from yarn_harness.session_cluster(tmp_path_factory)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def secure_yarn(tmp_path_factory):
-    """A secure YARN and HDFS for the session: ``bin/yarn-test-cluster.sh start --kerberos``
+    """A secure YARN and HDFS for the module (tests/kerberos/test_secure.py: one start, and
+    stopped before the tiers after it, not idle beside them): ``bin/yarn-test-cluster.sh start --kerberos``
     (an MIT KDC, Kerberos on every daemon; tests/kerberos/kerberos_harness.py), stopped by PID
     at the end. Skipped, saying why, where Java, Maven or MIT Kerberos's KDC is missing."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "kerberos"))
