@@ -208,3 +208,9 @@ class UnsafePathError(SparkTFError, PermissionError):
     """A directory or file sparktf would keep a user's private data in (the nodes' log files)
     is a symlink or belongs to another user: sparktf neither follows nor uses it. The message
     names the path and what to do (remove it, or choose another place)."""
+
+
+class UnreachableError(SparkTFError, ConnectionError):
+    """A node's packets to another node's TensorFlow port go unanswered (dropped: a firewall
+    between the executors' hosts, a network partition): the message names both nodes, the
+    address and what to set (``spark.sparktf.portRange`` to a range the firewall opens)."""

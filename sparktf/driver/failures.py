@@ -132,6 +132,7 @@ _WHERE = {
     "log_dir": "copying its log_dir to HDFS",
     "task": "its Spark barrier task failed",
     "control": "its control channel refused a frame that failed its MAC",
+    "network": "it cannot reach another node's TensorFlow port",
 }
 
 

@@ -18,7 +18,7 @@ import traceback
 from sparktf.common import gpus, keepalive, messages, procs, protocol, scripts, tfimport
 from sparktf.common.spec import NodeSpec
 from sparktf.errors import ConfigError
-from sparktf.node import horovod, patches
+from sparktf.node import horovod, patches, reach
 from sparktf.node.context import NodeContext
 from sparktf.node.runtime import NodeRuntime
 
@@ -180,6 +180,8 @@ def run(spec: NodeSpec) -> int:
     runtime = NodeRuntime(spec, chan)
     ctx = _context(spec, runtime)
     runtime.start()
+    if not _peers_answer(spec, chan, runtime):
+        return 1
     try:
         log_mirror = _mirror_log_dir(ctx)
     except BaseException as exc:
@@ -213,6 +215,20 @@ def run(spec: NodeSpec) -> int:
     # between-graph training without device filters, where every session reaches every task.
     runtime.stop.wait()
     return 0
+
+
+def _peers_answer(spec: NodeSpec, chan: protocol.Channel, runtime: NodeRuntime) -> bool:
+    """Whether every other node's TF port answers (False: this node failed, the driver told,
+    naming the silent peer and the setting), before main_fn: a firewall that drops a peer's
+    packets fails the job within seconds instead of TensorFlow retrying for minutes
+    (:mod:`sparktf.node.reach`). An evaluator is in no TF_CONFIG cluster: nothing to try."""
+    if spec.name not in reach.peers(spec.cluster_spec, ""):
+        return True
+    exc = reach.check(spec.name, spec.cluster_spec, spec.launch.port_range, runtime.stop)
+    if exc is None:
+        return True
+    _report_error(chan, exc, "network")
+    return False
 
 
 def _connect(spec: NodeSpec) -> protocol.Channel:

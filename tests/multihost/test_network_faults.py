@@ -271,3 +271,54 @@ def test_a_crashed_host_is_found_and_leaves_nothing(hosts, tmp_path):
             f"the job ended {detected:.0f}s after the crash (bound {DETECTION_BOUND:.0f}s): "
             + SLOW_END
         )
+
+
+#: Every worker host's firewall opens YARN's and HDFS's ports and this range only; Spark's
+#: block managers (executors fetching broadcast pieces from each other) get a port inside it.
+OPEN = "40000-40099"
+
+
+def firewall_job(hosts, tmp_path, **conf):
+    """firewall_job.py on two executors that cannot share a host (each container 3.5 GB of a
+    host's 6 GB): its RESULT."""
+    conf = {
+        "spark.executor.instances": "2",
+        "spark.executor.memoryOverhead": "2560m",
+        "spark.blockManager.port": "40090",
+        **conf,
+    }
+    out = hosts.submit(os.path.join(HERE, "firewall_job.py"), conf=conf, cwd=tmp_path)
+    lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT=")]
+    assert out.returncode == 0 and lines, out.stdout[-3000:] + out.stderr[-5000:]
+    return json.loads(lines[0].split("=", 1)[1])
+
+
+def test_a_firewalled_cluster_runs_with_a_port_range_and_fails_fast_without(hosts, tmp_path):
+    """Issue 47 §2: `firewall` on every worker host. With spark.sparktf.portRange inside what
+    the firewall opens, the job trains; without it, TensorFlow's ports are random and dropped
+    between the hosts: the job fails within a minute with an error that names the unreachable
+    node's address and the setting (sparktf.node.reach), not TensorFlow's minutes of retries."""
+    if shutil.which("nft") is None:
+        pytest.skip("no nft (Debian's nftables; .ci/run installs it)")
+    names = sorted(hosts.workers)
+    try:
+        for name in names:
+            hosts.verb("firewall", name, OPEN)
+        ok = firewall_job(hosts, tmp_path, **{"spark.sparktf.portRange": "40000-40049"})
+        assert ok["ok"], ok
+        assert ok["loss"][-1] < ok["loss"][0]
+        blocked = firewall_job(hosts, tmp_path)
+        assert not blocked["ok"], blocked
+        assert blocked["type"] == "NodeError", blocked
+        assert "cannot reach" in blocked["message"] and "no answer in 30s" in blocked["message"]
+        assert "spark.sparktf.portRange=LO-HI" in blocked["message"], blocked["message"]
+        # the probe's 30 s from the nodes' start, plus the cluster's start on a loaded machine
+        assert blocked["secs"] < 90, blocked
+        print(f"\n[multihost] firewalled without portRange: failed in {blocked['secs']:.1f}s")
+    finally:
+        for name in names:
+            subprocess.run(
+                [os.path.join(ROOT_BIN, "yarn-test-cluster.sh"), "firewall", name, "off"],
+                env=hosts.env(),
+                capture_output=True,
+            )
