@@ -123,6 +123,8 @@ def main() -> int:
     addresses = discovery({})
     print(f"gpu-discovery.sh: {addresses}")
     listed = sum(line.startswith("GPU ") for line in smi.splitlines())
+    if not listed:
+        problems.append("no GPU: nvidia-smi is missing or lists none (run this on a GPU node)")
     if len(addresses) != listed:
         problems.append(f"discovery lists {len(addresses)} GPUs, nvidia-smi {listed}")
     if addresses:

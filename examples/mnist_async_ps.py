@@ -70,6 +70,10 @@ def main_fn(args, ctx):
                 steps += 1
                 if ctx.is_chief and steps % 50 == 0:
                     print(f"{ctx.name}: global step {step}", flush=True)
+    # the last global step came before this worker's share ran out (asynchronous workers
+    # race to it): say so, so that its unread rows are not taken for lost data
+    if not feed.should_stop():
+        feed.terminate()
     result = {"my_steps": steps}
     if ctx.is_chief:  # the variables still live on the ps: read them in a plain session
         with v1.Session(server.target, config=config) as sess:

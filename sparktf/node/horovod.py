@@ -14,6 +14,7 @@ import importlib.util
 import ipaddress
 import os
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -34,7 +35,12 @@ def prepare(ctx: Any, timeout: float) -> dict[str, str]:
     """Set this node's ``HOROVOD_*`` environment; on the chief, start the rendezvous server
     first, elsewhere wait up to ``timeout`` seconds for it. Returns the variables set."""
     if importlib.util.find_spec("horovod") is None:
-        raise ConfigError(INSTALL)
+        raise ConfigError(
+            f"this node's Python ({sys.executable}) cannot import horovod. If Horovod is "
+            "installed in another Python (a venv), point the executors at it: "
+            "PYSPARK_PYTHON=/path/to/venv/bin/python (or spark.pyspark.python) for the whole "
+            "job, or ship that environment (docs/yarn.md). Otherwise: " + INSTALL
+        )
     plan = horovod.cluster_slots(ctx.cluster_spec)
     address = horovod.rendezvous_address(ctx.cluster_spec)
     if ctx.rank == 0:

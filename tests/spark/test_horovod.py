@@ -111,3 +111,18 @@ def test_a_horovod_script_runs_from_the_command_line_as_horovodrun_would(tmp_pat
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "[chief:0] rank 0 of 2, local rank 0: sum 3.0" in out.stdout
     assert "[worker:0] rank 1 of 2, local rank 1: sum 3.0" in out.stdout
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("horovod") is not None, reason="Horovod is installed here"
+)
+def test_executors_without_horovod_name_their_python_and_how_to_point_them_at_a_venv(sc_local):
+    """A new user's trial: Horovod in a venv, the executors on another Python; the error said
+    to build Horovod again. It names the executor's Python and PYSPARK_PYTHON."""
+    cluster = sparktf.run(
+        sc_local, horovod_jobs.keras_mnist, {}, num_executors=2, framework="horovod"
+    )
+    with pytest.raises(sparktf.NodeError) as err:
+        cluster.shutdown(timeout=120)
+    text = str(err.value)
+    assert "cannot import horovod" in text and "PYSPARK_PYTHON" in text, text
