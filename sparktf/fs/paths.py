@@ -63,12 +63,32 @@ def hadoop_user() -> str:
     return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
 
 
+#: The kinds of token a NameNode's WebHDFS takes as ``delegation`` (sparktf.fs.tokens)
+HDFS_TOKEN_KINDS = ("HDFS_DELEGATION_TOKEN", "WEBHDFS delegation", "SWEBHDFS delegation")
+
+
 def uses_kerberos() -> bool:
     """Whether Hadoop is reached with Kerberos here: the Hadoop configuration says
-    ``hadoop.security.authentication=kerberos``, or this process was handed delegation tokens
-    (``HADOOP_TOKEN_FILE_LOCATION``: a YARN container of a secure cluster)."""
+    ``hadoop.security.authentication=kerberos``, or this process was handed an HDFS delegation
+    token (``HADOOP_TOKEN_FILE_LOCATION``: a YARN container of a secure cluster). Every YARN
+    container has a token file (its AM-RM token, at least): only an HDFS token counts."""
     auth = _hadoop_conf("core-site.xml", "hadoop.security.authentication") or ""
-    return auth.lower() == "kerberos" or bool(os.environ.get("HADOOP_TOKEN_FILE_LOCATION"))
+    return auth.lower() == "kerberos" or _has_hdfs_token(
+        os.environ.get("HADOOP_TOKEN_FILE_LOCATION")
+    )
+
+
+def _has_hdfs_token(path: str | None) -> bool:
+    """Whether the token storage file at ``path`` holds an HDFS delegation token (its kind is
+    written as text in every format Hadoop writes)."""
+    if not path:
+        return False
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return any(kind.encode() in data for kind in HDFS_TOKEN_KINDS)
 
 
 def libhdfs_user() -> str | None:

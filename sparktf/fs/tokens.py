@@ -8,10 +8,9 @@ from __future__ import annotations
 import base64
 import os
 
+from sparktf.fs.paths import HDFS_TOKEN_KINDS as HDFS_KINDS
 from sparktf.fs.paths import HadoopFSError
 
-#: The kinds of token a NameNode's WebHDFS takes as ``delegation``
-HDFS_KINDS = ("HDFS_DELEGATION_TOKEN", "WEBHDFS delegation", "SWEBHDFS delegation")
 _MAGIC = b"HDTS"
 
 

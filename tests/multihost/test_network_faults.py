@@ -190,21 +190,31 @@ def name_running(hosts, name):
     return hosts.workers[name] in yarn_hosts.running_nodemanagers(hosts.rm)
 
 
-def listen_in(hosts, name, port):
-    """A TCP listener in the worker host's namespace (a child of ours: killed by the caller)."""
+def listen_in(hosts, name, first):
+    """A TCP listener in the worker host's namespace on the first free port from ``first``
+    (a daemon's outgoing connection may hold a port there: seen in CI, EADDRINUSE); a child of
+    ours, killed by the caller. Returns (process, port)."""
     import yarn_hosts
 
     ns = yarn_hosts.host_of(hosts.net, name)["ns"]
     code = (
-        "import socket,sys,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,"
-        f"socket.SO_REUSEADDR,1); s.bind(('0.0.0.0',{port})); s.listen(); print('up',flush=True);"
-        "time.sleep(120)"
+        "import socket,sys,time\n"
+        f"for port in range({first}, {first + 80}):\n"
+        "    s = socket.socket()\n"
+        "    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "    try:\n"
+        "        s.bind(('0.0.0.0', port))\n"
+        "        break\n"
+        "    except OSError:\n"
+        "        s.close()\n"
+        "s.listen(); print('up', port, flush=True); time.sleep(120)\n"
     )
     proc = subprocess.Popen(
         ["ip", "netns", "exec", ns, "python3", "-c", code], stdout=subprocess.PIPE, text=True
     )
-    assert proc.stdout.readline().strip() == "up"
-    return proc
+    word, port = proc.stdout.readline().split()
+    assert word == "up"
+    return proc, int(port)
 
 
 def reaches(address, port):
@@ -225,15 +235,18 @@ def test_firewall_opens_only_yarns_hdfss_ports_and_the_range(hosts):
         pytest.skip("no nft (Debian's nftables; .ci/run installs it)")
     name = sorted(hosts.workers)[0]
     address = hosts.workers[name]
-    inside, outside = listen_in(hosts, name, 40010), listen_in(hosts, name, 41010)
+    (inside, port_in), (outside, port_out) = (
+        listen_in(hosts, name, 40010),
+        listen_in(hosts, name, 41010),
+    )
     try:
         hosts.verb("firewall", name, "40000-40099")
-        assert reaches(address, 40010) and reaches(address, 8041)
-        assert not reaches(address, 41010)
+        assert reaches(address, port_in) and reaches(address, 8041)
+        assert not reaches(address, port_out)
         assert "firewall 40000-40099" in hosts.verb("status").stdout
         assert name_running(hosts, name)  # (its heartbeats go out: outbound is not filtered)
         hosts.verb("firewall", name, "off")
-        assert reaches(address, 41010)
+        assert reaches(address, port_out)
     finally:
         for proc in (inside, outside):
             proc.kill()

@@ -4,6 +4,7 @@ is made, and what a refused connection tells the user (tests/kerberos runs them 
 import sys
 
 import pytest
+from helpers.hadoop_tokens import storage, token
 
 from sparktf.fs import backends, paths
 
@@ -41,12 +42,29 @@ def test_without_kerberos_libhdfs_connects_as_the_hadoop_user(hadoop_conf):
     assert paths.libhdfs_user() == "alice"
 
 
-def test_delegation_tokens_of_a_container_mean_kerberos(hadoop_conf, monkeypatch, tmp_path):
-    """A YARN container of a secure cluster has tokens, maybe no core-site.xml saying so."""
+def test_an_hdfs_delegation_token_in_a_container_means_kerberos(hadoop_conf, monkeypatch, tmp_path):
+    """A YARN container of a secure cluster has an HDFS token, maybe no core-site.xml saying
+    so."""
     monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path / "none"))
-    monkeypatch.setenv("HADOOP_TOKEN_FILE_LOCATION", str(tmp_path / "container_tokens"))
+    path = tmp_path / "container_tokens"
+    path.write_bytes(storage(token(b"i", b"p", "HDFS_DELEGATION_TOKEN", "127.0.0.1:8020")))
+    monkeypatch.setenv("HADOOP_TOKEN_FILE_LOCATION", str(path))
     assert paths.uses_kerberos()
     assert paths.libhdfs_user() is None
+
+
+def test_a_container_of_a_simple_cluster_has_tokens_too_and_is_no_kerberos(
+    hadoop_conf, monkeypatch, tmp_path
+):
+    """Every YARN container gets HADOOP_TOKEN_FILE_LOCATION (its AM-RM token at least): on a
+    cluster without Kerberos that is no reason to drop the user (seen on the test YARN:
+    WebHDFS went as the anonymous dr.who and was refused writing)."""
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path / "none"))
+    path = tmp_path / "container_tokens"
+    path.write_bytes(storage(token(b"i", b"p", "YARN_AM_RM_TOKEN", "127.0.0.1:8030")))
+    monkeypatch.setenv("HADOOP_TOKEN_FILE_LOCATION", str(path))
+    assert not paths.uses_kerberos()
+    assert paths.libhdfs_user() == "alice"
 
 
 def test_with_kerberos_webhdfs_speaks_spnego_or_says_what_to_install(hadoop_conf, monkeypatch):

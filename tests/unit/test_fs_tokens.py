@@ -5,39 +5,9 @@ it (the WRITABLE format), built here byte for byte from Hadoop's WritableUtils r
 import base64
 
 import pytest
+from helpers.hadoop_tokens import storage, token, vlong
 
 from sparktf.fs import backends, paths, tokens
-
-
-def vlong(i):
-    """Hadoop's WritableUtils.writeVLong."""
-    if -112 <= i <= 127:
-        return bytes([i & 0xFF])
-    length = -112
-    if i < 0:
-        i ^= -1
-        length = -120
-    tmp = i
-    while tmp:
-        tmp >>= 8
-        length -= 1
-    out = bytes([length & 0xFF])
-    n = -(length + 120) if length < -120 else -(length + 112)
-    return out + b"".join(bytes([(i >> ((idx - 1) * 8)) & 0xFF]) for idx in range(n, 0, -1))
-
-
-def text(b):
-    return vlong(len(b)) + b
-
-
-def token(ident, password, kind, service):
-    return text(ident) + text(password) + text(kind.encode()) + text(service.encode())
-
-
-def storage(*toks):
-    """A token storage file: HDTS, version 0, the tokens (alias, token), no secret keys."""
-    body = b"".join(text(f"alias{i}".encode()) + t for i, t in enumerate(toks))
-    return b"HDTS\x00" + vlong(len(toks)) + body + vlong(0)
 
 
 @pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 70000, 2**40, -1, -112, -113, -200])
