@@ -20,7 +20,7 @@ org.apache.hadoop.yarn.server.resourcemanager.ResourceManager`` and so on), ever
 (``bin/hadoop/pom.xml``) into ``$SPARKTF_HADOOP_CACHE`` (default ``~/.cache/sparktf/hadoop-3.5.0``).
 
 The NodeManager offers ``$SPARKTF_YARN_MEMORY_MB`` (default 12288) MB and
-``$SPARKTF_YARN_VCORES`` (default 8) vcores: an ApplicationMaster and 2-3 executors of a few GB
+``$SPARKTF_YARN_VCORES`` (default 16: the scheduler counts vcores beside GPUs, and conf/yarn asks 4 an executor) vcores: an ApplicationMaster and 2-3 executors of a few GB
 each. YARN's physical memory check is on (a container over its size is killed, as on a real
 cluster), the virtual memory check off (as most clusters have it: a JVM's and TensorFlow's
 address space is far larger than what they use). Finished applications' logs are aggregated to
@@ -151,7 +151,7 @@ def write_yarn_conf(state: str, conf: str) -> dict:
         for n in ("rm", "sched", "tracker", "admin", "web", "nm", "nm_web", "localizer")
     }
     memory = int(os.environ.get("SPARKTF_YARN_MEMORY_MB", "12288"))
-    vcores = int(os.environ.get("SPARKTF_YARN_VCORES", "8"))
+    vcores = int(os.environ.get("SPARKTF_YARN_VCORES", "16"))
     gpus = gpu_props(state, conf, int(os.environ.get("SPARKTF_YARN_GPUS", "2")))
     hadoop.write_site(
         conf,

@@ -137,7 +137,12 @@ TABLE: tuple[EnvVar, ...] = (
     EnvVar(
         "SPARKTF_YARN_MEMORY_MB", "bin", "12288", "memory (MB) the test YARN's NodeManager offers"
     ),
-    EnvVar("SPARKTF_YARN_VCORES", "bin", "8", "vcores the test YARN's NodeManager offers"),
+    EnvVar(
+        "SPARKTF_YARN_VCORES",
+        "bin",
+        "16",
+        "vcores the test YARN's NodeManager offers (single host)",
+    ),
     EnvVar(
         "SPARKTF_YARN_GPUS",
         "bin",
