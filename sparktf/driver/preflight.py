@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from sparktf.common import topology
+from sparktf.common.settings import Settings, session_conf
 from sparktf.common.topology import NodeRole
 from sparktf.driver import yarnmemory
-from sparktf.driver.settings import Settings, session_conf
 from sparktf.errors import ClusterStateError, ConfigError
 
 log = logging.getLogger(__name__)
