@@ -1,7 +1,7 @@
 """Write the docs' generated reference pages from the code: ``python3 bin/gen_docs.py``.
 
 Each page under ``docs/reference/`` named in :data:`PAGES` is made from one table in the code:
-the settings (:data:`sparktf.driver.settings.TABLE`), the ``SPARKTF_*`` environment variables
+the settings (:data:`sparktf.common.settings.TABLE`), the ``SPARKTF_*`` environment variables
 (:data:`sparktf.common.envvars.TABLE`), the exception tree (every subclass of
 :class:`sparktf.errors.SparkTFError`, found by importing every sparktf module) and the control
 messages (:data:`sparktf.common.messages.CATALOGUE`). ``--check`` writes nothing and exits 1
@@ -32,15 +32,15 @@ def _cell(text: str) -> str:
 
 
 def settings_page() -> str:
-    from sparktf.driver.settings import markdown_table
+    from sparktf.common.settings import markdown_table
 
     return "\n".join(
         [
-            GENERATED.format(source="sparktf/driver/settings.py (TABLE)"),
+            GENERATED.format(source="sparktf/common/settings.py (TABLE)"),
             "",
             "# Settings",
             "",
-            "One table in `sparktf/driver/settings.py` holds every setting.",
+            "One table in `sparktf/common/settings.py` holds every setting.",
             "A value is looked up in this order:",
             "",
             "1. the `sparktf.run()` argument;",

@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "run": "sparktf.driver.cluster",
     "Cluster": "sparktf.driver.cluster",
-    "InputMode": "sparktf.driver.settings",
+    "InputMode": "sparktf.common.settings",
     "Status": "sparktf.driver.state",
     "NodeContext": "sparktf.node.context",
     "SparkTFError": "sparktf.errors",
@@ -43,8 +43,8 @@ __all__ = [*_EXPORTS, "fs", "TFCluster", "TFNode", "__version__"]
 
 if TYPE_CHECKING:
     from sparktf.batch_prediction import ModelChangedError, predict
+    from sparktf.common.settings import InputMode
     from sparktf.driver.cluster import Cluster, run
-    from sparktf.driver.settings import InputMode
     from sparktf.driver.state import Status
     from sparktf.driver.warmup import WarmUp, warm_up
     from sparktf.errors import (

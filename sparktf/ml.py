@@ -261,6 +261,7 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
         df = partition.vectors_as_arrays(dataset.select(*cols), cols, dtype="float32")[0]
         size = self.getOrDefault(self.clusterSize) if self.isDefined(self.clusterSize) else None
         export_dir = self._fit_dir(dataset.sparkSession)
+        assert self.main_fn is not None  # (checked above)
         cluster = sparktf.run(
             dataset.sparkSession,
             self.main_fn,
@@ -273,8 +274,8 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
             df, num_epochs=self.getOrDefault(self.epochs), shuffle=self.getOrDefault(self.shuffle)
         )
         cluster.shutdown()
-        export, missing = batch_prediction.saved_model_missing(dataset.sparkSession, export_dir)
-        if missing:
+        export, no_model = batch_prediction.saved_model_missing(dataset.sparkSession, export_dir)
+        if no_model:
             raise SparkTFError(
                 f"this fit's export directory {export} holds no saved_model.pb after "
                 "training: the chief's main_fn must export the model to args.export_dir (a "

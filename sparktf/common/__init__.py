@@ -4,5 +4,5 @@ messages (:mod:`.messages`), the feed's frames (:mod:`.feedwire`), port reservat
 (:mod:`.ports`) and process lifetime (:mod:`.procs`).
 
 Runs on every side. Imports the standard library (and psutil) only: never pyspark, never
-tensorflow (``tests/test_preflight.py::test_layering`` checks).
+tensorflow (``tests/unit/test_preflight.py::test_layering`` checks).
 """

@@ -54,6 +54,16 @@ def is_startup_chatter(line: str) -> bool:
     return m.group("level") == "E" and bool(_GPU_PROBE.search(m.group("file")) or "cuInit" in text)
 
 
+#: The second line of TensorFlow's status messages: the op that raised (``\t [[{{node ...}}]]``)
+_NODE_CONTEXT = re.compile(r"^\s*\[\[\{\{node ")
+
+
+def is_continuation(line: str) -> bool:
+    """A line that goes on the one before it (indented, or a status's ``[[{{node ...}}]]``):
+    hidden where that one was (the console keeps each node's last verdict)."""
+    return bool(line) and (line[0] in " \t" or bool(_NODE_CONTEXT.match(line)))
+
+
 @contextlib.contextmanager
 def startup_chatter_filtered(show: bool = False) -> Iterator[None]:
     """While the block runs, this process's native stderr (file descriptor 2, where

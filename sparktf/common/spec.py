@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sparktf.common.ports import PortRange
+from sparktf.common.settings import default  # pure: the settings table, its defaults
 from sparktf.common.topology import NodeRole
-from sparktf.driver.settings import default  # pure: the settings table, its defaults
 
 if TYPE_CHECKING:
     from sparktf.common.shipped import BroadcastBytes

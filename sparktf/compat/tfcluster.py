@@ -19,8 +19,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sparktf.driver.settings import InputMode as _Mode
-from sparktf.driver.settings import default as _default
+from sparktf.common.settings import InputMode as _Mode
+from sparktf.common.settings import default as _default
 from sparktf.errors import ConfigError
 
 if TYPE_CHECKING:

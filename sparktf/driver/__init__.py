@@ -3,8 +3,8 @@
 Runs in the user's PySpark driver process. It may import pyspark, never tensorflow (a test
 checks ``sys.modules``). The package is split by job, one idea a module:
 
-* :mod:`~sparktf.driver.settings`: the one table of settings (and every default), resolved
-  and checked once;
+* the settings are :mod:`~sparktf.common.settings` (the one table, and every default,
+  resolved and checked once), shared with the other sides;
 * the pure job state (no sockets, no Spark), table-tested on its own:
   :mod:`~sparktf.driver.state` (an attempt's lifecycle, composing the rest),
   :mod:`~sparktf.driver.records` (what the driver keeps of each node, progress data),

@@ -14,9 +14,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sparktf.common import plain_numbers
+from sparktf.common.settings import InputMode, valid_seconds
 from sparktf.common.topology import NodeRole
 from sparktf.driver import preflight
-from sparktf.driver.settings import InputMode, valid_seconds
 from sparktf.driver.state import Status
 from sparktf.errors import ClusterStateError, ConfigError
 
@@ -94,7 +94,7 @@ def check_inference(
     return schema, until
 
 
-#: What a call's timeout may be (the settings' bounds, sparktf.driver.settings.valid_seconds).
+#: What a call's timeout may be (the settings' bounds, sparktf.common.settings.valid_seconds).
 SECONDS = "a positive number of seconds, 0.001 to 1e9 (not inf)"
 
 

@@ -1,6 +1,6 @@
 """The public API on the driver: ``sparktf.run`` and the :class:`Cluster` it returns.
 
-A thin layer: settings are resolved by :mod:`~sparktf.driver.settings` and the calls'
+A thin layer: settings are resolved by :mod:`~sparktf.common.settings` and the calls'
 arguments checked by :mod:`~sparktf.driver.arguments`; the job is carried out by a
 :class:`~sparktf.driver.runner.Runner` whose rules live in :mod:`~sparktf.driver.state`, on
 the barrier stages of :mod:`~sparktf.driver.stages`. Every wait (:mod:`~sparktf.driver.waits`)
@@ -17,11 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from sparktf.common import plain_numbers, scripts, topology
+from sparktf.common.settings import InputMode, Settings, default
 from sparktf.common.spec import FeedConfig
 from sparktf.common.topology import NodeRole
 from sparktf.driver import arguments, launch, preflight, stages, waits
 from sparktf.driver.records import NodeState
-from sparktf.driver.settings import InputMode, Settings, default
 from sparktf.driver.state import Status
 from sparktf.errors import ClusterStateError, ConfigError, SparkTFError
 
@@ -384,7 +384,7 @@ def run(
     """Start a TensorFlow cluster on Spark executors and run ``main_fn`` on every node.
 
     Every setting (its default, its ``spark.sparktf.*`` key, what is valid) is in one table,
-    :data:`sparktf.driver.settings.TABLE`, listed in the README.
+    :data:`sparktf.common.settings.TABLE`, listed in the README.
 
     Parameters
     ----------

@@ -20,6 +20,8 @@ class Console:
         self._log_to_driver = log_to_driver
         self._tf_startup_logs = tf_startup_logs
         self._lock = threading.Lock()
+        #: (node, stream) -> whether its last line was hidden (its continuation lines go too)
+        self._hidden: dict[tuple[str, str], bool] = {}
 
     def print(self, node: str, stream: str, line: str) -> None:
         """One line, tagged ``[node]``, on the driver's stdout or stderr (``stream``)."""
@@ -32,10 +34,17 @@ class Console:
                 pass  # a closed console must not fail the job
 
     def node_line(self, node: str, stream: str, line: str) -> None:
-        """A line of a node's output, if the job shows them."""
-        if self._log_to_driver and (
-            self._tf_startup_logs or not logfilter.is_startup_chatter(line)
-        ):
+        """A line of a node's output, if the job shows them: not TensorFlow's start-up
+        chatter, nor a line that goes on a hidden one (the second line of a hidden warning)."""
+        if not self._log_to_driver:
+            return
+        key = (node, stream)
+        hide = not self._tf_startup_logs and (
+            logfilter.is_startup_chatter(line)
+            or (self._hidden.get(key, False) and logfilter.is_continuation(line))
+        )
+        self._hidden[key] = hide
+        if not hide:
             self.print(node, stream, line)
 
     def tensorboard(self, job_id: str, node: str, msg: dict) -> None:

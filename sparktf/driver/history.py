@@ -37,9 +37,8 @@ import tempfile
 import threading
 from typing import IO, Any
 
-from sparktf.common import logfilter, private
-from sparktf.driver import settings
-from sparktf.driver.scalars import Scalars
+from sparktf.common import logfilter, private, settings
+from sparktf.driver.scalars import Scalars, file_name
 from sparktf.errors import NodeError, UnsafePathError
 
 log = logging.getLogger(__name__)
@@ -64,11 +63,6 @@ def default_root() -> str:
     except Exception:
         user = str(os.getuid())
     return os.path.join(tempfile.gettempdir(), f"sparktf-{user}", "logs")
-
-
-def file_name(node: str) -> str:
-    """``worker:1`` -> ``worker-1`` (HDFS refuses ``:`` in a name)."""
-    return node.replace(":", "-")
 
 
 def private_root(root: str | None) -> str:

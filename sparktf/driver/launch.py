@@ -4,7 +4,7 @@ and the :class:`~sparktf.driver.runner.Runner` that carries the job out, with it
 :class:`~sparktf.driver.limits.Limits`.
 
 Runs on the driver, once per ``sparktf.run()``; every value comes from the resolved
-:class:`~sparktf.driver.settings.Settings` (no default of its own).
+:class:`~sparktf.common.settings.Settings` (no default of its own).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import uuid
 from typing import Any
 
 from sparktf.common import shipped
+from sparktf.common.settings import Settings
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import preflight
 from sparktf.driver.hadoop import hadoop_env
 from sparktf.driver.limits import KILL_WAIT_SECS, PAUSED_SECS, Limits
 from sparktf.driver.runner import Runner
-from sparktf.driver.settings import Settings
 
 
 def launch_spec(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparktf.driver.settings import default
+from sparktf.common.settings import default
 
 #: After a node reports an error, how long to wait for its exit (and last output lines) before
 #: failing the job with what is known; the same wait lets the nodes' own reports of a failed

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from sparktf.common import topology
+from sparktf.common.settings import Settings, session_conf
 from sparktf.common.topology import NodeRole
 from sparktf.driver import yarnmemory
-from sparktf.driver.settings import Settings, session_conf
 from sparktf.errors import ClusterStateError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -252,7 +252,7 @@ def wait_for_slots(
     dict, when the caller has read them already (each read is a round of py4j calls).
     """
     conf = conf if conf is not None else dict(sc.getConf().getAll())
-    promised = expected_slots(sc.master, conf, os.cpu_count() or 1)
+    promised = expected_slots(str(sc.master), conf, os.cpu_count() or 1)
     # Never wait for more slots than the master will ever offer: fail fast instead.
     target = min(filter(None, (wanted, promised)), default=None)
     deadline = time.monotonic() + timeout
@@ -345,7 +345,7 @@ def spark_problems(
     slots = wait_for_slots(sc, num_nodes, slot_timeout, conf)
     if num_nodes is not None and num_nodes > slots:
         task_cpus = conf.get("spark.task.cpus", "1")
-        promised = expected_slots(sc.master, conf, os.cpu_count() or 1)
+        promised = expected_slots(str(sc.master), conf, os.cpu_count() or 1)
         waited = (
             ""
             if promised is not None and promised < num_nodes
@@ -355,7 +355,7 @@ def spark_problems(
             f"num_executors={num_nodes} needs {num_nodes} concurrent task slots, but the cluster "
             f"({sc.master}) has {slots} (executor cores / spark.task.cpus={task_cpus}){waited}: "
             f"use num_executors <= {slots}, or give Spark more: "
-            f"{more_slots(sc.master, num_nodes, conf)}"
+            f"{more_slots(str(sc.master), num_nodes, conf)}"
         )
     if slots < 1:
         problems.append(
@@ -442,4 +442,5 @@ def check_run(
     roles = topology.assign_roles(
         num_nodes, settings.num_ps, settings.master_node, settings.eval_node
     )
+    assert payload is not None  # (a main_fn that does not pickle is one of the problems)
     return sc, settings, conf, payload, roles

@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparktf.common.settings import default
 from sparktf.common.topology import NodeRole
-from sparktf.driver.settings import default
 
 
 class NodeState(str, enum.Enum):

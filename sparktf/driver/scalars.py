@@ -50,6 +50,12 @@ class _NodeEvents:
         self._file.close()
 
 
+def file_name(node: str) -> str:
+    """``worker:1`` -> ``worker-1`` (HDFS refuses ``:`` in a name): a node's log and event
+    files are named so."""
+    return node.replace(":", "-")
+
+
 class Scalars:
     """Writes each node's reports under ``root/<node>``; ``add`` is safe from any thread,
     ``close`` is idempotent, and neither raises (a failure is logged once, then nothing more
@@ -62,8 +68,6 @@ class Scalars:
         self._off = False
 
     def add(self, node: str, reports: list[tuple[Any, float, dict]]) -> None:
-        from sparktf.driver.history import file_name
-
         with self._lock:
             if self._off:
                 return

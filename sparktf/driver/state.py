@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparktf.common import gpus, messages, topology
+from sparktf.common.settings import default
 from sparktf.common.topology import NodeRole
 from sparktf.driver import failures, inplace, liveness
 from sparktf.driver.failures import JobFailure
@@ -39,7 +40,6 @@ from sparktf.driver.records import (
     new_records,
     progress_snapshot,
 )
-from sparktf.driver.settings import default
 from sparktf.errors import SparkTFError
 
 __all__ = ["JobState", "Limits", "NodeState", "Send", "Status"]

@@ -88,7 +88,7 @@ def _rdd_job(sc, tasks: int, extra_env: dict[str, str]) -> list[tuple[int, bool]
             try:
                 from pyspark.core.rdd import _wrap_function  # pyspark 4
             except ImportError:
-                from pyspark.rdd import _wrap_function  # pyspark 3
+                from pyspark.rdd import _wrap_function  # type: ignore[no-redef]  # pyspark 3
             func = _wrap_function(sc, rdd.func, rdd._prev_jrdd_deserializer, rdd._jrdd_deserializer)
             env = func.envVars()
             for key, value in extra_env.items():
@@ -112,7 +112,7 @@ class WarmUp:
         self.kinds = kinds
         self.tasks = tasks
         #: {"dataframes"|"rdds": [(daemon pid, TensorFlow preloaded), ...]}, once done
-        self.reports: dict[str, list[tuple[int, bool]]] = {}
+        self.reports: dict[str, list[tuple[int, bool]] | None] = {}
         #: why the warm-up job failed (it never raises: a failed warm-up changes no result)
         self.error: str | None = None
         self._done = threading.Event()

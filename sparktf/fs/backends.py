@@ -213,8 +213,9 @@ class _WebHDFSReader(io.RawIOBase):
         return True
 
     def readinto(self, b: Buffer) -> int:
-        data = self._resp.read(len(b))
-        b[: len(data)] = data
+        view = memoryview(b)
+        data = self._resp.read(len(view))
+        view[: len(data)] = data
         return len(data)
 
     def close(self) -> None:

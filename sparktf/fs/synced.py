@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from sparktf.errors import ConfigError
+from sparktf.errors import ClusterStateError, ConfigError
 from sparktf.fs.backends import _call, backend
 from sparktf.fs.files import _download_file, _put_file, delete, exists, upload
 from sparktf.fs.paths import _TMP_MARK, HadoopFSError, _fspath, _local, _split, is_hadoop
@@ -103,17 +103,24 @@ class SyncedDir:
     def _ordered(self, names):
         return sorted(names, key=lambda n: (os.path.basename(n) in self.INDEX_FILES, n))
 
+    def _here(self) -> str:
+        """The local directory (``__enter__`` made it)."""
+        if self.local is None:
+            raise ClusterStateError("a synced directory is used inside its with block only")
+        return self.local
+
     def push(self) -> None:
+        here = self._here()
         with self._lock:
             local_files = {}
-            for root, _, files in os.walk(self.local):
+            for root, _, files in os.walk(here):
                 for name in files:
                     full = os.path.join(root, name)
                     st = os.stat(full)
-                    local_files[os.path.relpath(full, self.local)] = (st.st_size, st.st_mtime_ns)
+                    local_files[os.path.relpath(full, here)] = (st.st_size, st.st_mtime_ns)
             for rel in self._ordered(local_files):
                 if self._seen.get(rel) != local_files[rel]:
-                    with builtins.open(os.path.join(self.local, rel), "rb") as f:
+                    with builtins.open(os.path.join(here, rel), "rb") as f:
                         _put_file(self._remote(rel), f)
                     self._seen[rel] = local_files[rel]
             for rel in sorted(set(self._seen) - set(local_files)):
@@ -121,6 +128,7 @@ class SyncedDir:
                 del self._seen[rel]
 
     def pull(self) -> None:
+        here = self._here()
         with self._lock:
             if not exists(self.remote):
                 return
@@ -128,7 +136,7 @@ class SyncedDir:
             b = backend(self.remote)
             for rel in self._ordered(remote_files):
                 if self._seen.get(rel) != remote_files[rel]:
-                    target = os.path.join(self.local, rel)
+                    target = os.path.join(here, rel)
                     os.makedirs(os.path.dirname(target), exist_ok=True)
                     try:
                         _download_file(b, self._remote(rel), _split(self._remote(rel))[3], target)

@@ -3,5 +3,5 @@ handed to ``main_fn`` (:mod:`.context`), its data feed (:mod:`.feed`) and Tensor
 (:mod:`.tensorboard`).
 
 Runs in the node's own process, started by its supervisor. Imports tensorflow lazily, where a
-method needs it; never pyspark (``tests/test_preflight.py::test_layering`` checks).
+method needs it; never pyspark (``tests/unit/test_preflight.py::test_layering`` checks).
 """

@@ -213,7 +213,8 @@ class NodeContext:
             ``num_epochs - 1`` of ``cluster.train(data, num_epochs)``, and Spark's pass over
             the partition is the first of them. Every training node must resume at the same
             epoch (read it from the same checkpoint); ``num_epochs``: nothing is left, the
-            feed ends at once. :func:`sparktf.node.checkpoints.resume_epoch` reads it.
+            feed ends at once. :meth:`restore_latest` returns it where a checkpoint is saved once an
+            epoch.
 
         Returns
         -------

@@ -200,7 +200,7 @@ def _subclass(base: type) -> type:
         if base not in _SUBCLASSES:
 
             def __init__(self, report: Report, every_n_steps: int = 1) -> None:
-                base.__init__(self)
+                base.__init__(self)  # type: ignore[misc]  # (the Keras base chosen at run time)
                 self._start(report, every_n_steps)
 
             _SUBCLASSES[base] = type(

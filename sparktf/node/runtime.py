@@ -129,7 +129,7 @@ class NodeRuntime:
     def beat(self) -> None:
         """One heartbeat now (also sent last thing before ``done``: the final progress)."""
         feed = self.feed
-        extra = {"metrics": dict(self.metrics)} if self.metrics else {}
+        extra: dict[str, Any] = {"metrics": dict(self.metrics)} if self.metrics else {}
         reports = []
         while self.reports:
             reports.append(self.reports.popleft())

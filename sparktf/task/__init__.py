@@ -5,5 +5,5 @@ start the supervisor, feed it, wait), and :mod:`.supervisor` the small process (
 the task, or ``python -m sparktf.task.supervisor``) that owns the node's process tree.
 
 Runs in the Spark Python worker (the supervisor in its own process). Imports pyspark only
-inside the task; never tensorflow (``tests/test_preflight.py::test_layering`` checks).
+inside the task; never tensorflow (``tests/unit/test_preflight.py::test_layering`` checks).
 """

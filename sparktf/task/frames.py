@@ -10,7 +10,7 @@ import json
 import pickle
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparktf.common import feedwire
 
@@ -59,7 +59,7 @@ class _ArrowMessages:
 
     def __init__(self) -> None:
         self._parts: list = []
-        self._writer = None
+        self._writer: Any = None  # a pyarrow RecordBatchStreamWriter, once a batch came
 
     def write(self, data: pa.Buffer) -> int:
         self._parts.append(data)
@@ -74,12 +74,13 @@ class _ArrowMessages:
     def of(self, batch: pa.RecordBatch) -> list:
         import pyarrow as pa
 
-        if self._writer is None:
-            self._writer = pa.ipc.new_stream(self, batch.schema)
-            self._writer.write_batch(batch.slice(0, 0))  # the stream's schema goes first
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = pa.ipc.new_stream(self, batch.schema)
+            writer.write_batch(batch.slice(0, 0))  # the stream's schema goes first
         self._parts = []
         try:
-            self._writer.write_batch(batch)
+            writer.write_batch(batch)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             return [batch.serialize()]  # not the stream's schema: serialize() says if bad
         parts, self._parts = self._parts, []
@@ -103,7 +104,8 @@ FLUSH_SECS = 0.25
 def _packs(frames: Iterable[bytes], size: int, flush: float = FLUSH_SECS) -> Iterator[list]:
     """Group byte strings into lists of about ``size`` bytes (or what came in ``flush``
     seconds)."""
-    pack, total, since = [], 0, 0.0
+    pack: list[bytes] = []
+    total, since = 0, 0.0
     for frame in frames:
         now = time.monotonic()
         if not pack:
@@ -119,7 +121,8 @@ def _packs(frames: Iterable[bytes], size: int, flush: float = FLUSH_SECS) -> Ite
 
 def _chunks(items: Iterable, size: int, flush: float = FLUSH_SECS) -> Iterator[list]:
     """Group items into lists of ``size`` (or what came in ``flush`` seconds)."""
-    chunk, since = [], 0.0
+    chunk: list = []
+    since = 0.0
     for item in items:
         now = time.monotonic()
         if not chunk:

@@ -48,6 +48,7 @@ def _send_draining(
 ) -> Iterator[list]:
     """Send one frame without blocking; while the TF process is not reading, yield the output
     chunks it has sent back (it may be waiting for us to take them)."""
+    assert launch.feed is not None  # (a job with a feed)
     timeout = launch.feed.feed_timeout
     idle_since = time.monotonic()
     while buffers:

@@ -43,7 +43,10 @@ def spark_data_socket(partition: Any) -> SparkDataSocket | None:
         or inspect.getgeneratorstate(partition) != inspect.GEN_CREATED
     ):
         return None
-    stream = partition.gi_frame.f_locals.get("stream")
+    frame = partition.gi_frame
+    if frame is None:
+        return None
+    stream = frame.f_locals.get("stream")
     if type(stream) is not io.BufferedReader:
         return None
     try:

@@ -473,7 +473,7 @@ def test_a_session_without_sparktf_settings_is_read_in_one_call(sc_local):
     (the keys set), not a lookup per setting; where one is, it is found."""
     from pyspark.sql import SparkSession
 
-    from sparktf.driver.settings import session_conf
+    from sparktf.common.settings import session_conf
 
     class Counted:  # the session's own JVM conf, its calls counted
         def __init__(self, jconf):

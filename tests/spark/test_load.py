@@ -14,7 +14,7 @@ from helpers import jobs, tf_jobs
 from helpers.procs import sparktf_processes
 
 import sparktf
-from sparktf.driver import settings
+from sparktf.common import settings
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

@@ -5,8 +5,8 @@ Pure: no Spark, no TensorFlow, no Horovod."""
 import pytest
 
 from sparktf.common import horovod
+from sparktf.common.settings import Settings
 from sparktf.driver.preflight import framework_problems
-from sparktf.driver.settings import Settings
 from sparktf.errors import ConfigError
 
 

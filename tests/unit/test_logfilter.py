@@ -44,3 +44,28 @@ def test_the_continuation_of_tensorflows_stragglers_line_is_chatter():
     own, a task name: the console showed ``[chief:0] /job:worker/replica:0/task:0``."""
     assert is_startup_chatter("/job:worker/replica:0/task:0")
     assert not is_startup_chatter("/job:worker/replica:0/task:0 finished epoch 3")
+
+
+def test_the_second_line_of_a_hidden_warning_is_hidden_and_of_a_shown_error_shown(capsys):
+    """A new user's trial (sync SGD's end): the console hid TensorFlow's W-line but printed its
+    second line, ``\\t [[{{node ...}}]] [type.googleapis.com/...]``, alone."""
+    from sparktf.driver.console import Console
+
+    console = Console(log_to_driver=True)
+    lines = [
+        ("ps:0", "W0000 00:00:1.2   77 local_rendezvous.cc:412] Local rendezvous is aborting"),
+        ("ps:0", "\t [[{{node sync_replicas/TakeGradient_3}}]] [type.googleapis.com/x='']"),
+        ("ps:0", "E0000 00:00:1.3   77 session.cc:1] Something real failed"),
+        ("ps:0", "\t [[{{node train/apply}}]]"),
+        ("ps:0", "step 3"),
+        ("ps:0", "    indented output of the user's own"),
+    ]
+    for node, line in lines:
+        console.node_line(node, "stderr", line)
+    shown = capsys.readouterr().err.splitlines()
+    assert shown == [
+        "[ps:0] E0000 00:00:1.3   77 session.cc:1] Something real failed",
+        "[ps:0] \t [[{{node train/apply}}]]",
+        "[ps:0] step 3",
+        "[ps:0]     indented output of the user's own",
+    ]

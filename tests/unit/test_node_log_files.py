@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from sparktf.common.settings import Settings
 from sparktf.driver import history
 from sparktf.driver.history import NodeLogs
-from sparktf.driver.settings import Settings
 from sparktf.errors import UnsafePathError
 
 JOB = "sparktf-0123456789ab"

@@ -80,11 +80,11 @@ ALLOWED_RAISES: dict[tuple[str, str, str], str] = {
     ("sparktf.common.topology", "cluster_spec", "ValueError"): _INVARIANT,
     ("sparktf.common.topology", "tf_config", "ValueError"): _INVARIANT,
     ("sparktf.common.topology", "chief_role", "ValueError"): _INVARIANT,
-    ("sparktf.driver.settings", "default", "KeyError"): (
+    ("sparktf.common.settings", "default", "KeyError"): (
         "sparktf's code reads its own defaults by name when its modules load: an unknown "
         "name is a bug, found at import"
     ),
-    ("sparktf.driver.settings", "Settings.resolve", "TypeError"): (
+    ("sparktf.common.settings", "Settings.resolve", "TypeError"): (
         "run() passes only its own keyword arguments: an unknown name is sparktf's bug, as "
         "Python's TypeError for an unexpected keyword argument would be"
     ),
@@ -122,7 +122,7 @@ ALLOWED_CLASSES: dict[tuple[str, str], str] = {
         "the driver turned a connection away (busy, or the handshake late): protocol.connect "
         "catches it and tries again"
     ),
-    ("sparktf.driver.settings", "_Invalid"): (
+    ("sparktf.common.settings", "_Invalid"): (
         "one setting's check failing inside Settings.resolve, which collects them into one "
         "ConfigError"
     ),

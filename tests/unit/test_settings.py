@@ -7,7 +7,7 @@ import re
 import pytest
 
 from sparktf.common import messages
-from sparktf.driver.settings import TABLE, InputMode, Settings, markdown_table
+from sparktf.common.settings import TABLE, InputMode, Settings, markdown_table
 from sparktf.errors import ConfigError
 
 SETTINGS_PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "reference" / "settings.md"

@@ -8,8 +8,9 @@ import math
 
 import pytest
 
-from sparktf.driver import arguments, settings
-from sparktf.driver.settings import Settings
+from sparktf.common import settings
+from sparktf.common.settings import Settings
+from sparktf.driver import arguments
 
 #: Every setting of the table that is a number of seconds.
 TIMEOUTS = [

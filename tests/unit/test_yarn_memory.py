@@ -7,8 +7,8 @@ import logging
 import pytest
 from pyspark import SparkConf
 
+from sparktf.common.settings import Settings
 from sparktf.driver import preflight, yarnmemory
-from sparktf.driver.settings import Settings
 from sparktf.errors import ConfigError
 
 

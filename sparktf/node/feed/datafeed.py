@@ -244,6 +244,17 @@ class DataFeed:
             self._waiting = False
 
     @property
+    def stopped(self) -> bool:
+        """No row is left to hand out: every epoch delivered, or :meth:`terminate` called
+        (unlike :meth:`should_stop`, never waits: what the Dataset's reader asks)."""
+        return self._stopped
+
+    @property
+    def delivered(self) -> int:
+        """Rows handed out in the current epoch so far (0: a new epoch has begun)."""
+        return self._delivered
+
+    @property
     def rows_held_back(self) -> int:
         """Rows of this node's share not delivered, over every epoch so far (equalization)."""
         held = self._replay_held_back

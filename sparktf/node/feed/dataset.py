@@ -100,14 +100,14 @@ class _EpochReader:
         feed = self.feed
         if self.pending is not None:
             batch, self.pending = self.pending, None
-        elif self.ended or feed._stopped:  # no look-ahead: epochs stay apart
+        elif self.ended or feed.stopped:  # no look-ahead: epochs stay apart
             return self.empty
         else:
             batch = feed.next_batch(self.batch_size)
         if batches.count(batch) == 0:
             self.ended = True
             return self.empty
-        if feed._delivered == 0:  # that batch closed the epoch
+        if feed.delivered == 0:  # that batch closed the epoch
             self.ended = True
         return self._arrays(batches.structure(batch))
 

@@ -61,7 +61,7 @@ def wrap(
     if original is None or getattr(original, "_sparktf", False):
         return
     new = make(original)
-    new._sparktf = True
+    new._sparktf = True  # type: ignore[attr-defined]  # (a mark on the function)
     if everywhere:
         replace_everywhere(owner, name, new)
     else:

@@ -5,7 +5,9 @@ default; arguments and Spark conf values get the same check, and every error nam
 (and the conf key) and what would be valid. :meth:`Settings.resolve` reports every problem at
 once. The README's settings list is :func:`markdown_table` (a test keeps them equal).
 
-Pure: imports neither pyspark nor tensorflow (``resolve`` only calls ``sc.getConf()``).
+Common to every side (the driver resolves the settings; the specs the task and the node read
+take their defaults from here), so it lives in ``common``, which imports no side. Pure:
+imports neither pyspark nor tensorflow (``resolve`` only calls ``sc.getConf()``).
 """
 
 from __future__ import annotations
