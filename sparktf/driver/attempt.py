@@ -59,10 +59,15 @@ class Attempt:
     def wait_supervisors(self, cond: threading.Condition, timeout: float) -> None:
         """Wait until every supervisor has ended (its channel closed; ``cond``: the lock
         under which the channels change): a cancelled Spark job ends before its tasks have
-        stopped their processes."""
+        stopped their processes. Supervisors of nodes out of reach
+        (:meth:`JobState.out_of_reach`) are not waited for: nothing can be heard from them."""
         deadline = time.monotonic() + timeout
         with cond:
-            while any(peer == messages.SUPERVISOR for _, peer in self.channels):
+            while any(
+                peer == messages.SUPERVISOR
+                and node not in self.state.out_of_reach(time.monotonic())
+                for node, peer in self.channels
+            ):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     log.warning(

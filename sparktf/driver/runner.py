@@ -438,4 +438,16 @@ class Runner:
         if attempt.thread is not None:
             state = attempt.state
             succeeded = state.job_ended_at is not None and state.job_failure is None
-            self._spark_jobs.wait(attempt.thread, attempt.job_id, timeout, cancel, succeeded)
+            self._spark_jobs.wait(
+                attempt.thread,
+                attempt.job_id,
+                timeout,
+                cancel,
+                succeeded,
+                lambda: self._out_of_reach(attempt),
+            )
+
+    def _out_of_reach(self, attempt: Attempt) -> int:
+        """How many of ``attempt``'s nodes are out of reach now (:meth:`JobState.out_of_reach`)."""
+        with self._cond:
+            return len(attempt.state.out_of_reach(time.monotonic()))

@@ -195,12 +195,20 @@ class Canceller:
             log.info("sparktf: could not cancel %s: %s", tag, exc)
 
     def wait(
-        self, thread: threading.Thread, tag: str, timeout: float, cancel: bool, succeeded: bool
+        self,
+        thread: threading.Thread,
+        tag: str,
+        timeout: float,
+        cancel: bool,
+        succeeded: bool,
+        out_of_reach: Callable[[], int] = lambda: 0,
     ) -> None:
         """Wait for the Spark job that ``thread`` runs to end; cancel it again while it runs
         (a job submitted just after a cancel would otherwise run on). Then, unless it
         ``succeeded``, wait for its tasks: a cancelled job ends before its tasks do, and the
-        tasks stop their nodes as they end."""
+        tasks stop their nodes as they end. Tasks whose nodes are out of reach (their number:
+        ``out_of_reach()``; a partitioned or crashed host) end only when Spark declares their
+        executors lost, minutes later: once no other task runs, the wait ends."""
         deadline = time.monotonic() + timeout
         while thread.is_alive() and time.monotonic() < deadline:
             if cancel:
@@ -211,7 +219,19 @@ class Canceller:
             return
         if not cancel and succeeded:
             return  # every task of it has ended (no status calls: ~17 ms)
-        while active_tasks(self.sc, tag) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            active = active_tasks(self.sc, tag)
+            if not active:
+                return
+            lost = out_of_reach()
+            if active <= lost:
+                log.info(
+                    "sparktf: %d task(s) of %s, on hosts out of reach, are left to Spark: they "
+                    "end when it declares their executors lost",
+                    active,
+                    tag,
+                )
+                return
             time.sleep(0.1)
 
 

@@ -58,6 +58,11 @@ class Status(str, enum.Enum):
     FAILED = "failed"
 
 
+#: How long a node and its supervisor must be silent to count as out of reach where
+#: heartbeat_timeout is off (the driver's keepalive gives up on a silent peer about then).
+OUT_OF_REACH_SECS = 30.0
+
+
 class JobState:
     """One attempt: its nodes, the feed bound, and the rules that end it."""
 
@@ -130,6 +135,28 @@ class JobState:
         """Whether the attempt waits for its barrier stage: no task of it has reached the
         driver yet (they all start at once, and each says hello first)."""
         return self.status is Status.LAUNCHING and all(n.host is None for n in self.nodes.values())
+
+    def out_of_reach(self, now: float) -> list[str]:
+        """Nodes whose host the driver no longer hears, without an exit report: a node that
+        had started and since sent no heartbeat, while its supervisor sent nothing either, for
+        ``heartbeat_timeout`` (or :data:`OUT_OF_REACH_SECS` where that is off), or whose
+        supervisor's channel ended (the driver's keepalive): a partitioned or crashed host. Their Spark
+        tasks end only when Spark declares their executors lost (minutes): a teardown does not
+        wait for them (nor for their supervisors), and says so."""
+        limit = self.limits.heartbeat_timeout or OUT_OF_REACH_SECS
+        found = []
+        for n in self.nodes.values():
+            if n.exit is not None:
+                continue
+            if n.lost:  # its supervisor's channel ended without an exit report (keepalive)
+                found.append(n.name)
+                continue
+            if n.last_beat is None:  # never started: a slow start is no lost host
+                continue
+            heard = max(n.last_beat, n.supervisor_heard_at or n.last_beat, self.resumed_at)
+            if now - heard > limit:
+                found.append(n.name)
+        return found
 
     def take_notes(self) -> list[str]:
         """Warnings for the user decided since the last call (the runner logs them)."""

@@ -827,3 +827,32 @@ def test_a_broken_feed_is_told_by_its_reason_field_and_waits_for_its_cause():
     s.apply("chief:0", TASK, _error("ValueError", "a bad row in partition 3", where="task"), 2.2)
     err = s.failure(2.0 + s.limits.error_settle)
     assert isinstance(err, NodeError) and "a bad row in partition 3" in str(err)
+
+
+# -------------------------------------------- a host out of reach: teardown does not wait
+def test_a_node_and_its_supervisor_silent_past_heartbeat_timeout_are_out_of_reach():
+    s = job(heartbeat_timeout=10)
+    start(s, now=1.0)
+    beat(s, 5.0)
+    beat(s, 14.0, names=["chief:0", "worker:0"])  # worker:1's host partitioned after 5 s
+    assert s.out_of_reach(14.0) == []
+    assert s.out_of_reach(15.5) == ["worker:1"]
+    # its supervisor's output still arriving: the host answers, the node is only frozen
+    s.apply("worker:1", SUPERVISOR, messages.make("log", stream="stdout", line="x"), 15.0)
+    assert s.out_of_reach(15.5) == []
+
+
+def test_an_exit_report_or_a_node_never_started_is_not_out_of_reach():
+    s = job(heartbeat_timeout=10)
+    start(s, now=1.0, names=["chief:0", "worker:0"])
+    for name in ("worker:1",):  # its TF process still importing TensorFlow: no heartbeat yet
+        s.apply(name, SUPERVISOR, messages.hello(SUPERVISOR, name, "h"), 1.0)
+    finish(s, "chief:0", 2.0)
+    assert s.out_of_reach(60.0) == ["worker:0"]
+
+
+def test_a_supervisor_channel_ended_without_an_exit_report_is_out_of_reach_at_once():
+    s = job(heartbeat_timeout=0)  # off: only the channel's end says so
+    start(s, now=1.0)
+    s.apply("worker:0", SUPERVISOR, {"type": "closed"}, 2.0)  # the driver's keepalive gave up
+    assert s.out_of_reach(2.5) == ["worker:0"]
