@@ -14,6 +14,7 @@
 #                                              # network namespace with its own address
 #   bin/yarn-test-cluster.sh partition|heal|crash HOST   # faults on one worker host
 #   bin/yarn-test-cluster.sh firewall HOST LO-HI|off     # nftables in the host
+#   bin/yarn-test-cluster.sh cut HOST OTHER|off          # HOST and OTHER cannot talk
 #
 # More: bin/yarn_test_cluster.py's docstring.
 set -euo pipefail

@@ -9,6 +9,10 @@ a test tool, run as root).
     bin/yarn-test-cluster.sh crash HOST        # every process of HOST SIGKILLed, its link down
     bin/yarn-test-cluster.sh firewall HOST LO-HI  # nftables in HOST: only YARN's and HDFS's
                                                # ports and LO-HI open to it (LO-HI "off": none)
+    bin/yarn-test-cluster.sh cut HOST OTHER    # nftables in HOST: every packet between HOST
+                                               # and worker host OTHER dropped (both still
+                                               # reach the master and the edge node)
+    bin/yarn-test-cluster.sh cut HOST off      # HOST's cuts removed
     bin/yarn-test-cluster.sh stop              # every process, namespace, link and bridge made
 
 A **worker host** is a Linux network namespace (``ip netns``) with its own address on a bridge,
@@ -562,6 +566,47 @@ def firewall(state: str, name: str, span: str) -> str:
     return rules
 
 
+def cut(state: str, name: str, other: str) -> str:
+    """A partition between two worker hosts only: nftables in ``name``'s namespace drops every
+    packet to and from ``other``'s address (``other`` "off": the cut removed); the ruleset.
+    Both hosts still reach the master, the edge node and the third host."""
+    net = load_net(state)
+    if net is None:
+        raise HostsError("no multi-host cluster here: bin/yarn-test-cluster.sh start --hosts N")
+    host = host_of(net, name)
+    if shutil.which("nft") is None:
+        raise HostsError("no `nft` on PATH: apt-get install -y nftables")
+    table = "sparktf_cut"
+    subprocess.run(
+        ["ip", "netns", "exec", host["ns"], "nft", "delete", "table", "inet", table],
+        capture_output=True,
+    )
+    if other == "off":
+        host.pop("cut", None)
+        save_net(state, net)
+        return ""
+    peer = host_of(net, other)
+    if peer is host:
+        raise HostsError(f"cut {name} {other}: name another worker host")
+    rules = (
+        f"table inet {table} {{\n chain input {{\n  type filter hook input priority -10; "
+        f"policy accept;\n  ip saddr {peer['address']} drop\n }}\n"
+        f" chain output {{\n  type filter hook output priority -10; policy accept;\n"
+        f"  ip daddr {peer['address']} drop\n }}\n}}\n"
+    )
+    out = subprocess.run(
+        ["ip", "netns", "exec", host["ns"], "nft", "-f", "-"],
+        input=rules,
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        raise HostsError(f"nft in {host['ns']} failed: {out.stderr.strip()}")
+    host["cut"] = other
+    save_net(state, net)
+    return rules
+
+
 def host_status(state: str, net: dict) -> list[str]:
     lines = []
     for host in net["hosts"]:
@@ -570,6 +615,7 @@ def host_status(state: str, net: dict) -> list[str]:
             f"{n} {'up' if hadoop._ours(p, state) else 'DOWN'}" for n, p in sorted(pids.items())
         )
         extra = f", firewall {host['firewall']}" if host.get("firewall") else ""
+        extra += f", cut from {host['cut']}" if host.get("cut") else ""
         lines.append(
             f"host {host['name']} {host['address']}: link {host.get('link', 'up')}"
             f"{', CRASHED' if host.get('crashed') else ''}{extra}; {daemons}; "

@@ -11,7 +11,8 @@
                                         # KRB5_CONFIG=, PRINCIPAL=, KEYTAB= (bin/yarn_kerberos.py)
     bin/yarn-test-cluster.sh start --hosts N   # (root) a master and N worker hosts, each a
                                         # network namespace on a bridge: bin/yarn_hosts.py
-    bin/yarn-test-cluster.sh partition|heal|crash HOST, firewall HOST LO-HI|off
+    bin/yarn-test-cluster.sh partition|heal|crash HOST, firewall HOST LO-HI|off,
+    cut HOST OTHER|off
 
 Apache Hadoop **3.5.0** (the release of the client that pyspark 4.3's wheel ships): a
 ResourceManager, a NodeManager, a NameNode and a DataNode, each its own JVM (``java -cp ...
@@ -438,7 +439,8 @@ def cli(state: str, tool: str, args: list[str]) -> int:
 
 
 def fault(state: str, verb: str, args: list[str]) -> int:
-    """partition|heal|crash HOST, firewall HOST LO-HI|off: on one worker host."""
+    """partition|heal|crash HOST, firewall HOST LO-HI|off, cut HOST OTHER|off: on one worker
+    host."""
     try:
         if verb in ("partition", "heal") and len(args) == 1:
             yarn_hosts.set_link(state, args[0], up=verb == "heal")
@@ -449,8 +451,12 @@ def fault(state: str, verb: str, args: list[str]) -> int:
         elif verb == "firewall" and len(args) == 2:
             yarn_hosts.firewall(state, args[0], args[1])
             log(f"{args[0]}: firewall {args[1]}")
+        elif verb == "cut" and len(args) == 2:
+            yarn_hosts.cut(state, args[0], args[1])
+            log(f"{args[0]}: " + ("cuts removed" if args[1] == "off" else f"cut from {args[1]}"))
         else:
-            log(f"usage: {verb} HOST" + (" LO-HI|off" if verb == "firewall" else ""))
+            extra = {"firewall": " LO-HI|off", "cut": " OTHER|off"}.get(verb, "")
+            log(f"usage: {verb} HOST{extra}")
             return 2
     except yarn_hosts.HostsError as e:
         log(str(e))
@@ -462,7 +468,7 @@ def main(argv: list[str]) -> int:
     state = state_dir()
     if argv and argv[0] in ("yarn", "hdfs"):
         return cli(state, argv[0], argv[1:])
-    if argv and argv[0] in ("partition", "heal", "crash", "firewall"):
+    if argv and argv[0] in ("partition", "heal", "crash", "firewall", "cut"):
         return fault(state, argv[0], argv[1:])
     if argv[:2] == ["start", "--hosts"] and len(argv) == 3 and argv[2].isdigit():
         if int(argv[2]) < 2:

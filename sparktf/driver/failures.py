@@ -136,9 +136,46 @@ _WHERE = {
 }
 
 
-def node_error(n: NodeRecord, others: list[str], job: JobFailure | None = None) -> NodeError:
+#: A TensorFlow task named in full (``/job:worker/replica:0/task:1``), as TensorFlow's
+#: coordination service and MWMS's health check name a peer they no longer hear.
+_TF_TASK = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
+#: How recently before a node's error the driver must have heard a peer for it to count as
+#: alive (heartbeats come every second or so).
+HEARD_WITHIN = 5.0
+
+
+def peers_heard(n: NodeRecord, nodes: dict[str, NodeRecord]) -> str:
+    """Where ``n``'s error names TensorFlow peers it no longer hears (its coordination
+    service's "tasks are unhealthy (stopped sending heartbeats)", MWMS's "is down") while the
+    driver still heard them then: a note that says they are alive and the network between
+    the two hosts is the cause (TensorFlow says the tasks crashed); "" otherwise."""
+    if n.error is None or n.error_at is None:
+        return ""
+    named = {f"{job}:{index}" for job, index in _TF_TASK.findall(n.error.get("message", ""))}
+    alive = []
+    for name in sorted(named - {n.name}):
+        peer = nodes.get(name)
+        if peer is None or peer.exit is not None or peer.lost:
+            continue
+        heard = max(peer.last_beat or 0.0, peer.supervisor_heard_at or 0.0)
+        if heard and heard >= n.error_at - HEARD_WITHIN:
+            alive.append(f"{name} (on {peer.host})")
+    if not alive:
+        return ""
+    return (
+        f"; TensorFlow on {n.name} lost {', '.join(alive)}, which the driver still heard: "
+        f"{'they are' if len(alive) > 1 else 'it is'} alive, and {n.name}'s host "
+        f"({n.host}) cannot reach {'them' if len(alive) > 1 else 'it'}: a network partition "
+        "or a firewall between the executors' hosts, not a crash"
+    )
+
+
+def node_error(
+    n: NodeRecord, others: list[str], job: JobFailure | None = None, note: str = ""
+) -> NodeError:
     """The typed error for a failed node, with its reason and the tail of its output (and,
-    for a node lost with its executor, why Spark says the executor was lost)."""
+    for a node lost with its executor, why Spark says the executor was lost; ``note``: what
+    the driver knows beside, as :func:`peers_heard` says)."""
     tail = list(n.exit["tail"]) if n.exit and n.exit.get("tail") else list(n.tail)
     again = (
         f" (its TF process had been restarted in place {n.restarts} time"
@@ -158,7 +195,7 @@ def node_error(n: NodeRecord, others: list[str], job: JobFailure | None = None) 
         return NodeError(
             n.name,
             n.host,
-            reason + again,
+            reason + again + note,
             exc_type=n.error["exc_type"],
             exc_message=n.error["message"],
             traceback_text=n.error["traceback"],

@@ -494,7 +494,8 @@ class JobState:
             others = [n.name for n in failed[1:]] + [
                 n.name for n in self.nodes.values() if n.lost and n not in failed
             ]
-            return failures.node_error(failed[0], others, self.job_failure)
+            note = failures.peers_heard(failed[0], self.nodes)
+            return failures.node_error(failed[0], others, self.job_failure, note)
         # A job that ended before any of its barrier tasks started failed computing the
         # data (the user's maps, a shuffle): no node has a cause on its way.
         settled = self.job_ended_at is not None and (

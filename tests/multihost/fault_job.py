@@ -3,6 +3,9 @@ YARN: ``ParameterServerStrategy`` (a chief, two workers serving with ``ctx.serve
 workers restartable in place), ``heartbeat_timeout`` from argv. The driver prints
 ``SPEC=<cluster spec json>`` once the chief has trained 2 epochs (the test then injects its
 fault), then ``ENDED=<unix time> OUTCOME=<ok|error> <message>`` when the job ends.
+
+``fault_job.py HEARTBEAT EPOCHS mwms``: MultiWorkerMirroredStrategy instead, a chief and a
+worker in two executors (lock-step all-reduce: nothing restartable in place).
 """
 
 import json
@@ -48,18 +51,43 @@ def main_fn(args, ctx):
     return {"loss": [float(v) for v in hist.history["loss"]]}
 
 
+def mwms_fn(args, ctx):
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+    import tf_keras as keras
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = keras.Sequential([keras.layers.Dense(1, input_shape=(4,))])
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    x, y = _data(seed=ctx.task_index)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat().with_options(options)
+
+    class Progress(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            ctx.report_progress(epoch + 1)
+
+    hist = model.fit(
+        ds, epochs=args["epochs"], steps_per_epoch=20, verbose=0, callbacks=[Progress()]
+    )
+    return {"loss": [float(v) for v in hist.history["loss"]]}
+
+
 if __name__ == "__main__":
     from pyspark import SparkContext
 
     import sparktf
 
     sc = SparkContext(appName="sparktf-multihost-fault")
+    mwms = sys.argv[3:] == ["mwms"]
     cluster = sparktf.run(
         sc,
-        main_fn,
+        mwms_fn if mwms else main_fn,
         {"epochs": int(sys.argv[2])},
-        num_executors=4,
-        num_ps=1,
+        num_executors=2 if mwms else 4,
+        num_ps=0 if mwms else 1,
         heartbeat_timeout=float(sys.argv[1]),
     )
     try:

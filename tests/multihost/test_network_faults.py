@@ -29,15 +29,21 @@ DETECTION_BOUND = HEARTBEAT + 3 + 10 + 1 + 20
 
 
 class Job:
-    """fault_job.py spark-submitted in the background; its stdout lines as they come."""
+    """fault_job.py spark-submitted in the background; its stdout lines as they come.
+    ``mwms``: its MWMS job, a chief and a worker in containers that cannot share a host."""
 
-    def __init__(self, hosts, tmp_path):
+    def __init__(self, hosts, tmp_path, mwms=False):
         cmd = [os.path.join(__import__("hosts_harness").pyspark_home(), "bin", "spark-submit")]
         cmd += ["--master", "yarn"]
+        executors, overhead = ("2", "2560m") if mwms else ("4", "1536m")
         cmd += hosts.conf(
-            **{"spark.executor.instances": "4", "spark.executor.memoryOverhead": "1536m"}
+            **{
+                "spark.executor.instances": executors,
+                "spark.executor.memoryOverhead": overhead,
+            }
         )
         cmd += [os.path.join(HERE, "fault_job.py"), str(HEARTBEAT), "400"]
+        cmd += ["mwms"] if mwms else []
         self.proc = subprocess.Popen(
             cmd,
             env=hosts.env(),
@@ -326,3 +332,41 @@ def test_a_firewalled_cluster_runs_with_a_port_range_and_fails_fast_without(host
                 env=hosts.env(),
                 capture_output=True,
             )
+
+
+#: TensorFlow's own health check under MWMS (CollectiveAllReduceExtended: a peer checked every
+#: 30 s, 3 tries of 10 s) aborts the collectives; then the node's error; and a loaded machine
+PEER_CUT_BOUND = 30 + 3 * 10 + 10 + 20
+
+
+def test_two_worker_hosts_cut_from_each_other_under_mwms_end_the_job_naming_the_peer(
+    hosts, tmp_path
+):
+    """Issue 47 §3: a chief and a worker on two hosts that can no longer talk to each other,
+    both still reaching the driver (heartbeats go on): the job ends within the bound with an
+    error naming the peer that cannot be reached and its address, not a hang (progress_timeout
+    is off by default)."""
+    if shutil.which("nft") is None:
+        pytest.skip("no nft (Debian's nftables; .ci/run installs it)")
+    job = Job(hosts, tmp_path, mwms=True)
+    cut = None
+    try:
+        spec = json.loads(job.value("SPEC", timeout=400))
+        by_address = {a: n for n, a in hosts.workers.items()}
+        chief, worker = (by_address[spec[k][0].rsplit(":", 1)[0]] for k in ("chief", "worker"))
+        assert chief != worker, spec
+        cut = chief
+        started = time.time()
+        hosts.verb("cut", chief, worker)
+        ended, _, outcome = job.value("ENDED", timeout=300).partition(" OUTCOME=")
+        took = float(ended) - started
+        print(f"\n[multihost] {chief} cut from {worker}: job ended after {took:.1f}s: {outcome}")
+        assert outcome.startswith("error NodeError"), outcome
+        # TensorFlow says the peer crashed; the driver still heard it: the error says so
+        assert "which the driver still heard" in outcome, outcome
+        assert "network partition or a firewall" in outcome, outcome
+        assert took <= PEER_CUT_BOUND, f"ended {took:.0f}s after the cut (bound {PEER_CUT_BOUND})"
+    finally:
+        if cut:
+            hosts.verb("cut", cut, "off")
+        job.stop()

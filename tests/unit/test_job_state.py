@@ -856,3 +856,38 @@ def test_a_supervisor_channel_ended_without_an_exit_report_is_out_of_reach_at_on
     start(s, now=1.0)
     s.apply("worker:0", SUPERVISOR, {"type": "closed"}, 2.0)  # the driver's keepalive gave up
     assert s.out_of_reach(2.5) == ["worker:0"]
+
+
+# ------------------------------- a peer TensorFlow calls dead, the driver still hears: a cut
+UNHEALTHY = (
+    "Collective ops is aborted by: Error reported from /job:worker/task:0: The following "
+    "tasks are unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:0\nThe "
+    "tasks have crashed. Check the task logs for an earlier error"
+)
+
+
+def test_a_peer_tensorflow_calls_crashed_but_the_driver_hears_is_named_as_cut_off():
+    """Multihost: a chief and a worker whose hosts cannot reach each other, both reaching the
+    driver; TensorFlow says the worker crashed. The error says it is alive: the network."""
+    s = job(num=2)
+    start(s)
+    beat(s, 5.0)
+    s.apply("chief:0", NODE, _error("UnavailableError", UNHEALTHY), 6.0)
+    finish_code = messages.make("exit", code=1, aborted=False, tail=[])
+    s.apply("chief:0", SUPERVISOR, finish_code, 6.1)
+    err = s.failure(6.2)
+    assert isinstance(err, NodeError) and err.node == "chief:0", err
+    text = str(err)
+    assert "worker:0 (on h), which the driver still heard" in text, text
+    assert "network partition or a firewall" in text and "not a crash" in text, text
+
+
+def test_a_peer_that_exited_or_went_quiet_is_not_called_alive():
+    s = job(num=2)
+    start(s)
+    beat(s, 1.5)  # worker:0 silent since 1.5 s: it may well have crashed
+    beat(s, 9.0, names=["chief:0"])
+    s.apply("chief:0", NODE, _error("UnavailableError", UNHEALTHY), 10.0)
+    s.apply("chief:0", SUPERVISOR, messages.make("exit", code=1, aborted=False, tail=[]), 10.1)
+    err = s.failure(10.2)
+    assert isinstance(err, NodeError) and "still heard" not in str(err), err
