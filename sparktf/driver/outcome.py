@@ -22,8 +22,8 @@ def shown(sc: Any, outcome: SparkTFError, attempt: Attempt, history: JobHistory)
     if isinstance(outcome, NodeError):
         outcome = history.shown(outcome, attempt.number)
     if sparkjobs.spark_stopped(sc):
-        outcome = ClusterStateError(
-            "the SparkContext was stopped while the cluster ran; every node was "
-            "stopped. Stop it only after shutdown()"
-        )
+        why, by_user = sparkjobs.why_stopped(sc)
+        if isinstance(outcome, NodeError) and not by_user:  # (a user's stop makes its own)
+            why += f". Before that: {outcome}"
+        outcome = ClusterStateError(why)
     return outcome

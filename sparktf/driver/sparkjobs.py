@@ -172,6 +172,48 @@ def spark_stopped(sc: SparkContext) -> bool:
         return True
 
 
+#: What the driver's own code stopping the SparkContext leaves in its ``stopSite``
+#: (pyspark's ``stop()`` through py4j).
+_USER_STOP = ("JavaSparkContext.stop", "py4j.")
+#: What YARN's scheduler backend leaves there when the application ended under Spark.
+_YARN_STOP = ("YarnClientSchedulerBackend", "YarnSchedulerBackend")
+
+
+def why_stopped(sc: SparkContext) -> tuple[str, bool]:
+    """What stopped ``sc``, as the user should read it, and whether it was their own code
+    (pyspark's ``stop()``, which also drops the JVM handle) rather than Spark itself, told by
+    ``SparkContext.stopSite`` (on YARN, the scheduler backend's monitor when the application
+    ended: its ApplicationMaster's container lost with its host, or killed)."""
+    jsc = getattr(sc, "_jsc", None)
+    where = ""
+    if jsc is not None:
+        try:
+            site = jsc.sc().stopSite()
+            where = str(site.get().longForm()) if site.isDefined() else ""
+        except Exception:
+            where = ""
+    if jsc is None or not where or any(x in where for x in _USER_STOP):
+        return (
+            "the SparkContext was stopped while the cluster ran; every node was stopped. "
+            "Stop it only after shutdown()",
+            True,
+        )
+    if any(x in where for x in _YARN_STOP):
+        return (
+            "Spark stopped the SparkContext while the cluster ran: the YARN application ended "
+            "under it (its ApplicationMaster's container was lost, with its host, or killed: "
+            "the driver's log says 'YARN application has exited unexpectedly' and why); every "
+            "node was stopped, and nothing restarts on a stopped SparkContext",
+            False,
+        )
+    first = " / ".join(x.strip() for x in where.strip().splitlines()[:3])
+    return (
+        f"Spark stopped the SparkContext itself while the cluster ran (at {first}); every "
+        "node was stopped",
+        False,
+    )
+
+
 class Canceller:
     """Cancels the Spark jobs of a tag, each job once, and waits for them to end."""
 

@@ -4,8 +4,8 @@ workers restartable in place), ``heartbeat_timeout`` from argv. The driver print
 ``SPEC=<cluster spec json>`` once the chief has trained 2 epochs (the test then injects its
 fault), then ``ENDED=<unix time> OUTCOME=<ok|error> <message>`` when the job ends.
 
-``fault_job.py HEARTBEAT EPOCHS mwms``: MultiWorkerMirroredStrategy instead, a chief and a
-worker in two executors (lock-step all-reduce: nothing restartable in place).
+``fault_job.py HEARTBEAT EPOCHS mwms [MAX_RESTARTS]``: MultiWorkerMirroredStrategy instead, a
+chief and a worker in two executors (lock-step all-reduce: nothing restartable in place).
 """
 
 import json
@@ -81,7 +81,8 @@ if __name__ == "__main__":
     import sparktf
 
     sc = SparkContext(appName="sparktf-multihost-fault")
-    mwms = sys.argv[3:] == ["mwms"]
+    mwms = sys.argv[3:4] == ["mwms"]
+    restarts = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     cluster = sparktf.run(
         sc,
         mwms_fn if mwms else main_fn,
@@ -89,6 +90,7 @@ if __name__ == "__main__":
         num_executors=2 if mwms else 4,
         num_ps=0 if mwms else 1,
         heartbeat_timeout=float(sys.argv[1]),
+        max_restarts=restarts,
     )
     try:
         deadline = time.monotonic() + 300
@@ -101,5 +103,6 @@ if __name__ == "__main__":
     except Exception as e:  # what the test checks: when and how the job ended
         outcome = f"error {type(e).__name__}: {e}".replace("\n", " | ")
     print(f"ENDED={time.time():.3f} OUTCOME={outcome}", flush=True)
+    print("LAST_SPEC=" + json.dumps(cluster.cluster_spec), flush=True)  # the last attempt's
     print("FAILURES=" + json.dumps([str(f)[:500] for f in cluster.failures]), flush=True)
     os._exit(0)  # (sc.stop() can wait minutes for an executor on a partitioned host)

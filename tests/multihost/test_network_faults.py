@@ -32,7 +32,7 @@ class Job:
     """fault_job.py spark-submitted in the background; its stdout lines as they come.
     ``mwms``: its MWMS job, a chief and a worker in containers that cannot share a host."""
 
-    def __init__(self, hosts, tmp_path, mwms=False):
+    def __init__(self, hosts, tmp_path, mwms=False, restarts=0, epochs=400):
         cmd = [os.path.join(__import__("hosts_harness").pyspark_home(), "bin", "spark-submit")]
         cmd += ["--master", "yarn"]
         executors, overhead = ("2", "2560m") if mwms else ("4", "1536m")
@@ -42,8 +42,8 @@ class Job:
                 "spark.executor.memoryOverhead": overhead,
             }
         )
-        cmd += [os.path.join(HERE, "fault_job.py"), str(HEARTBEAT), "400"]
-        cmd += ["mwms"] if mwms else []
+        cmd += [os.path.join(HERE, "fault_job.py"), str(HEARTBEAT), str(epochs)]
+        cmd += ["mwms", str(restarts)] if mwms else []
         self.proc = subprocess.Popen(
             cmd,
             env=hosts.env(),
@@ -369,4 +369,39 @@ def test_two_worker_hosts_cut_from_each_other_under_mwms_end_the_job_naming_the_
     finally:
         if cut:
             hosts.verb("cut", cut, "off")
+        job.stop()
+
+
+#: heartbeat_timeout, then a restart: Spark replaces the lost executor once it declares it
+#: lost (spark.network.timeout, 120 s), the gang starts again and trains 400 short epochs
+CHIEF_BOUND = 10 + 120 + 60 + 120
+
+
+def test_the_chiefs_host_partitioned_under_mwms_restarts_on_the_hosts_left(hosts, tmp_path):
+    """Issue 47 §3: MWMS (a chief and a worker, each host holds one), max_restarts=1, the
+    chief's host partitioned mid-training: a whole-cluster restart on the hosts left, or a
+    clear failure; never a hang, never a ReservationTimeoutError blaming slots."""
+    job = Job(hosts, tmp_path, mwms=True, restarts=1, epochs=150)
+    name = None
+    try:
+        spec = json.loads(job.value("SPEC", timeout=400))
+        by_address = {a: n for n, a in hosts.workers.items()}
+        name = by_address[spec["chief"][0].rsplit(":", 1)[0]]
+        started = time.time()
+        hosts.verb("partition", name)
+        ended, _, outcome = job.value("ENDED", timeout=500).partition(" OUTCOME=")
+        took = float(ended) - started
+        print(f"\n[multihost] chief's {name} partitioned: job ended after {took:.1f}s: {outcome}")
+        print("[multihost] " + " | ".join(x for x in job.lines if "FAILURES=" in x)[:2000])
+        assert "ReservationTimeoutError" not in outcome, outcome
+        if outcome != "ok":  # a clear failure: the chief named, or YARN's AM lost with it
+            assert "chief:0" in outcome or "YARN application ended" in outcome, outcome
+        else:  # restarted on the hosts left: no node on the partitioned host's address
+            last = json.loads(job.value("LAST_SPEC", timeout=30))
+            lost = hosts.workers[name]
+            assert all(not a.startswith(lost + ":") for v in last.values() for a in v), last
+        assert took <= CHIEF_BOUND, f"ended {took:.0f}s after the partition ({CHIEF_BOUND}s)"
+    finally:
+        if name:
+            hosts.verb("heal", name)
         job.stop()
