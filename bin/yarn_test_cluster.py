@@ -52,6 +52,7 @@ CLI = {
     "application": "org.apache.hadoop.yarn.client.cli.ApplicationCLI",
     "node": "org.apache.hadoop.yarn.client.cli.NodeCLI",
     "dfs": "org.apache.hadoop.fs.FsShell",
+    "fsck": "org.apache.hadoop.hdfs.tools.DFSck",
 }
 STOP_ORDER = ["nodemanager", "resourcemanager", "datanode", "namenode", "kdc"]
 
@@ -411,15 +412,19 @@ def status(state: str) -> int:
 
 
 def cli(state: str, tool: str, args: list[str]) -> int:
-    """Hadoop's `yarn logs|application|node ...` or `hdfs dfs ...`, on the running cluster."""
+    """Hadoop's `yarn logs|application|node ...` or `hdfs dfs|fsck ...`, on the running
+    cluster."""
     sub = args[0] if args else ""
     if (tool, sub) not in {
         ("yarn", "logs"),
         ("yarn", "application"),
         ("yarn", "node"),
         ("hdfs", "dfs"),
+        ("hdfs", "fsck"),
     }:
-        log(f"`{tool} {sub}` is not offered; use: yarn logs|application|node ..., hdfs dfs ...")
+        log(
+            f"`{tool} {sub}` is not offered; use: yarn logs|application|node ..., hdfs dfs|fsck ..."
+        )
         return 2
     conf = os.path.join(state, "conf")
     if not os.path.isdir(conf):

@@ -146,12 +146,17 @@ HEARD_WITHIN = 5.0
 
 def peers_heard(n: NodeRecord, nodes: dict[str, NodeRecord]) -> str:
     """Where ``n``'s error names TensorFlow peers it no longer hears (its coordination
-    service's "tasks are unhealthy (stopped sending heartbeats)", MWMS's "is down") while the
+    service's "tasks are unhealthy (stopped sending heartbeats)", MWMS's "is down", or a
+    failed RPC to the coordination service, whose leader is the chief, else worker:0; TF's
+    default) while the
     driver still heard them then: a note that says they are alive and the network between
     the two hosts is the cause (TensorFlow says the tasks crashed); "" otherwise."""
     if n.error is None or n.error_at is None:
         return ""
-    named = {f"{job}:{index}" for job, index in _TF_TASK.findall(n.error.get("message", ""))}
+    message = n.error.get("message", "")
+    named = {f"{job}:{index}" for job, index in _TF_TASK.findall(message)}
+    if "CoordinationService/" in message:  # its RPC to the coordination service's leader
+        named.add("chief:0" if "chief:0" in nodes else "worker:0")
     alive = []
     for name in sorted(named - {n.name}):
         peer = nodes.get(name)

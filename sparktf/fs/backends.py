@@ -5,6 +5,7 @@ failures turned into :class:`HadoopFSError`.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shutil
 import threading
@@ -24,6 +25,8 @@ from sparktf.fs.paths import (
     libhdfs_user,
     uses_kerberos,
 )
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import hdfs
@@ -202,26 +205,65 @@ def webhdfs_client(url: str, namenode: tuple[str, int | None] | None = None) -> 
     return KerberosClient(url, timeout=timeout)
 
 
+#: DataNodes a WebHDFS read skips before it gives up (Hadoop's own WebHDFS client retries
+#: the same way, naming them in ``excludedatanodes``).
+MAX_EXCLUDED = 3
+
+
 class _WebHDFSReader(io.RawIOBase):
-    """A WebHDFS file as a readable stream (the ``hdfs`` package's reader is a context)."""
+    """A WebHDFS file as a readable stream. The NameNode redirects a read to a DataNode
+    holding the file, and knows no better while a DataNode it has not yet declared dead
+    (minutes) is out of reach: a connection to the DataNode that fails is asked again with
+    that DataNode in ``excludedatanodes``, so the NameNode picks another replica."""
 
     def __init__(self, client: hdfs.Client, path: str) -> None:
-        self._ctx = client.read(path, chunk_size=0)
-        self._resp = self._ctx.__enter__()
+        import requests
+
+        excluded: list[str] = []
+        while True:
+            params = {"excludedatanodes": ",".join(excluded)} if excluded else {}
+            try:  # (the hdfs package's read() takes no extra parameter: its OPEN request)
+                self._resp = client._open(path, offset=0, **params)
+                break
+            except requests.exceptions.ConnectionError as exc:
+                node = _datanode(exc, client.url)
+                if node is None or node in excluded or len(excluded) >= MAX_EXCLUDED:
+                    raise
+                log.warning(
+                    "sparktf: WebHDFS read of %s: DataNode %s did not answer (%s); asking the "
+                    "NameNode for another replica",
+                    path,
+                    node,
+                    type(exc).__name__,
+                )
+                excluded.append(node)
+        self._raw = self._resp.raw
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b: Buffer) -> int:
         view = memoryview(b)
-        data = self._resp.read(len(view))
+        data = self._raw.read(len(view))
         view[: len(data)] = data
         return len(data)
 
     def close(self) -> None:
         if not self.closed:
-            self._ctx.__exit__(None, None, None)
+            self._resp.close()
         super().close()
+
+
+def _datanode(exc: BaseException, namenode_url: str) -> str | None:
+    """The host of the DataNode that a failed WebHDFS request was redirected to (None: it
+    was the NameNode that failed)."""
+    request = getattr(exc, "request", None)
+    url = getattr(request, "url", None)
+    if not url:
+        return None
+    host = urllib.parse.urlsplit(url).hostname
+    nn = urllib.parse.urlsplit(namenode_url)
+    return None if not host or host == nn.hostname else host
 
 
 _BACKENDS: dict[tuple[str, int | None], _Backend] = {}

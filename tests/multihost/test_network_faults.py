@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 
@@ -381,6 +382,67 @@ def test_the_chiefs_host_partitioned_under_mwms_restarts_on_the_hosts_left(hosts
         if name:
             hosts.verb("heal", name)
         job.stop()
+    assert wait_until(lambda: name_running(hosts, name), timeout=120, interval=1.0)
+
+
+#: A read's bound with one replica's DataNode silent: the HDFS client's connect timeout to it
+#: (Hadoop's 60 s socket timeout at most), then the other replica; a loaded machine
+DATANODE_BOUND = 60 + 30
+#: Reads of the file each: the NameNode picks one of its two replicas at random for each
+#: (WebHDFS), so some meet the silent one first (all 6 miss it 1 time in 64)
+READS = 6
+
+
+def edge(hosts, *args, backend):
+    """dn_read.py on the edge node with ``backend`` (libhdfs: its library, the Hadoop jars
+    and conf, a JVM, as on a cluster's host): its KEY=value lines."""
+    import hdfs_test_cluster
+
+    extra = {}
+    if backend == "libhdfs":
+        extra = {
+            "CLASSPATH": hdfs_test_cluster.classpath(hosts.conf_dir),
+            "ARROW_LIBHDFS_DIR": os.path.join(hdfs_test_cluster.cache_dir(), "native"),
+            "JAVA_HOME": hdfs_test_cluster.java_home(),
+        }
+    out = subprocess.run(
+        [sys.executable, os.path.join(HERE, "dn_read.py"), *map(str, args)],
+        env=hosts.env(SPARKTF_HDFS_BACKEND=backend, **extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    return dict(x.split("=", 1) for x in out.stdout.splitlines() if "=" in x)
+
+
+def replica_hosts(hosts, path):
+    """The worker hosts holding ``path``'s replicas (hdfs fsck -locations)."""
+    out = hosts.verb("hdfs", "fsck", path, "-files", "-blocks", "-locations").stdout
+    return sorted({n for n, a in hosts.workers.items() if f"{a}:" in out})
+
+
+def test_a_datanode_host_partitioned_leaves_its_files_readable(hosts):
+    """Issue 47 §3: a file of 2 replicas (the test HDFS's replication), one holder's host
+    partitioned: sparktf.fs still reads it whole (training data, checkpoints and SavedModels
+    come down this way), over WebHDFS and over libhdfs where it loads, within the bound."""
+    path = f"/tmp/sparktf-dn-{os.getpid()}.bin"
+    wrote = edge(hosts, "write", f"hdfs://{path}", 3 * 1024 * 1024, backend="webhdfs")["SHA"]
+    holders = replica_hosts(hosts, path)
+    assert len(holders) == 2, holders
+    name = holders[0]
+    try:
+        hosts.verb("partition", name)
+        for backend in ("webhdfs", "libhdfs"):
+            got = edge(hosts, "read", f"hdfs://{path}", READS, backend=backend)
+            print(
+                f"\n[multihost] {name} partitioned: {READS} {backend} reads, the longest "
+                f"{got['SECS']}s; {got['MET']} met the silent DataNode first"
+            )
+            assert got["SHA"] == wrote, backend
+            assert float(got["SECS"]) <= DATANODE_BOUND, (backend, got)
+    finally:
+        hosts.verb("heal", name)
     assert wait_until(lambda: name_running(hosts, name), timeout=120, interval=1.0)
 
 

@@ -891,3 +891,20 @@ def test_a_peer_that_exited_or_went_quiet_is_not_called_alive():
     s.apply("chief:0", SUPERVISOR, messages.make("exit", code=1, aborted=False, tail=[]), 10.1)
     err = s.failure(10.2)
     assert isinstance(err, NodeError) and "still heard" not in str(err), err
+
+
+def test_a_worker_whose_rpc_to_the_coordination_service_timed_out_names_the_chief():
+    """The other side of the same cut: the worker's heartbeat to the coordination service
+    (on the chief) timed out; TensorFlow names no task, the driver still hears the chief."""
+    s = job(num=2)
+    start(s)
+    beat(s, 5.0)
+    text = (
+        "Collective ops is aborted by: Deadline Exceeded\nRPC: "
+        "/tensorflow.CoordinationService/Heartbeat\nThe error could be from a previous operation"
+    )
+    s.apply("worker:0", NODE, _error("DeadlineExceededError", text), 6.0)
+    s.apply("worker:0", SUPERVISOR, messages.make("exit", code=1, aborted=False, tail=[]), 6.1)
+    err = s.failure(6.2)
+    assert isinstance(err, NodeError) and err.node == "worker:0", err
+    assert "TensorFlow on worker:0 lost chief:0 (on h), which the driver still heard" in str(err)
