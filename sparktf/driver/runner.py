@@ -214,7 +214,7 @@ class Runner:
 
     # ------------------------------------------------------------------- events (handler)
     def on_connect(
-        self, number: int, node: str, role: str, chan: protocol.Channel, hello: dict
+        self, number: int, node: str, peer: str, chan: protocol.Channel, hello: dict
     ) -> None:
         with self._cond:
             attempt = self._current
@@ -222,26 +222,26 @@ class Runner:
                 attempt = None  # an earlier attempt's connection
             if (
                 attempt is not None
-                and role == messages.NODE
+                and peer == messages.NODE
                 and attempt.state.stale(node, hello.get("incarnation", 0))
             ):
                 attempt = None  # a TF process restarted in place since: it must not run
             if attempt is not None:
-                attempt.channels[(node, role)] = chan
-            replies = attempt.state.apply(node, role, hello, time.monotonic()) if attempt else []
+                attempt.channels[(node, peer)] = chan
+            replies = attempt.state.apply(node, peer, hello, time.monotonic()) if attempt else []
             self._wake.set()
             # aborted (a final failure sets it too), or this attempt failed: a restart is coming
             stop_it = self.aborted or (
                 attempt is not None and attempt.state.status is Status.FAILED
             )
-        if attempt is None or (stop_it and role in (messages.NODE, messages.TASK)):
+        if attempt is None or (stop_it and peer in (messages.NODE, messages.TASK)):
             chan.close()  # an earlier attempt's, or one that must not run: it exits
             return
-        if stop_it and role == messages.SUPERVISOR:
+        if stop_it and peer == messages.SUPERVISOR:
             send_quietly(chan, messages.make("abort"))
         attempt.perform(replies)
 
-    def on_message(self, number: int, node: str, role: str, message: dict) -> None:
+    def on_message(self, number: int, node: str, peer: str, message: dict) -> None:
         if message.get("type") == "log":
             self._on_log(number, node, message)
             return
@@ -249,7 +249,7 @@ class Runner:
             attempt = self._current
             if attempt is None or attempt.number != number:
                 return
-            replies = attempt.state.apply(node, role, message, time.monotonic())
+            replies = attempt.state.apply(node, peer, message, time.monotonic())
             if message.get("type") not in _QUIET:
                 self._wake.set()
             if message.get("type") == "tensorboard":
@@ -260,17 +260,17 @@ class Runner:
         if message.get("reports"):
             self.history.record(number, node, message["reports"])
 
-    def on_disconnect(self, number: int, node: str, role: str, incarnation: int = 0) -> None:
+    def on_disconnect(self, number: int, node: str, peer: str, incarnation: int = 0) -> None:
         with self._cond:
             attempt = self._current
             if attempt is None or attempt.number != number:
                 return
-            if role == messages.NODE and attempt.state.stale(node, incarnation):
+            if peer == messages.NODE and attempt.state.stale(node, incarnation):
                 return  # a process turned away, or one restarted in place since: nothing
-            if role != messages.NODE or incarnation == attempt.state.incarnation(node):
-                attempt.channels.pop((node, role), None)
+            if peer != messages.NODE or incarnation == attempt.state.incarnation(node):
+                attempt.channels.pop((node, peer), None)
             replies = attempt.state.apply(
-                node, role, {"type": "closed", "incarnation": incarnation}, time.monotonic()
+                node, peer, {"type": "closed", "incarnation": incarnation}, time.monotonic()
             )
             self._wake.set()
             self._cond.notify_all()

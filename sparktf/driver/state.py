@@ -183,24 +183,24 @@ class JobState:
         return n.incarnation if n is not None else 0
 
     # ----------------------------------------------------------------------------- events
-    def apply(self, node: str, role: str, message: dict, now: float) -> list[Send]:
+    def apply(self, node: str, peer: str, message: dict, now: float) -> list[Send]:
         """One event from a node's connection: ``message`` is a catalogue message, or
         ``{"type": "closed"}`` when that connection ends. Returns the replies to send."""
         n = self.nodes.get(node)
         if n is None:
             return []
-        if role == messages.SUPERVISOR:
+        if peer == messages.SUPERVISOR:
             n.supervisor_heard_at = now
         handler: Handler | None = getattr(self, f"_on_{message.get('type')}", None)
         if handler is None:
             return []
-        return handler(n, role, message, now) or []
+        return handler(n, peer, message, now) or []
 
-    def _on_hello(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+    def _on_hello(self, n: NodeRecord, peer: str, msg: dict, now: float) -> list[Send]:
         n.host = msg.get("host") or n.host
-        if role == messages.SUPERVISOR:
+        if peer == messages.SUPERVISOR:
             n.supervised, n.restartable = True, bool(msg.get("restartable"))
-        if role != messages.NODE:
+        if peer != messages.NODE:
             return []
         n.connected, n.closed, n.started_at, n.last_beat = True, False, now, now
         n.incarnation, n.restarting_at = msg.get("incarnation", 0), None
@@ -213,12 +213,12 @@ class JobState:
             out.append(Send((n.name,), messages.NODE, messages.make("training_done")))
         return out
 
-    def _on_address(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+    def _on_address(self, n: NodeRecord, peer: str, msg: dict, now: float) -> list[Send]:
         """The rendezvous: once every task has sent its node's address, all of them, in rank
         order, to every task (instead of Spark's allGather, which polls once a second), with
         other GPUs for nodes that Spark gave a GPU another node of their host has
         (:func:`sparktf.common.gpus.deal`)."""
-        if role != messages.TASK or self.addresses_sent or n.host is None:
+        if peer != messages.TASK or self.addresses_sent or n.host is None:
             return []
         n.address = topology.format_address(n.host, int(msg["port"]))
         if msg.get("gpus") is not None:
@@ -246,10 +246,10 @@ class JobState:
             )
         ]
 
-    def _on_log(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+    def _on_log(self, n: NodeRecord, peer: str, msg: dict, now: float) -> None:
         n.tail.append(msg["line"])
 
-    def _on_heartbeat(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+    def _on_heartbeat(self, n: NodeRecord, peer: str, msg: dict, now: float) -> None:
         n.last_beat = now
         progress = Progress(msg.get("step"), msg.get("rows"))
         rows = msg.get("rows")
@@ -270,14 +270,14 @@ class JobState:
         if msg.get("collective"):
             n.collective = msg["collective"]  # what trains it in lock-step (a name)
 
-    def _on_state(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+    def _on_state(self, n: NodeRecord, peer: str, msg: dict, now: float) -> list[Send]:
         if msg.get("state") == "serving" and n.state is NodeState.RUNNING:
             n.state = NodeState.SERVING
             if self.stop_sent:
                 return [Send((n.name,), messages.NODE, messages.make("stop"))]
         return []
 
-    def _on_done(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+    def _on_done(self, n: NodeRecord, peer: str, msg: dict, now: float) -> list[Send]:
         try:
             n.result = messages.result_value(msg)
         except messages.ResultUnreadable as exc:
@@ -303,34 +303,34 @@ class JobState:
         self._check_unread_feeds(now)
         return out
 
-    def _on_error(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+    def _on_error(self, n: NodeRecord, peer: str, msg: dict, now: float) -> None:
         if n.error is None:
             n.error, n.error_at = msg, now
         elif failures.is_symptom(n.error) and not failures.is_symptom(msg):
             n.error = msg  # the cause, from the node's other side (its task, or the node)
         n.mark_failed(now)
 
-    def _on_exit(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+    def _on_exit(self, n: NodeRecord, peer: str, msg: dict, now: float) -> None:
         n.exit, n.exit_at, n.state = msg, now, NodeState.EXITED
         if msg["code"] != 0:
             n.mark_failed(now)
 
-    def _on_closed(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
-        if role == messages.NODE:
+    def _on_closed(self, n: NodeRecord, peer: str, msg: dict, now: float) -> list[Send]:
+        if peer == messages.NODE:
             incarnation = msg.get("incarnation", 0)
             if self.stale(n.name, incarnation) or incarnation != n.incarnation:
                 return []  # an older process of a node restarted in place, or one turned away
             n.closed = True
             if n.restart_wanted is not None:
                 return self._restart_in_place(n, now)
-        elif role == messages.SUPERVISOR:
+        elif peer == messages.SUPERVISOR:
             n.supervised = False
             if n.exit is None:
                 n.lost = True
                 n.mark_failed(now)
         return []
 
-    def _on_restart(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+    def _on_restart(self, n: NodeRecord, peer: str, msg: dict, now: float) -> list[Send]:
         """A worker's supervisor asks to start its failed TF process again in place: yes
         (once the old process's channel has ended) or why not (:mod:`.inplace`)."""
         why = inplace.refusal(n, self.limits, self._ending, self._lockstep())
@@ -363,7 +363,7 @@ class JobState:
         self._restarted.append(inplace.restart(n, now))
         return [inplace.resume(n, self.limits, None)]
 
-    def _on_feed_progress(self, n: NodeRecord, role: str, msg: dict, now: float) -> list[Send]:
+    def _on_feed_progress(self, n: NodeRecord, peer: str, msg: dict, now: float) -> list[Send]:
         sends = self.feed.on_report(n.name, msg, now)
         self._check_unread_feeds(now)
         return sends
@@ -380,10 +380,10 @@ class JobState:
                 n.error, n.error_at = failures.unread_feed(waiting), now
                 n.mark_failed(now)
 
-    def _on_feed_done(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+    def _on_feed_done(self, n: NodeRecord, peer: str, msg: dict, now: float) -> None:
         self.rows_held_back += msg.get("held_back", 0)
 
-    def _on_tensorboard(self, n: NodeRecord, role: str, msg: dict, now: float) -> None:
+    def _on_tensorboard(self, n: NodeRecord, peer: str, msg: dict, now: float) -> None:
         self.tensorboard = msg
 
     def job_ended(self, error: str | None, now: float) -> None:
