@@ -271,6 +271,8 @@ class NodeContext:
                 file=sys.stderr,
                 flush=True,
             )
+        if self.work_dir is None:  # a node's scratch directory: where epoch 1 is spooled
+            raise FeedError(f"{self.name} has no work directory to keep its feed in")
         runtime.feed = DataFeed(
             spec.feed_path,
             train_mode=self.train_mode,
