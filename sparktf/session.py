@@ -54,6 +54,8 @@ def quiet_spark_logs(level: str = "WARN") -> bool:
     try:
         SparkContext._ensure_initialized()
         jvm = SparkContext._jvm
+        if jvm is None:
+            raise RuntimeError("no JVM after SparkContext._ensure_initialized()")
         getattr(jvm.org.apache.spark.util, "Utils$").__getattr__(
             "MODULE$"
         ).initializeLogIfNecessary(False)

@@ -125,7 +125,7 @@ def as_executors_read(
 
     if fs.is_hadoop(model_path):
         return model_path, True
-    if not connect and session.sparkContext.master.startswith("local"):  # local[-cluster]
+    if not connect and (session.sparkContext.master or "").startswith("local"):  # local[-cluster]
         if model_path.startswith("file:"):
             return model_path, True
         return os.path.abspath(model_path), True

@@ -19,7 +19,7 @@ from sparktf.task.barrier import barrier_task
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark import SparkContext
+    from pyspark import RDD, SparkContext
     from pyspark.resource import ResourceProfile
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
@@ -83,7 +83,8 @@ def schema_to_arrow(schema: StructType, timezone: str | None, large: bool) -> pa
     from pyspark.sql.pandas import types
 
     params = inspect.signature(types.to_arrow_schema).parameters
-    zone = {"timezone": timezone} if "timezone" in params else {}  # 3.5 takes neither
+    # keywords by what this PySpark's signature takes, so no one type fits them
+    zone: dict[str, Any] = {"timezone": timezone} if "timezone" in params else {}  # 3.5: none
     if "prefers_large_types" in params:  # PySpark 4.0+ (3.5 has no useLargeVarTypes)
         zone["prefers_large_types"] = large
     return types.to_arrow_schema(schema, **zone)
@@ -128,7 +129,9 @@ class Training:
         rebalance = decision.rebalance
         self.sc, self.n, self.trainers, self.profile = sc, n, trainers, profile
         self.data, self.rebalance = data, rebalance
-        self.rdd = self.raw = self.schema = None
+        self.rdd: RDD[Any] | None = None
+        self.raw: RDD[bytes] | None = None  # the same, Spark's own pickled batches unopened
+        self.schema: bytes | None = None
         if _is_rdd(data):
             self.rdd = partition.rdd_for_nodes(data, n, trainers) if rebalance else data
             self.raw = partition.raw_pickled_batches(self.rdd)
@@ -136,15 +139,16 @@ class Training:
             self.schema = arrow_schema(data)
 
     def __call__(self, launch: LaunchSpec) -> Stage:
-        if self.rdd is not None:
-            return lambda: self._feed_rdd(launch)
+        rdd = self.rdd
+        if rdd is not None:
+            return lambda: self._feed_rdd(rdd, launch)
         return lambda: self._feed_dataframe(launch)
 
-    def _feed_rdd(self, launch: LaunchSpec) -> None:
+    def _feed_rdd(self, rdd: RDD[Any], launch: LaunchSpec) -> None:
         if self.raw is not None:
             rdd, task = self.raw, barrier_task(launch, "pickled-batches")
         else:
-            rdd, task = self.rdd, barrier_task(launch, "pickle")
+            task = barrier_task(launch, "pickle")
         _with(rdd.barrier().mapPartitions(task), self.profile).collect()
 
     def _feed_dataframe(self, launch: LaunchSpec) -> None:
@@ -197,7 +201,7 @@ class Inference:
         self.sc, self.n, self.data, self.schema = sc, len(roles), data, schema
         self.profile = profile
         #: The result; set by the stage before its barrier job starts.
-        self.output = None
+        self.output: RDD[Any] | DataFrame | None = None
 
     def __call__(self, launch: LaunchSpec) -> Stage:
         if _is_rdd(self.data):

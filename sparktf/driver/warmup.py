@@ -112,7 +112,7 @@ class WarmUp:
         self.kinds = kinds
         self.tasks = tasks
         #: {"dataframes"|"rdds": [(daemon pid, TensorFlow preloaded), ...]}, once done
-        self.reports: dict[str, list[tuple[int, bool]] | None] = {}
+        self.reports: dict[str, list[tuple[int, bool]]] = {}
         #: why the warm-up job failed (it never raises: a failed warm-up changes no result)
         self.error: str | None = None
         self._done = threading.Event()
@@ -160,9 +160,10 @@ class WarmUp:
             )
             for kind in self.kinds:
                 extra = _sql_worker_env(self._sql_session().conf) if kind == "dataframes" else {}
-                self.reports[kind] = _rdd_job(self._sc, self.tasks, extra)
-                if kind == "dataframes" and self.reports[kind] is None:
-                    self.reports[kind] = self._sql_job()  # pyspark's internals moved
+                rows = _rdd_job(self._sc, self.tasks, extra)
+                if rows is None:  # only with extra env (dataframes): pyspark's internals moved
+                    rows = self._sql_job()
+                self.reports[kind] = rows
         except BaseException as exc:
             text = str(exc).strip()
             self.error = type(exc).__name__ + (f": {text.splitlines()[0]}" if text else "")

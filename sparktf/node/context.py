@@ -20,6 +20,7 @@ from sparktf.common.topology import NodeRole, chief_role, num_training_nodes
 from sparktf.errors import ConfigError, ConfigTypeError
 
 if TYPE_CHECKING:
+    from sparktf.common.spec import FeedConfig
     from sparktf.node.feed import DataFeed
 
 
@@ -253,7 +254,32 @@ class NodeContext:
                 f"{called}(); use train_mode={self.train_mode}"
             )
         spec = runtime.spec
-        config = spec.launch.feed
+        config, total = self._epochs_left(spec.launch.feed, start_epoch)
+        if config is None:  # data from Spark comes with its feed's settings
+            raise FeedError(f"{self.name}'s launch has no feed settings for its data")
+        if self.work_dir is None:  # a node's scratch directory: where epoch 1 is spooled
+            raise FeedError(f"{self.name} has no work directory to keep its feed in")
+        runtime.feed = DataFeed(
+            spec.feed_path,
+            train_mode=self.train_mode,
+            input_mapping=input_mapping,
+            config=config,
+            spool_dir=self.work_dir,
+            report=runtime.send,
+            bound=runtime.bound,
+            peer=(spec.name, spec.host, spec.launch.secret, spec.launch.port_range),
+            first_epoch=start_epoch,
+        )
+        if start_epoch >= total:
+            runtime.feed.terminate()  # every epoch was trained before the restart
+        return runtime.feed
+
+    def _epochs_left(
+        self, config: FeedConfig | None, start_epoch: int
+    ) -> tuple[FeedConfig | None, int]:
+        """The feed's settings for a feed that resumes at ``start_epoch`` (it feeds only the
+        epochs left), and ``num_epochs`` of ``cluster.train``; a ConfigError for a
+        ``start_epoch`` that is no epoch of it."""
         total = config.num_epochs if config is not None else 1
         if isinstance(start_epoch, bool) or not isinstance(start_epoch, int):
             raise ConfigError(f"start_epoch must be an int, got {start_epoch!r}")
@@ -271,20 +297,7 @@ class NodeContext:
                 file=sys.stderr,
                 flush=True,
             )
-        runtime.feed = DataFeed(
-            spec.feed_path,
-            train_mode=self.train_mode,
-            input_mapping=input_mapping,
-            config=config,
-            spool_dir=self.work_dir,
-            report=runtime.send,
-            bound=runtime.bound,
-            peer=(spec.name, spec.host, spec.launch.secret, spec.launch.port_range),
-            first_epoch=start_epoch,
-        )
-        if start_epoch >= total:
-            runtime.feed.terminate()  # every epoch was trained before the restart
-        return runtime.feed
+        return config, total
 
     def restore_latest(self, checkpoint: Any, directory: str) -> int:
         """Restore ``checkpoint`` (a ``tf.train.Checkpoint``) from the newest checkpoint in

@@ -16,6 +16,7 @@ import threading
 import traceback
 
 from sparktf.common import gpus, keepalive, messages, procs, protocol, scripts, tfimport
+from sparktf.common.shipped import BroadcastBytes
 from sparktf.common.spec import NodeSpec
 from sparktf.errors import ConfigError
 from sparktf.node import horovod, patches, reach
@@ -45,8 +46,11 @@ def node_environment(spec: NodeSpec) -> dict[str, str]:
 
 
 def _call_main(spec: NodeSpec, ctx: NodeContext):
+    payload = spec.launch.payload
     try:
-        main_fn, args, n_params = pickle.loads(spec.launch.payload)
+        if isinstance(payload, BroadcastBytes):  # unpickled on the executor as its bytes
+            raise TypeError("main_fn's payload is still a reference to a broadcast")
+        main_fn, args, n_params = pickle.loads(payload)
     except Exception as exc:
         raise ConfigError(
             f"main_fn could not be loaded in the node process ({type(exc).__name__}: {exc}); "
@@ -146,16 +150,17 @@ def _start_tensorboard(
     from sparktf.node import tensorboard
 
     output = os.path.join(spec.work_dir or ".", "tensorboard.out")
+    log_dir = ctx.log_dir
     try:
-        proc, reservation = tensorboard.start(
-            ctx.log_dir, spec.host, output, spec.launch.port_range
-        )
+        if log_dir is None:  # tensorboard=True gives the chief one: its own, at least
+            raise OSError("the chief has no log_dir to show")
+        proc, reservation = tensorboard.start(log_dir, spec.host, output, spec.launch.port_range)
     except OSError as exc:
         chan.send(
             messages.make(
                 "tensorboard",
                 url=None,
-                log_dir=ctx.log_dir,
+                log_dir=log_dir,
                 error=f"TensorBoard could not start: {exc}",
             )
         )
@@ -164,7 +169,7 @@ def _start_tensorboard(
         target=tensorboard.announce,
         name="sparktf-tensorboard",
         daemon=True,
-        args=(proc, reservation, spec.host, ctx.log_dir, output, chan.send),
+        args=(proc, reservation, spec.host, log_dir, output, chan.send),
     )
     announcer.start()
     return announcer
@@ -193,7 +198,8 @@ def run(spec: NodeSpec) -> int:
     where = "main_fn"
     try:
         if spec.role.job == "ps":
-            value = _serve(ctx, runtime, log_mirror)
+            _serve(ctx, runtime, log_mirror)
+            value = None
         else:
             value = _train(spec, ctx, runtime)
         _warn_feed_unread(spec, ctx, runtime)

@@ -27,8 +27,11 @@ def worker_session_creator(
     import tensorflow as tf
 
     v1 = tf.compat.v1
+    base: Any = v1.train.WorkerSessionCreator  # tensorflow has no stubs: mypy cannot see it
 
-    class _Creator(v1.train.WorkerSessionCreator):
+    class _Creator(base):
+        _session_manager: Any  # set by WorkerSessionCreator.__init__ (None until first use)
+
         def _get_session_manager(self):
             if self._session_manager is None:
                 self._session_manager = v1.train.SessionManager(

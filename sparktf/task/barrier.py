@@ -339,7 +339,7 @@ class NodeFailed(SparkTFError, RuntimeError):
 
 def barrier_task(
     launch: LaunchSpec, data_kind: str | None = None, arrow_schema: bytes | None = None
-) -> Callable[[Iterator], Iterator]:
+) -> Callable[[Iterable], Iterator]:
     """The barrier-stage function for ``launch``.
 
     ``data_kind`` is None (InputMode.TENSORFLOW: the partition is ignored), ``"pickle"`` (an
@@ -348,13 +348,14 @@ def barrier_task(
     Any failure of the task itself reaches the driver typed, over the control channel.
     """
 
-    def run_barrier_task(partition: Iterator) -> Iterator:
+    def run_barrier_task(partition: Iterable) -> Iterator:
         from pyspark import BarrierTaskContext
 
         ctx = BarrierTaskContext.get()
         rank = ctx.partitionId()
         host, _ = topology.split_address(ctx.getTaskInfos()[rank].address)
-        yield from _steps(ctx, rank, host, partition, launch, data_kind, arrow_schema)
+        # Spark passes an iterator (iter() returns it as it is)
+        yield from _steps(ctx, rank, host, iter(partition), launch, data_kind, arrow_schema)
 
     return run_barrier_task
 
@@ -395,7 +396,7 @@ def _steps(
                 gpus=tuple(dealt) if dealt else gpus,
             )
             proc = start_supervisor(spec)
-            if listener is not None:
+            if listener is not None and data_kind:  # (a listener only where data comes)
                 yield from feeder.feed(listener, proc, partition, launch, data_kind, arrow_schema)
             code = proc.wait()
     except (NodeFailed, GeneratorExit):

@@ -59,7 +59,10 @@ def feed(
     """Stream the partition to the TF process; for inference, yield its outputs as they come
     back, interleaved with the sending, so neither side can block the other and at most
     ``RESULTS_AHEAD`` output frames wait in this task."""
-    timeout = launch.feed.feed_timeout
+    config = launch.feed
+    if config is None:  # a job fed from Spark has its feed's settings
+        raise TaskFeedError("this job's launch spec has no feed settings to feed the data with")
+    timeout = config.feed_timeout
     conn = _accept(listener, proc, timeout)
     inference = launch.train_mode is False
     if conn is None:
@@ -83,9 +86,7 @@ def feed(
             while not inference and proc.poll() is None and not reader.finished.wait(0.2):
                 pass  # training: the TF process reads, and goes on until main_fn returns
         else:
-            frames = partition_frames(
-                partition, kind, arrow_schema, launch.feed.chunk_rows, counted
-            )
+            frames = partition_frames(partition, kind, arrow_schema, config.chunk_rows, counted)
             for buffers in _then_end(frames, counted):
                 if stop.is_set():
                     break

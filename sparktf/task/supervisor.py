@@ -239,7 +239,7 @@ class Supervisor:
             return False
         if not self.resumed.wait(RESUME_WAIT) or self.aborted.is_set():
             return False
-        answer = self.resume or {}
+        answer: dict = self.resume or {}
         if not answer.get("go"):
             line = f"sparktf: {spec.name} is not restarted in place: {answer.get('why')}"
             self._note(line)

@@ -102,6 +102,17 @@ ALLOWED_RAISES: dict[tuple[str, str, str], str] = {
     ("sparktf.task.outputs", "_send_draining", "BrokenPipeError"): (
         "control flow to task.feeder.feed: the TF process stopped reading, an early stop"
     ),
+    ("sparktf.node.process", "_call_main", "TypeError"): (
+        "caught in the same function with pickle.loads' own errors, and raised as ConfigError "
+        "(main_fn could not be loaded)"
+    ),
+    ("sparktf.node.process", "_start_tensorboard", "OSError"): (
+        "caught in the same function with TensorBoard's own start failures: the driver is told "
+        "TensorBoard could not start"
+    ),
+    ("sparktf.session", "quiet_spark_logs", "RuntimeError"): (
+        "caught in the same function, which logs it at debug and leaves Spark's logging alone"
+    ),
 }
 
 #: (module, class) -> why an exception class of sparktf's derives from built-ins alone.

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from sparktf.common import feedwire, messages, plain_numbers
+from sparktf.common.ports import PortRange
 from sparktf.common.spec import FeedConfig
 from sparktf.errors import ConfigError, FeedError
 from sparktf.node.feed import batches
@@ -22,6 +23,10 @@ from sparktf.node.feed.reports import ProgressReports
 from sparktf.node.feed.results import as_rows
 from sparktf.node.feed.spool import Spool
 from sparktf.node.feed.stream import EOF, Stream
+
+#: A node's name, host and the job's secret, and the port range its row exchange listens in
+#: (``spark.sparktf.portRange``; none given: any port).
+Peer = tuple[str, str, bytes] | tuple[str, str, bytes, PortRange | None]
 
 
 class DataFeed:
@@ -43,11 +48,11 @@ class DataFeed:
         spool_dir: str,
         report: Callable[[dict], None],
         bound: Bound,
-        peer: tuple[str, str, bytes] | None = None,
+        peer: Peer | None = None,
         first_epoch: int = 0,
     ) -> None:
-        """``peer``: this node's name, host and the job's secret, where its share is fed as
-        it is and rows may have to move between nodes (``config.exchange``)."""
+        """``peer``: this node's name, host and the job's secret (and port range), where its
+        share is fed as it is and rows may have to move between nodes (``config.exchange``)."""
         import numpy  # noqa: F401 - fail early if missing
 
         if input_mapping is not None and not (
@@ -71,7 +76,8 @@ class DataFeed:
         if self._equalizing:
             bound.listener = self._reports.bound_moved
             bound.own = lambda: self._stream.received
-        moving = self._equalizing and config.exchange and peer is not None
+        exchange_peer = peer if self._equalizing and config.exchange else None
+        moving = exchange_peer is not None
         path = os.path.join(spool_dir, "epoch1.spool")
         self._spool = (
             Spool(path, config.spool_max_bytes, config.num_epochs)
@@ -80,8 +86,8 @@ class DataFeed:
         )
         self._waiting = False  # the consumer waits for the other nodes' rows (the bound)
         self._exchange: Exchange | None = None
-        if moving:  # listening before the first progress report, which says where
-            name, host, secret, *ports = peer  # (and spark.sparktf.portRange, if set)
+        if exchange_peer is not None:  # listening before the first progress report, which
+            name, host, secret, *ports = exchange_peer  # says where
             self._exchange = Exchange(
                 name, host, secret, bound, config.feed_timeout, ports[0] if ports else None
             )
@@ -120,15 +126,17 @@ class DataFeed:
         self._first_asked: float | None = None
         self._last_fed: float | None = None
 
+    _stream: Stream  # (equalizing, the bound's ``own`` reads it: set after that lambda)
+
     def _share_rows(self) -> int:
         """The rows of this node's share: its partition's, moves included."""
         return self._stream.total + self._bound.rows_taken - self._bound.rows_given
 
     # --------------------------------------------------------------------------- chunks
-    def _replay_frames(self) -> list[tuple[int, int | None]]:
+    def _replay_frames(self, spool: Spool) -> list[tuple[int, int | None]]:
         """The spool frames of this node's share, each with the rows to take from it (None:
         all): its partition's frames, less the rows it gave away, then the rows it took."""
-        frames = self._spool.frames
+        frames = spool.frames
         if self._exchange is None:
             return [(i, None) for i in range(len(frames))]
         own = self._stream.total - self._bound.rows_given
@@ -143,15 +151,18 @@ class DataFeed:
         """The spooled share, frame by frame (shuffled if asked)."""
         import numpy as np
 
-        stream = self._stream
+        stream, spool = self._stream, self._spool
+        if spool is None:  # one epoch only: nothing is replayed
+            raise FeedError("the first pass over the data was not spooled; cannot replay it")
         if not stream.ended.wait(self.config.feed_timeout) or stream.rows is None:
             raise FeedError("the first pass over the data did not complete; cannot replay it")
-        frames = self._replay_frames()
+        frames = self._replay_frames(spool)
         rng = np.random.RandomState(self.config.seed + self._epoch)
         if self.config.shuffle:
-            rng.shuffle(frames)
+            # numpy's stub takes an ArrayLike; shuffle() permutes any mutable sequence in place
+            rng.shuffle(frames)  # type: ignore[arg-type]
         for index, rows in frames:
-            kind, payload, _ = self._spool.read(index)
+            kind, payload, _ = spool.read(index)
             chunk = batches.decode(kind, payload, stream.schema)
             if rows is not None:
                 chunk = batches.cut(chunk, 0, rows)
@@ -175,10 +186,11 @@ class DataFeed:
         """After this node's own partition: the rows other nodes give it (the plan comes with
         the final bound), then :data:`EOF`."""
         if self._taking is None:
-            takes = self._bound.takes if self._exchange is not None else []
-            if not takes:
+            exchange = self._exchange
+            takes = self._bound.takes if exchange is not None else []
+            if exchange is None or not takes:
                 return EOF
-            self._taking = self._exchange.taken(takes)
+            self._taking = exchange.taken(takes)
         return next(self._taking, EOF)
 
     def _end_epoch(self, leftover: int) -> None:

@@ -33,6 +33,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from sparktf.common import feedwire, protocol, topology
 from sparktf.common import ports as ports_
@@ -142,6 +143,7 @@ class Exchange:
             with self._bound.cond:  # a giver may come before this node's stream is attached
                 if not self._bound.cond.wait_for(lambda: self._stream is not None, self._timeout):
                     raise FeedError("this node's stream was never attached")
+            stream = self._attached()
             with self._cond:
                 self._frames.setdefault(name, [])
             while True:
@@ -151,9 +153,9 @@ class Exchange:
                         self._ends[name] = json.loads(payload)["rows"]
                         self._cond.notify_all()
                     return
-                n = batches.rows(batches.decode(kind, payload, self._stream.schema))
+                n = batches.rows(batches.decode(kind, payload, stream.schema))
                 with self._cond:
-                    spool = self._stream.spool()  # on disk: takers never hold senders up
+                    spool = stream.spool()  # on disk: takers never hold senders up
                     spool.append(kind, payload, n)
                     spool.flush()
                     self._frames[name].append(len(spool.frames) - 1)
@@ -212,12 +214,20 @@ class Exchange:
                             f"{self._broken.get(giver, 'the feed was closed')}"
                         )
                 i += 1
-                kind, payload, _ = self._stream.spool().read(index)
-                chunk = batches.decode(kind, payload, self._stream.schema)
+                stream = self._attached()  # a giver's frames came after it was
+                kind, payload, _ = stream.spool().read(index)
+                chunk = batches.decode(kind, payload, stream.schema)
                 got += batches.rows(chunk)
                 yield chunk
             if got != rows or self._ends[giver] != rows:
                 raise FeedError(f"{giver} moved {got} rows to this node; the plan was {rows}")
+
+    def _attached(self) -> Stream:
+        """This node's stream, which givers' frames and this node's giving wait for."""
+        stream = self._stream
+        if stream is None:
+            raise FeedError("this node's stream was never attached")
+        return stream
 
     def _raise_error(self) -> None:
         """The listener's failure, or a frame refused: this node cannot take its rows."""
@@ -250,36 +260,41 @@ class Exchange:
 
     def _send_all(self, gives: list) -> None:
         """The last rows of this node's share, in order, to each taker in the plan's order."""
-        start = self._stream.total - self._bound.rows_given
+        stream = self._attached()  # _give waited for it
+        start = stream.total - self._bound.rows_given
         for _taker, address, rows in gives:
             # tried again while the taker is busy (a flood, or many givers at once)
             chan = protocol.connect(
                 topology.split_address(address), self._secret, self._timeout, what="row exchange"
             )
-            sock, mac = chan.sock, chan.session.sending
+            sock, session = chan.sock, chan.session
             try:
+                if session is None:  # connect() authenticates: its channels have frame keys
+                    raise FeedError(f"the row exchange's channel to {address} has no frame keys")
+                mac = session.sending
                 sock.settimeout(self._timeout)
                 feedwire.tune(sock)
                 feedwire.send_frame(sock, GIVER, self._name.encode(), mac)
-                for kind, payload in self._pieces(start, rows):
+                for kind, payload in self._pieces(stream, start, rows):
                     feedwire.send_frame(sock, kind, payload, mac)
                 feedwire.send_frame(sock, feedwire.END, json.dumps({"rows": rows}).encode(), mac)
             finally:
                 sock.close()
             start += rows
 
-    def _pieces(self, start: int, n: int) -> Iterator[tuple[bytes, bytes]]:
+    @staticmethod
+    def _pieces(stream: Stream, start: int, n: int) -> Iterator[tuple[bytes, Any]]:
         """Rows ``start .. start + n`` of the spooled share as data frames: whole frames as
-        they were received, the ends of the range cut out of theirs."""
+        they were received (bytes or any buffer), the ends of the range cut out of theirs."""
         pos = 0
-        for index, rows in enumerate(list(self._stream.frame_rows)):
+        for index, rows in enumerate(list(stream.frame_rows)):
             lo, hi = max(start, pos), min(start + n, pos + rows)
             if lo < hi:
-                kind, payload = self._stream.frame(index)
+                kind, payload = stream.frame(index)
                 if hi - lo == rows and kind != feedwire.MULTI:
                     yield kind, payload
                 else:
-                    chunk = batches.decode(kind, payload, self._stream.schema)
+                    chunk = batches.decode(kind, payload, stream.schema)
                     yield batches.encode(batches.cut(chunk, lo - pos, hi - lo))
             pos += rows
             if pos >= start + n:

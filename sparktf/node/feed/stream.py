@@ -143,7 +143,7 @@ class Stream:
                     self._put(chunk, len(payload), index)  # reports progress before it waits
                 if self._spill_next is not None:  # spilling, maybe from this frame on
                     if self._spool_factory is not None:
-                        self._spool.append(kind, payload, n)
+                        self._spooling().append(kind, payload, n)
                         if self._held is not None:
                             self._held.pop(index, None)
                     self._spool_flushed()
@@ -163,7 +163,7 @@ class Stream:
                 else:
                     self._wake()
 
-    def _next_frame(self) -> tuple[bytes, object]:
+    def _next_frame(self) -> tuple[bytes, Any]:
         """The next frame: from the barrier task, or, once the task has passed this node
         Spark's own socket (the first frame), from there (:mod:`.sparkstream`)."""
         if self._spark is not None:
@@ -214,10 +214,26 @@ class Stream:
 
     def _spool_flushed(self) -> None:
         """Flush the spool; the consumer may read what it holds."""
-        self._spool.flush()
+        spool = self._spooling()
+        spool.flush()
         with self._cond:
-            self._spilled = len(self._spool.frames)
+            self._spilled = len(spool.frames)
             self._cond.notify_all()
+
+    def _spooling(self) -> Spool:
+        """The spool, where this stream's state says there is one (spilling, or a frame
+        the consumer reads back from it)."""
+        if self._spool is None:
+            raise FeedError("a frame of the feed was to be in its spool, and there is none")
+        return self._spool
+
+    def _new_spool(self, base: int) -> Spool:
+        """A spool made now (rows may move: ``spool_factory``); its first frame is ``base``."""
+        if self._spool_factory is None:
+            raise FeedError("this feed keeps no spool (its rows do not move)")
+        self._spool = self._spool_factory()
+        self._spool_base = base
+        return self._spool
 
     def _count_frame(self, rows: int) -> int:
         """The next frame's number (from 0), its rows noted."""
@@ -229,17 +245,18 @@ class Stream:
         """The spool, made now if there is none yet (its first frame is the next one)."""
         with self._cond:
             if self._spool is None:
-                self._spool = self._spool_factory()
-                self._spool_base = len(self.frame_rows)
+                return self._new_spool(len(self.frame_rows))
             return self._spool
 
-    def frame(self, index: int) -> tuple[bytes, bytearray]:
+    def frame(self, index: int) -> tuple[bytes, Any]:
         """``(kind, payload)`` of one of the partition's frames the consumer has not passed
-        (or any, with a spool of every frame); RDD elements as one pickled list."""
+        (or any, with a spool of every frame); RDD elements as one pickled list. The payload
+        is bytes or any buffer (an Arrow buffer, a view), as :func:`feedwire.send_frame`
+        takes it."""
         held = self._held.get(index) if self._held is not None else None
         if held is not None:
             return held if held[0] is not None else batches.encode(held[1])
-        kind, payload, _ = self._spool.read(index - self._spool_base)
+        kind, payload, _ = self._spooling().read(index - self._spool_base)
         return kind, payload
 
     def release(self, delivered: int) -> None:
@@ -288,10 +305,10 @@ class Stream:
                         self._cond.acquire()
                     continue
                 if index is not None and self._spill_when is not None and self._spill_when():
-                    if self._spool is None:
-                        self._spool = self._spool_factory()
-                        self._spool_base = index  # the reader appends this frame next
-                    self._spool.flush()
+                    spool = self._spool
+                    if spool is None:  # the reader appends this frame next
+                        spool = self._new_spool(index)
+                    spool.flush()
                     self._spill_next = index
                     self._cond.notify_all()
                     return
@@ -373,7 +390,7 @@ class Stream:
                 self._cond.wait(min(remaining, 1.0))
             else:
                 return self._pop()
-        kind, payload, _ = self._spool.read(index - self._spool_base)
+        kind, payload, _ = self._spooling().read(index - self._spool_base)
         return batches.decode(kind, payload, self.schema)
 
     def _pop(self):

@@ -15,11 +15,10 @@ No numpy import here: numpy is imported by the pickles that reference it.
 from __future__ import annotations
 
 import pickle
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import numpy as np
-    from typing_extensions import Buffer
 
 _FROMBUFFER = {("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer")}
 _REBUILDERS: dict = {}  # numpy's _frombuffer -> the rebuilder standing in for it
@@ -29,10 +28,10 @@ def _rebuilder(frombuffer):
     from numpy import ndarray
 
     def rebuild(
-        buf: Buffer,
+        buf: bytes | bytearray | memoryview,
         dtype: np.dtype,
         shape: tuple[int, ...],
-        order: str,
+        order: Literal["C", "F", "K", "A"],
         *axis_order: tuple[int, ...] | None,
     ) -> np.ndarray:  # axis_order: numpy 2, order "K"
         if order in ("C", "F") and not any(a is not None for a in axis_order):
@@ -89,4 +88,5 @@ class _Reader:
 
 def loads(data: Any) -> Any:
     """``pickle.loads(data)`` (``data``: bytes or any buffer), numpy arrays built faster."""
-    return _Unpickler(_Reader(data)).load()
+    # typeshed's _ReadableFileobj wants read() -> bytes; the unpickler takes any buffer.
+    return _Unpickler(_Reader(data)).load()  # type: ignore[arg-type]

@@ -101,5 +101,5 @@ def _shorter(func, name: str, default: float, value: float) -> None:
     positional = code.co_varnames[: code.co_argcount]
     with_defaults = positional[len(positional) - len(defaults or ()) :]
     i = with_defaults.index(name) if name in with_defaults else None
-    if i is not None and defaults[i] == default:
+    if i is not None and defaults and defaults[i] == default:
         func.__defaults__ = defaults[:i] + (value,) + defaults[i + 1 :]
