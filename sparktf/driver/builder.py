@@ -41,11 +41,9 @@ class AttemptBuilder:
         (an earlier attempt's processes cannot reach it) whose events go to ``runner``, its
         launch spec and its stage. Its finalizer, tied to ``runner``, sets ``exiting``."""
         job_id = self.base_id if number == 0 else f"{self.base_id}-{number}"
-        advertise = self.conf["spark.driver.host"]  # a SparkContext always has it
         secret = protocol.new_secret()
         server = ControlServer(
-            self.conf.get("spark.driver.bindAddress", advertise),
-            advertise,
+            *control_address(self.conf),
             secret,
             AttemptHandler(runner, number),
             port_range=self.launch.port_range,
@@ -72,3 +70,14 @@ class AttemptBuilder:
             runner, abort_quietly, self.sc, job_id, server, exiting
         )
         return attempt
+
+
+def control_address(conf: dict[str, str]) -> tuple[str, str]:
+    """Where the control server listens and the host it tells the tasks:
+    ``spark.sparktf.controlHost`` for both if set (always on Spark Connect: the client's
+    address), else ``spark.driver.bindAddress`` and ``spark.driver.host``."""
+    if conf.get("spark.sparktf.controlHost"):
+        host = conf["spark.sparktf.controlHost"]
+        return host, host
+    advertise = conf["spark.driver.host"]  # a SparkContext always has it
+    return conf.get("spark.driver.bindAddress", advertise), advertise

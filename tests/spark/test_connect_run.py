@@ -1,0 +1,52 @@
+"""``sparktf.run`` on a Spark Connect session (the ``remote`` fixture of tests/conftest.py: a
+real Spark Connect server on loopback, local[2]): the nodes run as a barrier ``mapInArrow``
+submitted through Connect, tagged with the cluster's id (``spark.addTag``) and interrupted by
+it (``spark.interruptTag``); they report to the client's control server over TCP."""
+
+import time
+
+import pytest
+from helpers import jobs, tf_jobs
+from helpers.procs import TF_ENV, sparktf_processes, wait_until
+
+import sparktf
+
+pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect]")
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
+
+
+@pytest.fixture
+def no_leftovers():
+    yield
+    assert wait_until(lambda: not sparktf_processes(), timeout=15), (
+        f"leaked sparktf processes: {[p.info for p in sparktf_processes()]}"
+    )
+
+
+def test_main_fn_runs_over_spark_connect_twice_in_one_session(remote, no_leftovers):
+    for attempt in range(2):  # a second cluster in the same Connect session works too
+        cluster = sparktf.run(remote, jobs.describe, {"run": attempt}, num_executors=2)
+        chief = cluster.shutdown(timeout=120)
+        assert chief["name"] == "chief:0" and chief["args"] == {"run": attempt}
+        assert sorted(cluster.results) == ["chief:0", "worker:0"]
+        assert cluster.results["worker:0"]["cluster_spec"] == chief["cluster_spec"]
+        assert cluster.status is sparktf.Status.FINISHED
+
+
+def test_keras_training_over_spark_connect_learns_the_model(remote, no_leftovers):
+    cluster = sparktf.run(remote, tf_jobs.mwms_keras, {"epochs": 3}, num_executors=2, env=TF_ENV)
+    chief = cluster.shutdown(timeout=300)
+    assert chief["num_replicas"] == 2  # really synchronous across both nodes
+    assert chief["loss"][-1] < 0.05 * chief["loss"][0]
+    assert chief["kernel"] == pytest.approx(tf_jobs.TRUE_W, abs=0.1)
+
+
+def test_a_failing_node_over_spark_connect_raises_its_error(remote, no_leftovers):
+    args = {"node": "worker:0", "message": "bad batch over connect", "others_sleep": 300}
+    started = time.monotonic()
+    cluster = sparktf.run(remote, jobs.raise_on, args, num_executors=2)
+    with pytest.raises(sparktf.NodeError, match="bad batch over connect") as info:
+        cluster.shutdown(timeout=120)
+    assert info.value.node == "worker:0"
+    assert time.monotonic() - started < 60  # the chief was stopped, not waited for
+    assert cluster.status is sparktf.Status.FAILED
