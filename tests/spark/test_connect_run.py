@@ -3,8 +3,10 @@ real Spark Connect server on loopback, local[2]): the nodes run as a barrier ``m
 submitted through Connect, tagged with the cluster's id (``spark.addTag``) and interrupted by
 it (``spark.interruptTag``); they report to the client's control server over TCP."""
 
+import os
 import time
 
+import psutil
 import pytest
 from helpers import jobs, tf_jobs
 from helpers.procs import TF_ENV, sparktf_processes, wait_until
@@ -15,11 +17,26 @@ pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[conne
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 
+def _ours():
+    """This session's sparktf processes that say so: the Connect server inherits the test
+    session's marker, and so do its executors' workers and nodes. (Processes without the
+    marker, such as another session's YARN containers on a shared machine, are not counted.)"""
+    mine = os.environ["SPARKTF_TEST_SESSION"]
+    found = []
+    for proc in sparktf_processes():
+        try:
+            if proc.environ().get("SPARKTF_TEST_SESSION") == mine:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            pass
+    return found
+
+
 @pytest.fixture
 def no_leftovers():
     yield
-    assert wait_until(lambda: not sparktf_processes(), timeout=15), (
-        f"leaked sparktf processes: {[p.info for p in sparktf_processes()]}"
+    assert wait_until(lambda: not _ours(), timeout=15), (
+        f"leaked sparktf processes: {[p.info for p in _ours()]}"
     )
 
 
