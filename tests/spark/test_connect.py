@@ -3,7 +3,6 @@ tests/conftest.py). ``sparktf.predict`` and ``TFModel.transform`` work through i
 (barrier-free ``mapInArrow``); ``sparktf.run`` over Connect is tested in
 tests/spark/test_connect_run.py."""
 
-
 import pytest
 from helpers import jobs
 from helpers.procs import sparktf_processes

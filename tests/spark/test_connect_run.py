@@ -8,13 +8,15 @@ import time
 
 import psutil
 import pytest
-from helpers import jobs, tf_jobs
+from helpers import feed_jobs, jobs, tf_jobs
 from helpers.procs import TF_ENV, sparktf_processes, wait_until
 
 import sparktf
+from sparktf import InputMode
 
 pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect]")
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
+SPARK = InputMode.SPARK
 
 
 def _ours():
@@ -67,3 +69,49 @@ def test_a_failing_node_over_spark_connect_raises_its_error(remote, no_leftovers
     assert info.value.node == "worker:0"
     assert time.monotonic() - started < 60  # the chief was stopped, not waited for
     assert cluster.status is sparktf.Status.FAILED
+
+
+def test_a_dataframe_is_fed_over_spark_connect_every_row_once(remote, no_leftovers):
+    df = remote.range(0, 1000, 1, 3)  # 3 partitions for 2 nodes: dealt out over a shuffle
+    cluster = sparktf.run(
+        remote, feed_jobs.sum_ids, {"col": "id"}, num_executors=2, input_mode=SPARK
+    )
+    cluster.train(df, num_epochs=2, equalize=False, timeout=120)
+    cluster.shutdown(timeout=60)
+    results = cluster.results.values()
+    assert sum(r["rows"] for r in results) == 2 * 1000
+    assert sum(r["sum"] for r in results) == 2 * sum(range(1000))
+
+
+def test_keras_fit_on_a_fed_dataframe_over_spark_connect_learns(remote, no_leftovers):
+    import numpy as np
+
+    rng = np.random.RandomState(0)
+    x = rng.randn(1000, 4)
+    y = x @ np.array(tf_jobs.TRUE_W) + tf_jobs.TRUE_B
+    rows = [(x[i].tolist(), float(y[i])) for i in range(len(x))]
+    df = remote.createDataFrame(rows, "x array<float>, y float")
+    cluster = sparktf.run(
+        remote,
+        feed_jobs.mwms_on_feed,
+        {"batch": 32, "epochs": 3},
+        num_executors=2,
+        input_mode=SPARK,
+        env=TF_ENV,
+    )
+    cluster.train(df, num_epochs=3, timeout=300)
+    chief = cluster.shutdown(timeout=300)
+    assert chief["loss"][-1] < 0.1 * chief["loss"][0]
+    assert cluster.results["worker:0"]["rows_per_epoch"] == chief["rows_per_epoch"]
+
+
+def test_an_rdd_is_refused_over_spark_connect_saying_to_use_a_dataframe(
+    remote, sc_local, no_leftovers
+):
+    cluster = sparktf.run(remote, feed_jobs.sum_ids, {}, num_executors=2, input_mode=SPARK)
+    started = time.monotonic()
+    with pytest.raises(sparktf.ConfigError, match="has no RDDs: give train") as info:
+        cluster.train(sc_local.parallelize(range(10), 2))
+    assert "DataFrame" in str(info.value)
+    assert time.monotonic() - started < 5
+    cluster.shutdown()
