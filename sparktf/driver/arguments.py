@@ -87,7 +87,8 @@ def check_inference(
         )
     schema = None
     try:
-        schema = parse_output_schema(output_schema)
+        parse = sc.parse_ddl if isinstance(sc, ConnectContext) else None
+        schema = parse_output_schema(output_schema, parse)
     except ConfigError as exc:
         problems.append(str(exc))
     if problems:
@@ -225,11 +226,13 @@ def _what(data) -> str:
     return name
 
 
-def parse_output_schema(output_schema: Any) -> StructType:
+def parse_output_schema(output_schema: Any, parse: Any = None) -> StructType:
     """The Spark type of an inference output: a DDL string or a ``StructType``, as Spark's own
-    APIs take it (``ConfigError`` naming it if invalid)."""
+    APIs take it (``ConfigError`` naming it if invalid). ``parse``: what parses DDL (default
+    the classic SparkContext's; a Connect session's server on Connect)."""
     from pyspark.sql.types import StructType, _parse_datatype_string
 
+    parse = parse or _parse_datatype_string
     if isinstance(output_schema, StructType):
         if not output_schema.fields:
             raise ConfigError(
@@ -243,7 +246,7 @@ def parse_output_schema(output_schema: Any) -> StructType:
             f"or a StructType, got {output_schema!r}"
         )
     try:
-        schema = _parse_datatype_string(output_schema)
+        schema = parse(output_schema)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(

@@ -128,16 +128,6 @@ _LOCAL = re.compile(r"^local\[(\d+|\*)(?:,\s*\d+)?\]$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
 
 
-CONNECT_CANNOT = (
-    "a Spark Connect client has no SparkContext, and a sparktf cluster needs one on the "
-    "driver: to run a barrier job tagged with the cluster's id and cancel it when a node "
-    "fails (addJobTag/cancelJobsWithTag), to count task slots and wait for running tasks "
-    "(statusTracker), to read the Hadoop configuration, and to feed RDDs. Run the driver "
-    "with a classic session instead (spark-submit, or SparkSession.builder without "
-    ".remote()); sparktf.predict and sparktf.ml.TFModel.transform do work over Spark Connect"
-)
-
-
 def active_session(sc: SparkContext) -> SparkSession | None:
     """This thread's active SparkSession on ``sc``, if any."""
     from pyspark.sql import SparkSession

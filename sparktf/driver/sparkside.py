@@ -41,6 +41,10 @@ class ConnectContext:
         """Interrupt every running operation of the session tagged ``tag``."""
         self.session.interruptTag(tag)
 
+    def parse_ddl(self, ddl: str) -> Any:
+        """A DDL string's Spark type, as the server parses it (no SparkContext here)."""
+        return self.session._parse_ddl(ddl)
+
     def stopped(self) -> bool:
         return bool(getattr(self.session, "is_stopped", False))
 

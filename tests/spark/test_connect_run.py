@@ -115,3 +115,12 @@ def test_an_rdd_is_refused_over_spark_connect_saying_to_use_a_dataframe(
     assert "DataFrame" in str(info.value)
     assert time.monotonic() - started < 5
     cluster.shutdown()
+
+
+def test_inference_over_spark_connect_answers_every_row_in_order(remote, no_leftovers):
+    cluster = sparktf.run(
+        remote, feed_jobs.infer_double_keeping_id, {}, num_executors=2, input_mode=SPARK
+    )
+    out = cluster.inference(remote.range(0, 500, 1, 3), "id long, doubled long", timeout=120)
+    assert [(r.id, r.doubled) for r in out.collect()] == [(i, 2 * i) for i in range(500)]
+    assert cluster.shutdown(timeout=60) == "inferred"
