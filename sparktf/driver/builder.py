@@ -19,6 +19,7 @@ from sparktf.driver.attempt import Attempt, AttemptHandler, Events, abort_quietl
 from sparktf.driver.control import ControlServer
 from sparktf.driver.limits import Limits
 from sparktf.driver.state import JobState
+from sparktf.errors import ConfigError
 
 StageFactory = Callable[[LaunchSpec], Callable[[], Any]]
 
@@ -42,12 +43,7 @@ class AttemptBuilder:
         launch spec and its stage. Its finalizer, tied to ``runner``, sets ``exiting``."""
         job_id = self.base_id if number == 0 else f"{self.base_id}-{number}"
         secret = protocol.new_secret()
-        server = ControlServer(
-            *control_address(self.conf),
-            secret,
-            AttemptHandler(runner, number),
-            port_range=self.launch.port_range,
-        )
+        server = self._server(secret, AttemptHandler(runner, number))
         try:
             launch = dataclasses.replace(
                 self.launch,
@@ -70,6 +66,24 @@ class AttemptBuilder:
             runner, abort_quietly, self.sc, job_id, server, exiting
         )
         return attempt
+
+    def _server(self, secret: bytes, handler: AttemptHandler) -> ControlServer:
+        """The attempt's control server; one that cannot listen at the address
+        ``spark.sparktf.controlHost`` names fails the run saying so."""
+        bind, advertise = control_address(self.conf)
+        try:
+            return ControlServer(
+                bind, advertise, secret, handler, port_range=self.launch.port_range
+            )
+        except OSError as exc:
+            if not self.conf.get("spark.sparktf.controlHost"):
+                raise
+            raise ConfigError(
+                f"the driver's control server cannot listen at {bind} "
+                f"(spark.sparktf.controlHost): {exc}; set spark.sparktf.controlHost to an "
+                "address of the driver's machine (the Spark Connect client's) that the "
+                "executors reach, or leave it unset"
+            ) from None
 
 
 def control_address(conf: dict[str, str]) -> tuple[str, str]:

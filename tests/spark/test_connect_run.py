@@ -124,3 +124,15 @@ def test_inference_over_spark_connect_answers_every_row_in_order(remote, no_left
     out = cluster.inference(remote.range(0, 500, 1, 3), "id long, doubled long", timeout=120)
     assert [(r.id, r.doubled) for r in out.collect()] == [(i, 2 * i) for i in range(500)]
     assert cluster.shutdown(timeout=60) == "inferred"
+
+
+def test_a_control_host_the_client_cannot_listen_at_fails_the_run_at_once(remote, no_leftovers):
+    remote.conf.set("spark.sparktf.controlHost", "192.0.2.1")  # TEST-NET-1: not this machine's
+    try:
+        started = time.monotonic()
+        with pytest.raises(sparktf.ConfigError, match="spark.sparktf.controlHost") as info:
+            sparktf.run(remote, jobs.describe, num_executors=2)
+        assert "192.0.2.1" in str(info.value)
+        assert time.monotonic() - started < 10
+    finally:
+        remote.conf.unset("spark.sparktf.controlHost")
