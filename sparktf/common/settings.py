@@ -168,7 +168,8 @@ def host(value: Any) -> str | None:
     """None, or a host name or IP address (no port, no spaces)."""
     if value is None:
         return None
-    if not isinstance(value, str) or not value or any(c in value for c in " /\t"):
+    bad = not isinstance(value, str) or not value or any(c in value for c in " /\t")
+    if bad or value.count(":") == 1:  # (host:port; an IPv6 address has more colons)
         raise _Invalid("be a host name or IP address (no port), or unset")
     return value
 
