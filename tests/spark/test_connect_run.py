@@ -69,6 +69,17 @@ def test_a_failing_node_over_spark_connect_raises_its_error(remote, no_leftovers
     assert info.value.node == "worker:0"
     assert time.monotonic() - started < 60  # the chief was stopped, not waited for
     assert cluster.status is sparktf.Status.FAILED
+    # The interrupted Spark job freed both task slots: the next cluster starts at once.
+    assert sparktf.run(remote, jobs.describe, num_executors=2).shutdown(timeout=60)
+
+
+def test_a_cluster_over_spark_connect_restarts_after_a_node_fails(remote, no_leftovers):
+    cluster = sparktf.run(
+        remote, jobs.raise_on_attempt_zero, {"delay": 0.5}, num_executors=2, max_restarts=1
+    )
+    assert cluster.shutdown(timeout=120) == {"attempt": 1}
+    assert cluster.attempt == 1 and len(cluster.failures) == 1
+    assert "attempt 0 fails" in str(cluster.failures[0])
 
 
 def test_a_dataframe_is_fed_over_spark_connect_every_row_once(remote, no_leftovers):
