@@ -477,6 +477,12 @@ def _check_connect_run(
     settings, problems, payload = _resolve(conf, main_fn, args, arguments)
     problems += conf_problems(conf)
     slots = connect_slots(sc.master, conf)
+    if settings.num_executors and slots and settings.num_executors > slots:
+        problems.append(
+            f"num_executors={settings.num_executors}, but the Spark Connect server's conf "
+            f"(master {sc.master!r}) offers {slots} task slots: a barrier stage needs one per "
+            "node at once; ask for fewer nodes, or give the server's application more cores"
+        )
     if settings.num_executors is None and not slots:
         problems.append(
             "sparktf.run on Spark Connect cannot count the task slots (the client has no "

@@ -147,3 +147,10 @@ def test_a_control_host_the_client_cannot_listen_at_fails_the_run_at_once(remote
         assert time.monotonic() - started < 10
     finally:
         remote.conf.unset("spark.sparktf.controlHost")
+
+
+def test_more_nodes_than_the_connect_servers_slots_are_refused_at_once(remote, no_leftovers):
+    started = time.monotonic()
+    with pytest.raises(sparktf.ConfigError, match="offers 2 task slots"):
+        sparktf.run(remote, jobs.describe, num_executors=3)
+    assert time.monotonic() - started < 10
