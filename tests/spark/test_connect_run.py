@@ -3,7 +3,10 @@ real Spark Connect server on loopback, local[2]): the nodes run as a barrier ``m
 submitted through Connect, tagged with the cluster's id (``spark.addTag``) and interrupted by
 it (``spark.interruptTag``); they report to the client's control server over TCP."""
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 import psutil
@@ -154,3 +157,46 @@ def test_more_nodes_than_the_connect_servers_slots_are_refused_at_once(remote, n
     with pytest.raises(sparktf.ConfigError, match="offers 2 task slots"):
         sparktf.run(remote, jobs.describe, num_executors=3)
     assert time.monotonic() - started < 10
+
+
+CLIENT_ONLY = r"""
+import json, sys
+from pyspark.sql import SparkSession
+import sparktf
+
+def main_fn(args, ctx):
+    feed = ctx.get_data_feed()
+    total = 0
+    while not feed.should_stop():
+        total += int(feed.next_batch(64)["id"].sum())
+    return {"name": ctx.name, "sum": total}
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+cluster = sparktf.run(
+    spark, main_fn, num_executors=2, input_mode=sparktf.InputMode.SPARK, progress=False
+)
+cluster.train(spark.range(0, 300, 1, 2), timeout=120)
+cluster.shutdown(timeout=60)
+print(json.dumps({"type": type(spark).__module__, "sums": sorted(
+    r["sum"] for r in cluster.results.values())}))
+spark.stop()
+"""
+
+
+def test_a_process_that_is_only_a_connect_client_trains(connect_url, tmp_path, no_leftovers):
+    """The user's case: a process whose only session is a Connect client (pyspark's common
+    builder with .remote(), no JVM of its own), feeding a DataFrame to the nodes."""
+    script = tmp_path / "client_only.py"
+    script.write_text(CLIENT_ONLY)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run(
+        [sys.executable, str(script), connect_url],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["type"].startswith("pyspark.sql.connect.")
+    assert sum(out["sums"]) == sum(range(300))
