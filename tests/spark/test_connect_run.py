@@ -200,3 +200,13 @@ def test_a_process_that_is_only_a_connect_client_trains(connect_url, tmp_path, n
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["type"].startswith("pyspark.sql.connect.")
     assert sum(out["sums"]) == sum(range(300))
+
+
+def test_a_shutdown_timeout_over_spark_connect_stops_every_node(remote, no_leftovers):
+    cluster = sparktf.run(remote, jobs.sleep_forever, num_executors=2)
+    started = time.monotonic()
+    with pytest.raises(sparktf.ClusterTimeoutError):
+        cluster.shutdown(timeout=3)
+    assert time.monotonic() - started < 30
+    # The interrupted Spark operation freed both slots: the next cluster starts at once.
+    assert sparktf.run(remote, jobs.describe, num_executors=2).shutdown(timeout=60)
