@@ -51,6 +51,7 @@ FIXTURE_MARKERS = {
     "hdfs_cluster": ("hadoop", "slow"),
     "yarn": ("yarn", "slow"),
     "secure_yarn": ("kerberos", "slow"),
+    "connect_url": ("slow",),
 }
 
 
@@ -387,3 +388,69 @@ def server():
     srv = ControlServer("127.0.0.1", "127.0.0.1", secret, rec, handshake_timeout=1.0)
     yield srv, rec, secret
     srv.close()
+
+
+# ------------------------------------------------------------------------- Spark Connect
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def connect_url(tmp_path_factory):
+    """A real Spark Connect server on loopback (local[2]), started from the pip-installed
+    pyspark's SparkConnectServer class, shared by the session's Connect tests: its URL."""
+    import subprocess
+    import time
+
+    import pyspark
+
+    pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect]")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("connect") / "server.log"
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    settings = {
+        "spark.driver.host": "127.0.0.1",
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.ui.enabled": "false",
+    }
+    confs = [arg for k, v in settings.items() for arg in ("--conf", f"{k}={v}")]
+    server_class = "org.apache.spark.sql.connect.service.SparkConnectServer"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(
+            [spark_submit, "--class", server_class, "--master", "local[2]", *confs],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while b"Spark Connect server started" not in log.read_bytes():
+            assert server.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.terminate()  # by its PID: spark-submit execs the server's JVM
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture(scope="module")
+def remote(connect_url):
+    """A Connect client session. Made with Connect's own SparkSession class: pyspark's common
+    builder refuses a remote session in a process that has a classic one (as a test run may
+    have), and would mark the whole process as a Connect client."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    spark = ConnectSession.builder.remote(connect_url).create()
+    yield spark
+    spark.stop()

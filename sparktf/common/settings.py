@@ -164,6 +164,16 @@ def path(value: Any) -> str | None:
     return value
 
 
+def host(value: Any) -> str | None:
+    """None, or a host name or IP address (no port, no spaces)."""
+    if value is None:
+        return None
+    bad = not isinstance(value, str) or not value or any(c in value for c in " /\t")
+    if bad or value.count(":") == 1:  # (host:port; an IPv6 address has more colons)
+        raise _Invalid("be a host name or IP address (no port), or unset")
+    return value
+
+
 def tensorboard(value: Any) -> bool:
     flag(value)
     if value and importlib.util.find_spec("tensorboard") is None:
@@ -461,6 +471,17 @@ TABLE: tuple[Setting, ...] = (
         "the kernel picks",
         arg=None,
     ),
+    Setting(
+        "control_host",
+        "controlHost",
+        None,
+        host,
+        "the address the executors reach the driver's control server at (it listens there). "
+        "Unset: spark.driver.host (spark.driver.bindAddress to listen); on Spark Connect, the "
+        "client machine's address on its route to the Connect server (loopback for a local "
+        "one): set it where the executors reach the client at another address",
+        arg=None,
+    ),
 )
 
 
@@ -507,6 +528,7 @@ class Settings:
     node_log_max_bytes: int
     node_log_keep_jobs: int
     port_range: PortRange | None
+    control_host: str | None
 
     @classmethod
     def resolve(cls, conf: Mapping[str, str] | None = None, **args: Any) -> Settings:

@@ -46,6 +46,6 @@ def _value_of(broadcast) -> bytes:
 
 def for_tasks(sc: Any, data: bytes) -> bytes | BroadcastBytes:
     """``data`` itself if it is small, else a reference to a broadcast of it on ``sc``."""
-    if len(data) <= INLINE_LIMIT:
-        return data
+    if len(data) <= INLINE_LIMIT or not callable(getattr(sc, "broadcast", None)):
+        return data  # (a Spark Connect client has no broadcasts: in the function it sends)
     return BroadcastBytes(sc.broadcast(data), len(data))

@@ -17,6 +17,7 @@ from sparktf.common import plain_numbers
 from sparktf.common.settings import InputMode, valid_seconds
 from sparktf.common.topology import NodeRole
 from sparktf.driver import preflight
+from sparktf.driver.sparkside import ConnectContext
 from sparktf.driver.state import Status
 from sparktf.errors import ClusterStateError, ConfigError
 
@@ -86,7 +87,8 @@ def check_inference(
         )
     schema = None
     try:
-        schema = parse_output_schema(output_schema)
+        parse = sc.parse_ddl if isinstance(sc, ConnectContext) else None
+        schema = parse_output_schema(output_schema, parse)
     except ConfigError as exc:
         problems.append(str(exc))
     if problems:
@@ -135,8 +137,8 @@ def feed_problems(
     from pyspark.sql import DataFrame
 
     problems = []
-    if preflight.is_connect(data):
-        problems.append(f"data is a Spark Connect DataFrame: {preflight.CONNECT_CANNOT}")
+    if isinstance(sc, ConnectContext) or preflight.is_connect(data):
+        problems += connect_data_problems(sc, data)
     elif not isinstance(data, (RDD, DataFrame)):
         problems.append(f"data must be a pyspark RDD or DataFrame, got {_what(data)}")
     else:
@@ -159,6 +161,36 @@ def feed_problems(
     if rebalance is not None and not isinstance(rebalance, bool):
         problems.append(f"rebalance must be True, False or None, got {rebalance!r}")
     return problems
+
+
+def connect_data_problems(sc: Any, data: Any) -> list[str]:
+    """Why ``data`` cannot feed a cluster where either is Spark Connect's: a cluster on a
+    Connect session takes a DataFrame of that session (Connect has no RDDs); a cluster on a
+    classic session takes none of Connect's."""
+    from pyspark import RDD
+
+    if not isinstance(sc, ConnectContext):
+        return [
+            "data is a Spark Connect DataFrame, but the cluster runs on a classic session: "
+            "make the data with the session given to sparktf.run(), or run the cluster on "
+            "the Connect session"
+        ]
+    if isinstance(data, RDD):
+        return [
+            "data is an RDD, but the cluster runs on a Spark Connect session, which has no "
+            "RDDs: give train()/inference() a DataFrame of that session "
+            "(spark.createDataFrame(rows, schema))"
+        ]
+    if not preflight.is_connect(data) or not hasattr(data, "sparkSession"):
+        return [
+            f"data must be a DataFrame of the cluster's Spark Connect session, got {_what(data)}"
+        ]
+    if data.sparkSession is not sc.session:
+        return [
+            "data was made on another Spark Connect session than the cluster's: make it "
+            "with the session given to sparktf.run()"
+        ]
+    return _dataframe_problems(data)
 
 
 def _dataframe_problems(df) -> list[str]:
@@ -194,11 +226,13 @@ def _what(data) -> str:
     return name
 
 
-def parse_output_schema(output_schema: Any) -> StructType:
+def parse_output_schema(output_schema: Any, parse: Any = None) -> StructType:
     """The Spark type of an inference output: a DDL string or a ``StructType``, as Spark's own
-    APIs take it (``ConfigError`` naming it if invalid)."""
+    APIs take it (``ConfigError`` naming it if invalid). ``parse``: what parses DDL (default
+    the classic SparkContext's; a Connect session's server on Connect)."""
     from pyspark.sql.types import StructType, _parse_datatype_string
 
+    parse = parse or _parse_datatype_string
     if isinstance(output_schema, StructType):
         if not output_schema.fields:
             raise ConfigError(
@@ -212,7 +246,7 @@ def parse_output_schema(output_schema: Any) -> StructType:
             f"or a StructType, got {output_schema!r}"
         )
     try:
-        schema = _parse_datatype_string(output_schema)
+        schema = parse(output_schema)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(

@@ -19,6 +19,7 @@ from sparktf.driver.attempt import Attempt, AttemptHandler, Events, abort_quietl
 from sparktf.driver.control import ControlServer
 from sparktf.driver.limits import Limits
 from sparktf.driver.state import JobState
+from sparktf.errors import ConfigError
 
 StageFactory = Callable[[LaunchSpec], Callable[[], Any]]
 
@@ -41,15 +42,8 @@ class AttemptBuilder:
         (an earlier attempt's processes cannot reach it) whose events go to ``runner``, its
         launch spec and its stage. Its finalizer, tied to ``runner``, sets ``exiting``."""
         job_id = self.base_id if number == 0 else f"{self.base_id}-{number}"
-        advertise = self.conf["spark.driver.host"]  # a SparkContext always has it
         secret = protocol.new_secret()
-        server = ControlServer(
-            self.conf.get("spark.driver.bindAddress", advertise),
-            advertise,
-            secret,
-            AttemptHandler(runner, number),
-            port_range=self.launch.port_range,
-        )
+        server = self._server(secret, AttemptHandler(runner, number))
         try:
             launch = dataclasses.replace(
                 self.launch,
@@ -72,3 +66,32 @@ class AttemptBuilder:
             runner, abort_quietly, self.sc, job_id, server, exiting
         )
         return attempt
+
+    def _server(self, secret: bytes, handler: AttemptHandler) -> ControlServer:
+        """The attempt's control server; one that cannot listen at the address
+        ``spark.sparktf.controlHost`` names fails the run saying so."""
+        bind, advertise = control_address(self.conf)
+        try:
+            return ControlServer(
+                bind, advertise, secret, handler, port_range=self.launch.port_range
+            )
+        except OSError as exc:
+            if not self.conf.get("spark.sparktf.controlHost"):
+                raise
+            raise ConfigError(
+                f"the driver's control server cannot listen at {bind} "
+                f"(spark.sparktf.controlHost): {exc}; set spark.sparktf.controlHost to an "
+                "address of the driver's machine (the Spark Connect client's) that the "
+                "executors reach, or leave it unset"
+            ) from None
+
+
+def control_address(conf: dict[str, str]) -> tuple[str, str]:
+    """Where the control server listens and the host it tells the tasks:
+    ``spark.sparktf.controlHost`` for both if set (always on Spark Connect: the client's
+    address), else ``spark.driver.bindAddress`` and ``spark.driver.host``."""
+    if conf.get("spark.sparktf.controlHost"):
+        host = conf["spark.sparktf.controlHost"]
+        return host, host
+    advertise = conf["spark.driver.host"]  # a SparkContext always has it
+    return conf.get("spark.driver.bindAddress", advertise), advertise

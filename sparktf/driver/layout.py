@@ -103,7 +103,10 @@ def known(data: RDD[Any] | DataFrame) -> Known:
 
 
 def dataframe_known(df: DataFrame) -> Known:
-    """A DataFrame's partitions from its physical plan (see the module's docstring)."""
+    """A DataFrame's partitions from its physical plan (see the module's docstring); unknown
+    for a Spark Connect DataFrame, whose plan stays on the server (it is dealt out)."""
+    if type(df).__module__.startswith("pyspark.sql.connect."):
+        return Known(None, "a Spark Connect DataFrame, whose plan the client cannot see", False)
     plan = df._jdf.queryExecution().executedPlan()
     if plan.getClass().getSimpleName() != "AdaptiveSparkPlanExec":
         # No shuffle for AQE to plan: building df.rdd runs no job, and its count is exact.

@@ -190,9 +190,22 @@ def uniform_lineage(root: Any, jvm: Any) -> bool:
 _READY = "_sparktf_barrier_ready"
 
 
+def functions_for(obj: Any) -> Any:
+    """The ``functions`` module for a DataFrame or session: Spark Connect's own for one of
+    Connect's (``pyspark.sql.functions`` builds Connect columns only in a process that is
+    wholly a Connect client), else ``pyspark.sql.functions``."""
+    if type(obj).__module__.startswith("pyspark.sql.connect."):
+        from pyspark.sql.connect import functions as connect_functions
+
+        return connect_functions
+    from pyspark.sql import functions
+
+    return functions
+
+
 def partition_keys(spark: SparkSession, num_nodes: int, num_trainers: int) -> list[int]:
     """Long keys whose Spark hash partition (Murmur3, as ``repartition(n, col)`` uses) is 0, 1, ..."""
-    from pyspark.sql import functions as F
+    F = functions_for(spark)
 
     rows = (
         spark.range(0, 64 * num_nodes)
@@ -210,7 +223,7 @@ def partition_keys(spark: SparkSession, num_nodes: int, num_trainers: int) -> li
 
 def dataframe_for_nodes(df: DataFrame, num_nodes: int, num_trainers: int) -> DataFrame:
     """``df`` as ``num_nodes`` partitions; partitions ``>= num_trainers`` are empty."""
-    from pyspark.sql import functions as F
+    F = functions_for(df)
 
     keys = partition_keys(df.sparkSession, num_nodes, num_trainers)
     table = F.array(*[F.lit(k).cast("long") for k in keys])
@@ -337,7 +350,7 @@ def dataframe_outputs_in_order(scored: DataFrame, num_nodes: int) -> DataFrame:
     outputs in partition ``k``) as an ordinary DataFrame: the barrier stage ends at a shuffle
     that keeps each node's outputs in their partition and order, so ``show``, ``limit``, a
     join or a recomputed block never start the barrier stage again."""
-    from pyspark.sql import functions as F
+    F = functions_for(scored)
 
     order = "__sparktf_order"
     keys = partition_keys(scored.sparkSession, num_nodes, num_nodes)
@@ -365,7 +378,7 @@ def dataframe_in_order(df: DataFrame, num_nodes: int) -> DataFrame | None:
     ``monotonically_increasing_id``; positions are cut into ``num_nodes`` equal ranges and sent
     to their node by keys whose hash partition is that node's.
     """
-    from pyspark.sql import functions as F
+    F = functions_for(df)
 
     mid = "__sparktf_mid"
     with_id = df.withColumn(mid, F.monotonically_increasing_id())

@@ -128,16 +128,6 @@ _LOCAL = re.compile(r"^local\[(\d+|\*)(?:,\s*\d+)?\]$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
 
 
-CONNECT_CANNOT = (
-    "a Spark Connect client has no SparkContext, and a sparktf cluster needs one on the "
-    "driver: to run a barrier job tagged with the cluster's id and cancel it when a node "
-    "fails (addJobTag/cancelJobsWithTag), to count task slots and wait for running tasks "
-    "(statusTracker), to read the Hadoop configuration, and to feed RDDs. Run the driver "
-    "with a classic session instead (spark-submit, or SparkSession.builder without "
-    ".remote()); sparktf.predict and sparktf.ml.TFModel.transform do work over Spark Connect"
-)
-
-
 def active_session(sc: SparkContext) -> SparkSession | None:
     """This thread's active SparkSession on ``sc``, if any."""
     from pyspark.sql import SparkSession
@@ -217,7 +207,9 @@ def gpu_problems(master: str, conf: dict[str, str], gpus_per_node: int | None) -
 def gpu_profile(sc: SparkContext, gpus_per_node: int | None) -> ResourceProfile | None:
     """A ResourceProfile asking ``gpus_per_node`` GPUs (and the usual cpus) per task, or None
     when the default profile already asks as much (spark.task.resource.gpu.amount)."""
-    if not gpus_per_node:
+    from sparktf.driver.sparkside import ConnectContext
+
+    if not gpus_per_node or isinstance(sc, ConnectContext):  # Connect: the server's profile
         return None
     conf = sc.getConf()
     if conf.get("spark.task.resource.gpu.amount") == str(gpus_per_node):
@@ -391,10 +383,11 @@ def check_run(
 ) -> tuple[Any, Settings, dict[str, str], bytes, tuple[NodeRole, ...]]:
     """Every check of a ``sparktf.run(sc, main_fn, args, **arguments)`` call, before anything
     starts: ``ConfigError`` listing every problem at once. Returns the SparkContext (``sc``
-    may be a SparkSession), the resolved settings, the Spark conf, ``main_fn`` and ``args``
-    pickled, and the nodes' roles."""
+    may be a SparkSession; a Spark Connect session gives a
+    :class:`~sparktf.driver.sparkside.ConnectContext`), the resolved settings, the Spark conf,
+    ``main_fn`` and ``args`` pickled, and the nodes' roles."""
     if is_connect(sc):
-        raise ConfigError(f"sparktf.run got a Spark Connect session: {CONNECT_CANNOT}")
+        return _check_connect_run(sc, main_fn, args, **arguments)
     session = sc if hasattr(sc, "sparkContext") else None
     sc = getattr(sc, "sparkContext", sc)  # a SparkSession is welcome too
     if not callable(getattr(sc, "getConf", None)):
@@ -406,41 +399,116 @@ def check_run(
             "the SparkContext is stopped: give sparktf.run() a running one "
             "(SparkSession.builder.getOrCreate() makes a new one)"
         )
-    problems = []
     conf = spark_conf(sc)
     session = session or active_session(sc)
     if session is not None:  # spark.conf.set("spark.sparktf....") counts too
         conf.update(session_conf(session.conf))
+    settings, problems, payload = _resolve(conf, main_fn, args, arguments)
+    found, slots = spark_problems(sc, settings.num_executors, settings.slot_wait_timeout, conf)
+    roles = _roles(str(sc.master), conf, settings, slots, problems + found, payload)
+    assert payload is not None  # (a main_fn that does not pickle is one of the problems)
+    return sc, settings, conf, payload, roles
+
+
+def _resolve(
+    conf: dict[str, str], main_fn: Callable, args: Any, arguments: dict[str, Any]
+) -> tuple[Settings, list[str], bytes | None]:
+    """The settings, the problems so far and the pickled ``main_fn``; raises at once where
+    the settings themselves are bad (nothing about the Spark cluster is worth waiting for)."""
+    problems: list[str] = []
+    settings: Settings | None = None
     try:
         settings = Settings.resolve(conf, **arguments)
     except ConfigError as exc:
-        settings, problems = None, list(exc.problems)
+        problems = list(exc.problems)
     n_params, fn_problem = main_fn_params(main_fn)
     problems += [fn_problem] if fn_problem else []
     payload = None
     if n_params is not None:
         payload, pickle_problem = pickle_payload(main_fn, args, n_params)
         problems += [pickle_problem] if pickle_problem else []
-    if settings is None:  # bad types: nothing about the Spark cluster is worth waiting for
+    if settings is None:
         raise ConfigError.from_problems(problems)
-    problems += memory_problems(conf, settings)
-    found, slots = spark_problems(sc, settings.num_executors, settings.slot_wait_timeout, conf)
-    problems += found
-    problems += gpu_problems(sc.master, conf, settings.gpus_per_node)
+    return settings, problems + memory_problems(conf, settings), payload
+
+
+def _roles(
+    master: str,
+    conf: dict[str, str],
+    settings: Settings,
+    slots: int,
+    problems: list[str],
+    payload: bytes | None,
+) -> tuple[NodeRole, ...]:
+    """The nodes' roles once every problem is known (``slots``: the task slots counted);
+    ``ConfigError`` listing the problems if there are any."""
+    problems = problems + gpu_problems(master, conf, settings.gpus_per_node)
     problems += framework_problems(settings)
     num_nodes = settings.num_executors or slots
     if num_nodes >= 1:  # once, with the slot count known
         every_slot = None
         if settings.num_executors is None and isinstance(settings.num_ps, int):
             wanted = settings.num_ps + (2 if settings.eval_node is True else 1)
-            every_slot = (sc.master, more_slots(sc.master, wanted, conf))
+            every_slot = (master, more_slots(master, wanted, conf))
         problems += topology.topology_problems(
             num_nodes, settings.num_ps, settings.master_node, settings.eval_node, every_slot
         )
-    if problems:
+    if problems or payload is None:
         raise ConfigError.from_problems(problems)
-    roles = topology.assign_roles(
+    return topology.assign_roles(
         num_nodes, settings.num_ps, settings.master_node, settings.eval_node
     )
-    assert payload is not None  # (a main_fn that does not pickle is one of the problems)
+
+
+def _check_connect_run(
+    session: Any, main_fn: Callable, args: Any, **arguments: Any
+) -> tuple[Any, Settings, dict[str, str], bytes, tuple[NodeRole, ...]]:
+    """:func:`check_run` on a Spark Connect session: the settings from ``spark.conf``, the
+    task slots from the server's conf alone (no status tracker to count them), and the
+    address the executors reach this client at (``spark.sparktf.controlHost``)."""
+    from sparktf.driver.sparkside import ConnectContext
+
+    if getattr(session, "is_stopped", False):
+        raise ClusterStateError(
+            "the Spark Connect session is stopped: give sparktf.run() a live one"
+        )
+    sc = ConnectContext(session)
+    conf = sc.conf()
+    settings, problems, payload = _resolve(conf, main_fn, args, arguments)
+    problems += conf_problems(conf)
+    slots = connect_slots(sc.master, conf)
+    if settings.num_executors and slots and settings.num_executors > slots:
+        problems.append(
+            f"num_executors={settings.num_executors}, but the Spark Connect server's conf "
+            f"(master {sc.master!r}) offers {slots} task slots: a barrier stage needs one per "
+            "node at once; ask for fewer nodes, or give the server's application more cores"
+        )
+    if settings.num_executors is None and not slots:
+        problems.append(
+            "sparktf.run on Spark Connect cannot count the task slots (the client has no "
+            f"status tracker, and the server's conf (master {sc.master!r}) does not say): "
+            "pass num_executors"
+        )
+    if settings.gpus_per_node and conf.get("spark.task.resource.gpu.amount") != str(
+        settings.gpus_per_node
+    ):
+        problems.append(
+            f"gpus_per_node={settings.gpus_per_node} on Spark Connect needs the server's "
+            "spark.task.resource.gpu.amount to be the same (sparktf asks no ResourceProfile "
+            "through Connect yet); set it there, or leave gpus_per_node unset"
+        )
+    roles = _roles(sc.master, conf, settings, slots or 0, problems, payload)
+    conf["spark.sparktf.controlHost"] = settings.control_host or sc.client_address()
+    assert payload is not None
     return sc, settings, conf, payload, roles
+
+
+def connect_slots(master: str, conf: dict[str, str]) -> int | None:
+    """Task slots a Connect server's cluster offers, from its conf alone: what the master
+    promises (:func:`expected_slots`, ``local[*]`` counted on this machine), else
+    ``spark.default.parallelism``; None if neither says."""
+    promised = expected_slots(master, conf, os.cpu_count() or 1)
+    if promised is not None:
+        return promised
+    parallelism = conf.get("spark.default.parallelism", "")
+    return int(parallelism) if parallelism.isdigit() else None

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from sparktf.common import messages, protocol
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
-from sparktf.driver import sparkjobs
+from sparktf.driver import sparkjobs, sparkside
 from sparktf.driver.attempt import Attempt, send_quietly
 from sparktf.driver.builder import AttemptBuilder, StageFactory
 from sparktf.driver.console import Console
@@ -142,13 +142,9 @@ class Runner:
                 attempt.close()
                 raise self.failure or ClusterStateError("the cluster was aborted")
             self._take(attempt)
-        from pyspark import InheritableThread
-
         # The monitor starts the restarts' jobs: like the first, they run with the caller's
         # Spark properties (its job group: a notebook's cancel reaches them too).
-        self._monitor = InheritableThread(
-            target=self._monitor_loop, daemon=True, name=f"{self.base_id}-monitor"
-        )
+        self._monitor = sparkside.thread(self.sc, self._monitor_loop, f"{self.base_id}-monitor")
         self._monitor.start()
         if self._progress_interval is not None:
             self._reporter = Reporter(
@@ -294,12 +290,10 @@ class Runner:
 
     def _take(self, attempt: Attempt) -> None:
         """Make ``attempt`` current and start its Spark job (lock held, not aborted)."""
-        from pyspark import InheritableThread
-
         self._current = attempt
         attempt.state.launched_at = attempt.started_at = time.monotonic()
-        attempt.thread = InheritableThread(
-            target=self._run_job, args=(attempt,), daemon=True, name=f"{attempt.job_id}-spark"
+        attempt.thread = sparkside.thread(
+            self.sc, lambda: self._run_job(attempt), f"{attempt.job_id}-spark"
         )
         attempt.thread.start()
         self._cond.notify_all()

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
+from sparktf.driver.sparkside import ConnectContext
+
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
@@ -75,6 +77,11 @@ def run_tagged(
     ``aborted()``, described in Spark's UI by ``description`` (:func:`describe`); returns
     what Spark said if it failed (:func:`spark_error_text`)."""
     try:
+        if isinstance(sc, ConnectContext):  # tags alone: Connect has no job groups
+            sc.addJobTag(tag)
+            if not aborted():
+                stage()
+            return None
         # The job runs in the caller's job group, if it has one (inherited with its
         # other properties), so that cancelling that group (a notebook's cancel of the
         # cell) cancels the cluster too; sparktf finds and cancels it by its own tag.
@@ -162,7 +169,9 @@ def _has_barrier_rdd(cluster) -> bool:
     )
 
 
-def spark_stopped(sc: SparkContext) -> bool:
+def spark_stopped(sc: Any) -> bool:
+    if isinstance(sc, ConnectContext):
+        return sc.stopped()
     jsc = getattr(sc, "_jsc", None)
     if jsc is None:
         return True

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import layout, partition
+from sparktf.driver.sparkside import ConnectContext
 from sparktf.errors import ConfigError
 from sparktf.task.barrier import barrier_task
 
@@ -35,10 +36,31 @@ def _with(rdd, profile):
 
 
 def _empty(sc, num_nodes: int, task, profile=None) -> None:
-    """A barrier stage of one empty partition per node."""
+    """A barrier stage of one empty partition per node (on Spark Connect, a barrier
+    ``mapInArrow`` over one partition of ``range`` per node: Connect has no RDDs)."""
+    if isinstance(sc, ConnectContext):
+        df = sc.session.range(0, num_nodes, 1, num_nodes)
+        df.mapInArrow(_ignoring_rows(task), "node string", barrier=True).collect()
+        return
     _with(
         sc.parallelize(range(num_nodes), num_nodes).barrier().mapPartitions(task), profile
     ).collect()
+
+
+def _ignoring_rows(task):
+    """A ``mapInArrow`` function that runs ``task`` over no rows (its partition's are
+    ``range``'s placeholders) and returns what it yields (InputMode.TENSORFLOW: its node, as
+    a line of JSON) as rows of a ``node`` column."""
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        for _ in batches:
+            pass
+        for line in task(iter(())):
+            yield pa.RecordBatch.from_pydict({"node": [str(line)]})
+
+    return run
 
 
 def nodes_only(

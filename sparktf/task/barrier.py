@@ -61,7 +61,15 @@ def rendezvous(
     answer's second part is other GPUs for the node where another node of its host was given
     the same one (None: keep its own)."""
     deadline = time.monotonic() + launch.rendezvous_timeout
-    chan = protocol.connect(launch.driver_address, launch.secret, launch.connect_timeout)
+    try:
+        chan = protocol.connect(launch.driver_address, launch.secret, launch.connect_timeout)
+    except OSError as exc:
+        driver = "{}:{}".format(*launch.driver_address)
+        raise SparkJobError(
+            f"sparktf: {node} on {host} cannot reach the driver's control server at "
+            f"{driver}: {exc}. Set spark.sparktf.controlHost to an address of the driver "
+            "(on Spark Connect: of the client's machine) that the executors reach"
+        ) from None
     keepalive.watch_peer(chan.sock)  # a driver's host that falls silent: give up in 30 s
     try:
         chan.send(messages.hello(messages.TASK, node, host))

@@ -146,3 +146,25 @@ def test_a_partition_during_the_rendezvous_ends_it_by_keepalive_before_the_deadl
     assert line.startswith("gave up after"), line + out.stderr[-2000:]
     assert float(line.split()[3].rstrip("s:")) < 3 * 2.5, line
     assert "stopped answering" in line
+
+
+def test_a_driver_nothing_listens_at_fails_the_rendezvous_naming_the_setting():
+    """Where the driver (a Spark Connect client, say) advertised an address the executors
+    cannot reach, the task's error says which setting names the address to advertise."""
+    from sparktf.errors import SparkJobError
+
+    launch = LaunchSpec(
+        job_id="rdv",
+        roles=assign_roles(2, 0, "chief", False),
+        driver_address=("127.0.0.1", free_port()),  # nothing listens there
+        secret=b"x" * 32,
+        payload=b"",
+        rendezvous_timeout=TIMEOUT,
+        connect_timeout=1.0,
+    )
+    started = time.monotonic()
+    with pytest.raises(SparkJobError) as err:
+        barrier.rendezvous(launch, "worker:0", "127.0.0.1", 40001)
+    assert time.monotonic() - started < 10
+    text = str(err.value)
+    assert "worker:0" in text and "spark.sparktf.controlHost" in text

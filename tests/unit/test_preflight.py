@@ -238,3 +238,29 @@ def test_too_few_slots_on_yarn_names_what_yarn_users_change():
     text = preflight.more_slots("yarn", 3, {"spark.executor.instances": "3"})
     assert "spark.executor.instances=3" in text and "spark.executor.memoryOverhead" in text
     assert "spark.cores.max" not in text
+
+
+@pytest.mark.parametrize(
+    "master, conf, expected",
+    [
+        ("local[2]", {}, 2),
+        ("spark://h:7077", {"spark.cores.max": "6"}, 6),
+        ("yarn", {"spark.default.parallelism": "8"}, 8),
+        ("yarn", {}, None),  # nothing says: run() asks for num_executors
+    ],
+)
+def test_connect_slots_come_from_the_servers_conf(master, conf, expected):
+    assert preflight.connect_slots(master, conf) == expected
+
+
+def test_the_control_server_listens_at_the_control_host_when_set():
+    from sparktf.driver.builder import control_address
+
+    classic = {"spark.driver.host": "10.0.0.1"}
+    assert control_address(classic) == ("10.0.0.1", "10.0.0.1")
+    bound = dict(classic, **{"spark.driver.bindAddress": "0.0.0.0"})
+    assert control_address(bound) == ("0.0.0.0", "10.0.0.1")
+    assert control_address(dict(bound, **{"spark.sparktf.controlHost": "10.1.1.1"})) == (
+        "10.1.1.1",
+        "10.1.1.1",
+    )

@@ -148,3 +148,13 @@ def test_every_control_message_is_in_the_catalogue_with_its_fields():
 
 def test_log_dir_takes_a_path_object(tmp_path):
     assert Settings.resolve({}, log_dir=tmp_path / "logs").log_dir == str(tmp_path / "logs")
+
+
+@pytest.mark.parametrize("bad", ["host:1234", "two words", "a/b", "5"])
+def test_a_control_host_must_be_a_bare_host(bad):
+    with pytest.raises(ConfigError, match="spark.sparktf.controlHost must be a host name"):
+        Settings.resolve({"spark.sparktf.controlHost": bad})
+
+
+def test_a_control_host_may_be_an_ipv6_address():
+    assert Settings.resolve({"spark.sparktf.controlHost": "fe80::1"}).control_host == "fe80::1"

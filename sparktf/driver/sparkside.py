@@ -1,0 +1,83 @@
+"""The Spark side of a cluster on a Spark Connect session: :class:`ConnectContext` answers the
+few things sparktf's driver asks of a SparkContext (job tags and their cancel, the master, the
+settings, whether Spark has stopped) through Connect's own calls; :func:`thread` starts the
+threads that submit the cluster's Spark jobs, on either kind of session.
+
+What a Connect client cannot ask (Spark's status tracker: running jobs and tasks, free task
+slots, the Hadoop configuration, broadcasts) is left unasked: the callers in
+:mod:`~sparktf.driver.sparkjobs` already treat "Spark cannot be asked" as unknown, and the
+nodes report to the driver's control server over TCP on either kind of session.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+class ConnectContext:
+    """A Spark Connect session, seen as sparktf's driver sees a SparkContext."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    @property
+    def master(self) -> str:
+        """The server's master (``spark.master`` of its conf; "" if it does not say)."""
+        return str(self.session.conf.get("spark.master", "") or "")
+
+    def conf(self) -> dict[str, str]:
+        """The session's settings (the server's Spark conf and what ``spark.conf.set`` set)."""
+        every = self.session.conf.getAll  # a property on Connect's RuntimeConf
+        return {str(k): str(v) for k, v in (every() if callable(every) else every).items()}
+
+    def addJobTag(self, tag: str) -> None:  # SparkContext's name
+        """Tag the operations this thread starts from now on (Connect's tags are per thread)."""
+        self.session.addTag(tag)
+
+    def cancelJobsWithTag(self, tag: str) -> None:  # SparkContext's name
+        """Interrupt every running operation of the session tagged ``tag``."""
+        self.session.interruptTag(tag)
+
+    def parse_ddl(self, ddl: str) -> Any:
+        """A DDL string's Spark type, as the server parses it (no SparkContext here)."""
+        return self.session._parse_ddl(ddl)
+
+    def stopped(self) -> bool:
+        return bool(getattr(self.session, "is_stopped", False))
+
+    def client_address(self) -> str:
+        """This machine's address on the route to the Connect server: where executors (which
+        the server reaches) most likely reach this client too; loopback for a local server."""
+        host = _server_host(self.session)
+        if host in ("localhost", "127.0.0.1", "::1", None):
+            return "127.0.0.1"
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.connect((host, 15002))  # a UDP "connect" sends nothing: it picks a route
+                return str(s.getsockname()[0])
+        except OSError:
+            return socket.gethostbyname(socket.gethostname())
+
+
+def _server_host(session: Any) -> str | None:
+    """The Connect server's host, from the client's channel (None if it does not say)."""
+    try:
+        return str(session.client.host)
+    except Exception:
+        return None
+
+
+def thread(sc: Any, target: Callable[[], None], name: str) -> threading.Thread:
+    """A daemon thread (not started) for ``target``: on a classic SparkContext a PySpark
+    ``InheritableThread``, so that the Spark jobs it submits carry the caller's properties
+    (its job group: a notebook's cancel reaches them); on Connect a plain thread (the job's
+    own tag is set in it; Connect's ``InheritableThread`` wants the process to be a Connect
+    client only)."""
+    if isinstance(sc, ConnectContext):
+        return threading.Thread(target=target, daemon=True, name=name)
+    from pyspark import InheritableThread
+
+    return InheritableThread(target=target, daemon=True, name=name)

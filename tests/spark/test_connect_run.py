@@ -1,0 +1,211 @@
+"""``sparktf.run`` on a Spark Connect session (the ``remote`` fixture of tests/conftest.py: a
+real Spark Connect server on loopback, local[2]): the nodes run as a barrier ``mapInArrow``
+submitted through Connect, tagged with the cluster's id (``spark.addTag``) and interrupted by
+it (``spark.interruptTag``); they report to the client's control server over TCP."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from helpers import feed_jobs, jobs, tf_jobs
+from helpers.procs import TF_ENV, sparktf_processes, wait_until
+
+import sparktf
+from sparktf import InputMode
+
+pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect]")
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
+SPARK = InputMode.SPARK
+
+
+def _ours():
+    """This session's sparktf processes that say so: the Connect server inherits the test
+    session's marker, and so do its executors' workers and nodes. (Processes without the
+    marker, such as another session's YARN containers on a shared machine, are not counted.)"""
+    mine = os.environ["SPARKTF_TEST_SESSION"]
+    found = []
+    for proc in sparktf_processes():
+        try:
+            if proc.environ().get("SPARKTF_TEST_SESSION") == mine:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            pass
+    return found
+
+
+@pytest.fixture
+def no_leftovers():
+    yield
+    assert wait_until(lambda: not _ours(), timeout=15), (
+        f"leaked sparktf processes: {[p.info for p in _ours()]}"
+    )
+
+
+def test_main_fn_runs_over_spark_connect_twice_in_one_session(remote, no_leftovers):
+    for attempt in range(2):  # a second cluster in the same Connect session works too
+        cluster = sparktf.run(remote, jobs.describe, {"run": attempt}, num_executors=2)
+        chief = cluster.shutdown(timeout=120)
+        assert chief["name"] == "chief:0" and chief["args"] == {"run": attempt}
+        assert sorted(cluster.results) == ["chief:0", "worker:0"]
+        assert cluster.results["worker:0"]["cluster_spec"] == chief["cluster_spec"]
+        assert cluster.status is sparktf.Status.FINISHED
+
+
+def test_keras_training_over_spark_connect_learns_the_model(remote, no_leftovers):
+    cluster = sparktf.run(remote, tf_jobs.mwms_keras, {"epochs": 3}, num_executors=2, env=TF_ENV)
+    chief = cluster.shutdown(timeout=300)
+    assert chief["num_replicas"] == 2  # really synchronous across both nodes
+    assert chief["loss"][-1] < 0.05 * chief["loss"][0]
+    assert chief["kernel"] == pytest.approx(tf_jobs.TRUE_W, abs=0.1)
+
+
+def test_a_failing_node_over_spark_connect_raises_its_error(remote, no_leftovers):
+    args = {"node": "worker:0", "message": "bad batch over connect", "others_sleep": 300}
+    started = time.monotonic()
+    # From run() or shutdown(): the node fails at once, at times before run() has returned.
+    with pytest.raises(sparktf.NodeError, match="bad batch over connect") as info:
+        sparktf.run(remote, jobs.raise_on, args, num_executors=2).shutdown(timeout=120)
+    assert info.value.node == "worker:0"
+    assert time.monotonic() - started < 60  # the chief was stopped, not waited for
+    # The interrupted Spark job freed both task slots: the next cluster starts at once.
+    assert sparktf.run(remote, jobs.describe, num_executors=2).shutdown(timeout=60)
+
+
+def test_a_cluster_over_spark_connect_restarts_after_a_node_fails(remote, no_leftovers):
+    cluster = sparktf.run(
+        remote, jobs.raise_on_attempt_zero, {"delay": 0.5}, num_executors=2, max_restarts=1
+    )
+    assert cluster.shutdown(timeout=120) == {"attempt": 1}
+    assert cluster.attempt == 1 and len(cluster.failures) == 1
+    assert "attempt 0 fails" in str(cluster.failures[0])
+
+
+def test_a_dataframe_is_fed_over_spark_connect_every_row_once(remote, no_leftovers):
+    df = remote.range(0, 1000, 1, 3)  # 3 partitions for 2 nodes: dealt out over a shuffle
+    cluster = sparktf.run(
+        remote, feed_jobs.sum_ids, {"col": "id"}, num_executors=2, input_mode=SPARK
+    )
+    cluster.train(df, num_epochs=2, equalize=False, timeout=120)
+    cluster.shutdown(timeout=60)
+    results = cluster.results.values()
+    assert sum(r["rows"] for r in results) == 2 * 1000
+    assert sum(r["sum"] for r in results) == 2 * sum(range(1000))
+
+
+def test_keras_fit_on_a_fed_dataframe_over_spark_connect_learns(remote, no_leftovers):
+    import numpy as np
+
+    rng = np.random.RandomState(0)
+    x = rng.randn(1000, 4)
+    y = x @ np.array(tf_jobs.TRUE_W) + tf_jobs.TRUE_B
+    rows = [(x[i].tolist(), float(y[i])) for i in range(len(x))]
+    df = remote.createDataFrame(rows, "x array<float>, y float")
+    cluster = sparktf.run(
+        remote,
+        feed_jobs.mwms_on_feed,
+        {"batch": 32, "epochs": 3},
+        num_executors=2,
+        input_mode=SPARK,
+        env=TF_ENV,
+    )
+    cluster.train(df, num_epochs=3, timeout=300)
+    chief = cluster.shutdown(timeout=300)
+    assert chief["loss"][-1] < 0.1 * chief["loss"][0]
+    assert cluster.results["worker:0"]["rows_per_epoch"] == chief["rows_per_epoch"]
+
+
+def test_an_rdd_is_refused_over_spark_connect_saying_to_use_a_dataframe(
+    remote, sc_local, no_leftovers
+):
+    cluster = sparktf.run(remote, feed_jobs.sum_ids, {}, num_executors=2, input_mode=SPARK)
+    started = time.monotonic()
+    with pytest.raises(sparktf.ConfigError, match="has no RDDs: give train") as info:
+        cluster.train(sc_local.parallelize(range(10), 2))
+    assert "DataFrame" in str(info.value)
+    assert time.monotonic() - started < 5
+    cluster.shutdown()
+
+
+def test_inference_over_spark_connect_answers_every_row_in_order(remote, no_leftovers):
+    cluster = sparktf.run(
+        remote, feed_jobs.infer_double_keeping_id, {}, num_executors=2, input_mode=SPARK
+    )
+    out = cluster.inference(remote.range(0, 500, 1, 3), "id long, doubled long", timeout=120)
+    assert [(r.id, r.doubled) for r in out.collect()] == [(i, 2 * i) for i in range(500)]
+    assert cluster.shutdown(timeout=60) == "inferred"
+
+
+def test_a_control_host_the_client_cannot_listen_at_fails_the_run_at_once(remote, no_leftovers):
+    remote.conf.set("spark.sparktf.controlHost", "192.0.2.1")  # TEST-NET-1: not this machine's
+    try:
+        started = time.monotonic()
+        with pytest.raises(sparktf.ConfigError, match="spark.sparktf.controlHost") as info:
+            sparktf.run(remote, jobs.describe, num_executors=2)
+        assert "192.0.2.1" in str(info.value)
+        assert time.monotonic() - started < 10
+    finally:
+        remote.conf.unset("spark.sparktf.controlHost")
+
+
+def test_more_nodes_than_the_connect_servers_slots_are_refused_at_once(remote, no_leftovers):
+    started = time.monotonic()
+    with pytest.raises(sparktf.ConfigError, match="offers 2 task slots"):
+        sparktf.run(remote, jobs.describe, num_executors=3)
+    assert time.monotonic() - started < 10
+
+
+CLIENT_ONLY = r"""
+import json, sys
+from pyspark.sql import SparkSession
+import sparktf
+
+def main_fn(args, ctx):
+    feed = ctx.get_data_feed()
+    total = 0
+    while not feed.should_stop():
+        total += int(feed.next_batch(64)["id"].sum())
+    return {"name": ctx.name, "sum": total}
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+cluster = sparktf.run(
+    spark, main_fn, num_executors=2, input_mode=sparktf.InputMode.SPARK, progress=False
+)
+cluster.train(spark.range(0, 300, 1, 2), timeout=120)
+cluster.shutdown(timeout=60)
+print(json.dumps({"type": type(spark).__module__, "sums": sorted(
+    r["sum"] for r in cluster.results.values())}))
+spark.stop()
+"""
+
+
+def test_a_process_that_is_only_a_connect_client_trains(connect_url, tmp_path, no_leftovers):
+    """The user's case: a process whose only session is a Connect client (pyspark's common
+    builder with .remote(), no JVM of its own), feeding a DataFrame to the nodes."""
+    script = tmp_path / "client_only.py"
+    script.write_text(CLIENT_ONLY)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run(
+        [sys.executable, str(script), connect_url],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["type"].startswith("pyspark.sql.connect.")
+    assert sum(out["sums"]) == sum(range(300))
+
+
+def test_a_shutdown_timeout_over_spark_connect_stops_every_node(remote, no_leftovers):
+    cluster = sparktf.run(remote, jobs.sleep_forever, num_executors=2)
+    started = time.monotonic()
+    with pytest.raises(sparktf.ClusterTimeoutError):
+        cluster.shutdown(timeout=3)
+    assert time.monotonic() - started < 30
+    # The interrupted Spark operation freed both slots: the next cluster starts at once.
+    assert sparktf.run(remote, jobs.describe, num_executors=2).shutdown(timeout=60)
