@@ -193,6 +193,12 @@ def why_stopped(sc: SparkContext) -> tuple[str, bool]:
     (pyspark's ``stop()``, which also drops the JVM handle) rather than Spark itself, told by
     ``SparkContext.stopSite`` (on YARN, the scheduler backend's monitor when the application
     ended: its ApplicationMaster's container lost with its host, or killed)."""
+    if isinstance(sc, ConnectContext):
+        return (
+            "the Spark Connect session was stopped, or its server went away, while the "
+            "cluster ran; every node was stopped. Stop it only after shutdown()",
+            True,
+        )
     jsc = getattr(sc, "_jsc", None)
     where = ""
     if jsc is not None:
