@@ -525,20 +525,39 @@ def crash(state: str, name: str) -> list[int]:
     return killed
 
 
-def firewall(state: str, name: str, span: str) -> str:
-    """nftables in the host's namespace: inbound TCP only to YARN's and HDFS's ports and
-    ``span`` (``LO-HI``; ``off`` removes the firewall); the ruleset."""
+def _nft_table_gone(state: str, name: str, table: str) -> tuple[dict, dict]:
+    """The network and worker host ``name``, with nftables table ``table`` removed from the
+    host's namespace (where it was there)."""
     net = load_net(state)
     if net is None:
         raise HostsError("no multi-host cluster here: bin/yarn-test-cluster.sh start --hosts N")
     host = host_of(net, name)
     if shutil.which("nft") is None:
         raise HostsError("no `nft` on PATH: apt-get install -y nftables")
-    table = "sparktf_firewall"
     subprocess.run(
         ["ip", "netns", "exec", host["ns"], "nft", "delete", "table", "inet", table],
         capture_output=True,
     )
+    return net, host
+
+
+def _nft_load(host: dict, rules: str) -> None:
+    """Load the nftables ``rules`` into the host's namespace."""
+    out = subprocess.run(
+        ["ip", "netns", "exec", host["ns"], "nft", "-f", "-"],
+        input=rules,
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        raise HostsError(f"nft in {host['ns']} failed: {out.stderr.strip()}")
+
+
+def firewall(state: str, name: str, span: str) -> str:
+    """nftables in the host's namespace: inbound TCP only to YARN's and HDFS's ports and
+    ``span`` (``LO-HI``; ``off`` removes the firewall); the ruleset."""
+    table = "sparktf_firewall"
+    net, host = _nft_table_gone(state, name, table)
     if span == "off":
         host.pop("firewall", None)
         save_net(state, net)
@@ -553,14 +572,7 @@ def firewall(state: str, name: str, span: str) -> str:
         "  meta l4proto icmp accept\n"
         f"  tcp dport {{ {ports} }} accept\n  tcp dport {int(lo)}-{int(hi)} accept\n }}\n}}\n"
     )
-    out = subprocess.run(
-        ["ip", "netns", "exec", host["ns"], "nft", "-f", "-"],
-        input=rules,
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode != 0:
-        raise HostsError(f"nft in {host['ns']} failed: {out.stderr.strip()}")
+    _nft_load(host, rules)
     host["firewall"] = f"{int(lo)}-{int(hi)}"
     save_net(state, net)
     return rules
@@ -570,17 +582,8 @@ def cut(state: str, name: str, other: str) -> str:
     """A partition between two worker hosts only: nftables in ``name``'s namespace drops every
     packet to and from ``other``'s address (``other`` "off": the cut removed); the ruleset.
     Both hosts still reach the master, the edge node and the third host."""
-    net = load_net(state)
-    if net is None:
-        raise HostsError("no multi-host cluster here: bin/yarn-test-cluster.sh start --hosts N")
-    host = host_of(net, name)
-    if shutil.which("nft") is None:
-        raise HostsError("no `nft` on PATH: apt-get install -y nftables")
     table = "sparktf_cut"
-    subprocess.run(
-        ["ip", "netns", "exec", host["ns"], "nft", "delete", "table", "inet", table],
-        capture_output=True,
-    )
+    net, host = _nft_table_gone(state, name, table)
     if other == "off":
         host.pop("cut", None)
         save_net(state, net)
@@ -594,14 +597,7 @@ def cut(state: str, name: str, other: str) -> str:
         f" chain output {{\n  type filter hook output priority -10; policy accept;\n"
         f"  ip daddr {peer['address']} drop\n }}\n}}\n"
     )
-    out = subprocess.run(
-        ["ip", "netns", "exec", host["ns"], "nft", "-f", "-"],
-        input=rules,
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode != 0:
-        raise HostsError(f"nft in {host['ns']} failed: {out.stderr.strip()}")
+    _nft_load(host, rules)
     host["cut"] = other
     save_net(state, net)
     return rules
