@@ -172,7 +172,19 @@ class ClusterTimeoutError(SparkTFError, TimeoutError):
 
 class ReservationTimeoutError(ClusterTimeoutError):
     """Not every node of an attempt started within ``reservation_timeout``; the message says
-    which, and what held Spark's task slots if its barrier stage never launched."""
+    which, and what held Spark's task slots if its barrier stage never launched.
+
+    ``restartable``: every node missing had its barrier task reach the rendezvous and was sent
+    the cluster's addresses, then fell silent (its host lost or partitioned): a whole-cluster
+    restart (``max_restarts``) may run on the hosts left. A node whose task never reached the
+    driver (slots held by other jobs, too few executors) would wait the same again."""
+
+    def __init__(self, message: str, restartable: bool = False) -> None:
+        super().__init__(message)
+        self.restartable = restartable
+
+    def __reduce__(self):  # keep restartable when pickled
+        return (type(self), (str(self), self.restartable))
 
 
 class RendezvousTimeoutError(ClusterTimeoutError):

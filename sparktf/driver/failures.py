@@ -14,7 +14,13 @@ from sparktf.common import messages
 from sparktf.common.procs import describe_exit
 from sparktf.driver.limits import Limits
 from sparktf.driver.records import NodeRecord
-from sparktf.errors import FeedError, NodeError, ReservationTimeoutError, SparkJobError
+from sparktf.errors import (
+    FeedError,
+    NodeError,
+    ReservationTimeoutError,
+    SparkJobError,
+    SparkTFError,
+)
 
 #: Exceptions that only say the other end of a node's connection went away.
 SYMPTOMS = ("BrokenPipeError", "ConnectionResetError", "ConnectionAbortedError")
@@ -117,11 +123,35 @@ def exits_unreported(missing: tuple[str, ...]) -> SparkJobError:
     )
 
 
-def reservation_timeout(pending: tuple[str, ...], limit: float) -> ReservationTimeoutError:
+def reservation_timeout(
+    pending: tuple[str, ...], limit: float, lost: dict[str, str] | None = None
+) -> ReservationTimeoutError:
+    """``lost``: the pending nodes whose barrier task reached the rendezvous and was sent
+    every address, by host: silent since, their host lost or partitioned (restartable)."""
+    if lost and set(lost) == set(pending):
+        where = ", ".join(f"{n} on {h}" for n, h in lost.items())
+        return ReservationTimeoutError(
+            f"nodes {list(pending)} did not start within reservation_timeout={limit:g}s: "
+            f"{where} fell silent after the rendezvous (its barrier task sent its address and "
+            "was sent every node's, then nothing was heard of it): a lost host or a network "
+            "partition between it and the driver (with max_restarts the cluster restarts on "
+            "the hosts Spark can give)",
+            restartable=True,
+        )
     return ReservationTimeoutError(
         f"nodes {list(pending)} did not start within reservation_timeout="
         f"{limit:g}s; check the executor logs, or raise "
         "spark.sparktf.reservationTimeout"
+    )
+
+
+def restartable(failure: SparkTFError) -> bool:
+    """Whether ``failure``'s kind allows a whole-cluster restart (``max_restarts``): a node's
+    failure, the Spark job's (not a user's cancel), or nodes lost after the rendezvous."""
+    if isinstance(failure, ReservationTimeoutError):
+        return failure.restartable
+    return isinstance(failure, (NodeError, SparkJobError)) and not getattr(
+        failure, "cancelled", False
     )
 
 

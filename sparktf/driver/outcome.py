@@ -18,7 +18,7 @@ def shown(sc: Any, outcome: SparkTFError, attempt: Attempt, history: JobHistory)
         hosts = [n.host for n in attempt.state.nodes.values()]
         why = sparkjobs.unlaunched_note(sc, attempt.job_id, hosts)
         if why:
-            outcome = ReservationTimeoutError(f"{outcome}. {why}")
+            outcome = ReservationTimeoutError(f"{outcome}. {why}", outcome.restartable)
     if isinstance(outcome, NodeError):
         outcome = history.shown(outcome, attempt.number)
     if sparkjobs.spark_stopped(sc):

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from sparktf.common import messages, protocol
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
-from sparktf.driver import sparkjobs, sparkside
+from sparktf.driver import failures, sparkjobs, sparkside
 from sparktf.driver.attempt import Attempt, send_quietly
 from sparktf.driver.builder import AttemptBuilder, StageFactory
 from sparktf.driver.console import Console
@@ -31,8 +31,6 @@ from sparktf.driver.progress import Reporter
 from sparktf.driver.state import JobState, Status
 from sparktf.errors import (
     ClusterStateError,
-    NodeError,
-    SparkJobError,
     SparkTFError,
 )
 
@@ -366,9 +364,8 @@ class Runner:
 
     def _may_restart(self, failure: SparkTFError) -> bool:
         return (
-            isinstance(failure, (NodeError, SparkJobError))
+            failures.restartable(failure)  # not a user's cancel, nor slots never had
             and not self.aborted
-            and not getattr(failure, "cancelled", False)  # a user's cancel: no restart
             and not self._exiting.is_set()
             and self.attempt < self._max_restarts
             and self._builder is not None

@@ -510,7 +510,14 @@ class JobState:
         pending = self._names(lambda n: n.state is NodeState.PENDING)
         limit = self.limits.reservation_timeout
         if pending and now - max(self.launched_at, self.resumed_at) > limit:
-            return failures.reservation_timeout(pending, limit)
+            lost = {
+                n.name: n.host
+                for n in self.nodes.values()
+                if n.name in pending and n.address is not None and n.host is not None
+            }
+            return failures.reservation_timeout(
+                pending, limit, lost if self.addresses_sent else None
+            )
         return None
 
     def _exit_on_its_way(self, n: NodeRecord, now: float) -> bool:

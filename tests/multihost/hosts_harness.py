@@ -38,7 +38,7 @@ class Hosts:
             self.net = json.load(f)
         self.master = self.net["master"]["address"]
         self.workers = {h["name"]: h["address"] for h in self.net["hosts"]}
-        self.conf_dir = stdout.strip().splitlines()[-1].split("=", 1)[1]
+        self.conf_dir = re.search(r"^HADOOP_CONF_DIR=(\S+)$", stdout, re.M).group(1)
         self.spark_conf = re.search(r"^SPARK_CONF_DIR=(\S+)$", stdout, re.M).group(1)
         self.rm = re.search(r"ResourceManager: (http://\S+)", stdout).group(1)
 
@@ -99,6 +99,11 @@ def session_hosts(tmp_path_factory):
     why = yarn_hosts.usable()
     if why:
         pytest.skip(f"the multihost tier {why}")
+    reuse = os.environ.get("SPARKTF_TEST_HOSTS")
+    if reuse:  # the inner loop: a cluster already started, its start's output in this file
+        stdout = open(reuse).read()
+        yield Hosts(re.search(r"state in (\S+);", stdout).group(1), stdout)
+        return
     state = str(tmp_path_factory.mktemp("multihost") / "state")
     env = dict(os.environ, SPARKTF_YARN_DIR=state)
     started = time.monotonic()

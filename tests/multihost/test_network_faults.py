@@ -33,7 +33,7 @@ class Job:
     """fault_job.py spark-submitted in the background; its stdout lines as they come.
     ``mwms``: its MWMS job, a chief and a worker in containers that cannot share a host."""
 
-    def __init__(self, hosts, tmp_path, mwms=False, restarts=0, epochs=400):
+    def __init__(self, hosts, tmp_path, mwms=False, restarts=0, epochs=400, conf=None):
         cmd = [os.path.join(__import__("hosts_harness").pyspark_home(), "bin", "spark-submit")]
         cmd += ["--master", "yarn"]
         executors, overhead = ("2", "2560m") if mwms else ("4", "1536m")
@@ -41,6 +41,7 @@ class Job:
             **{
                 "spark.executor.instances": executors,
                 "spark.executor.memoryOverhead": overhead,
+                **(conf or {}),
             }
         )
         cmd += [os.path.join(HERE, "fault_job.py"), str(HEARTBEAT), str(epochs)]
@@ -378,6 +379,106 @@ def test_the_chiefs_host_partitioned_under_mwms_restarts_on_the_hosts_left(hosts
             lost = hosts.workers[name]
             assert all(not a.startswith(lost + ":") for v in last.values() for a in v), last
         assert took <= CHIEF_BOUND, f"ended {took:.0f}s after the partition ({CHIEF_BOUND}s)"
+    finally:
+        if name:
+            hosts.verb("heal", name)
+        job.stop()
+    assert wait_until(lambda: name_running(hosts, name), timeout=120, interval=1.0)
+
+
+#: How long the gang's first executor Python waits before it starts (late_python.sh): the other
+#: task reaches the rendezvous first, and its host is partitioned while it waits there
+LATE = 25
+#: The job's reservationTimeout: the driver fails the attempt whose node never started by then
+RESERVE = 40
+#: The partitioned task gives up at its keepalive (DRIVER_SILENT_SECS, 30 s), with a margin
+GIVE_UP_BOUND = 30 + 20
+#: From the partition: the late task, the reservation timeout, Spark replacing the lost
+#: executor (the test YARN's NodeManager expiry, about 35 s; Spark's own 120 s), the restart's
+#: gang and its short training
+RDV_BOUND = LATE + RESERVE + 120 + 60 + 60
+
+
+def driver_channels(hosts, name):
+    """(pid, port) of each Python process in the worker host with a TCP connection to the edge
+    node's address: before the gang's TF processes start, its barrier task's control channel
+    (the executor's own connections to the driver are its JVM's). ``ss`` in the host's
+    namespace (psutil reads the connections of its own namespace only)."""
+    import re
+
+    import yarn_hosts
+
+    ns = yarn_hosts.host_of(hosts.net, name)["ns"]
+    out = subprocess.run(
+        ["ip", "netns", "exec", ns, "ss", "-Htnp", "state", "established", "dst", hosts.master],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    found = []
+    for line in out.splitlines():
+        for proc, pid in re.findall(r'\("([^"]+)",pid=(\d+)', line):
+            if "python" in proc:
+                found.append((int(pid), line.split()[2]))
+    return found
+
+
+def test_a_partition_during_the_rendezvous_gives_up_in_time_and_the_restart_runs(hosts, tmp_path):
+    """Issue 47 §3: one task of an MWMS gang has sent its address and waits at the rendezvous
+    for the others' (the other executor's Python starts LATE s later) when its host is
+    partitioned. The task gives up within its keepalive, not when its executor ends (its
+    channel to the driver closed: checked inside the partitioned host); the driver fails the
+    attempt at reservationTimeout and, with max_restarts=1, the restart is not blocked by the
+    lost task: it trains on the hosts left, or the job fails clearly, never a hang."""
+    late = tmp_path / "late"
+    late.mkdir()
+    python = os.path.join(HERE, "late_python.sh")
+    conf = {
+        "spark.pyspark.python": python,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.executorEnv.SPARKTF_TEST_LATE_DIR": str(late),
+        "spark.executorEnv.SPARKTF_TEST_LATE_SECS": str(LATE),
+        "spark.executorEnv.SPARKTF_TEST_PYTHON": sys.executable,
+        "spark.sparktf.reservationTimeout": str(RESERVE),
+    }
+    job = Job(hosts, tmp_path, mwms=True, restarts=1, epochs=60, conf=conf)
+    name = None
+    try:
+        by_address = {a: n for n, a in hosts.workers.items()}
+
+        def early():
+            found = [f.read_text().strip() for f in late.glob("early.*")]
+            return found[0] if found and found[0] else None
+
+        assert wait_until(lambda: early() or job.proc.poll() is not None, timeout=300, interval=0.2)
+        assert early(), job.lines[-20:]
+        name = by_address[early()]
+        waiting = []
+        assert wait_until(
+            lambda: waiting.extend(driver_channels(hosts, name)) or waiting,
+            timeout=60,
+            interval=0.2,
+        ), "the early task never reached the driver"
+        started = time.time()
+        hosts.verb("partition", name)
+        assert wait_until(lambda: not driver_channels(hosts, name), timeout=120, interval=0.5)
+        gave_up = time.time() - started
+        print(
+            f"\n[multihost] {name} partitioned at the rendezvous: its task gave up after "
+            f"{gave_up:.1f}s (bound {GIVE_UP_BOUND}s)"
+        )
+        ended, _, outcome = job.value("ENDED", timeout=600).partition(" OUTCOME=")
+        took = float(ended) - started
+        print(f"[multihost] the job ended {took:.1f}s after the partition: {outcome}")
+        print("[multihost] " + " | ".join(x for x in job.lines if "FAILURES=" in x)[:2000])
+        assert gave_up <= GIVE_UP_BOUND, f"the task gave up {gave_up:.0f}s after the partition"
+        if outcome != "ok":  # a clear failure, naming what never started, not a hang
+            assert "reservationTimeout" in outcome or "YARN application ended" in outcome, outcome
+        else:  # restarted on the hosts left
+            last = json.loads(job.value("LAST_SPEC", timeout=30))
+            lost = hosts.workers[name]
+            assert all(not a.startswith(lost + ":") for v in last.values() for a in v), last
+        assert took <= RDV_BOUND, f"ended {took:.0f}s after the partition ({RDV_BOUND}s)"
     finally:
         if name:
             hosts.verb("heal", name)

@@ -8,8 +8,9 @@ import pytest
 
 from sparktf.common import messages
 from sparktf.common.topology import assign_roles
+from sparktf.driver.failures import restartable
 from sparktf.driver.state import JobState, Limits, Status
-from sparktf.errors import ClusterTimeoutError, NodeError, SparkJobError
+from sparktf.errors import ClusterTimeoutError, NodeError, ReservationTimeoutError, SparkJobError
 
 NODE, SUPERVISOR, TASK = messages.NODE, messages.SUPERVISOR, messages.TASK
 
@@ -202,6 +203,38 @@ def test_every_attempt_has_a_reservation_timeout():
     s.step(110.5)
     assert isinstance(s.outcome, ClusterTimeoutError)
     assert "['worker:0'] did not start within reservation_timeout=10s" in str(s.outcome)
+
+
+def rendezvous(state, hosts, now):
+    """Each barrier task of ``hosts`` ({node: host}) says hello and sends its port."""
+    out = []
+    for name, host in hosts.items():
+        state.apply(name, TASK, messages.hello(TASK, name, host), now)
+        out += state.apply(name, TASK, messages.make("address", port=4000), now)
+    return out
+
+
+def test_a_node_silent_after_the_rendezvous_is_a_lost_host_and_may_restart():
+    """Issue 47: chief:0's task sent its address and was sent everyone's, then its host was
+    partitioned: its node never says hello. The reservation timeout names the node and its
+    host as lost after the rendezvous, and allows a restart (max_restarts); a node whose task
+    never reached the driver (slots held elsewhere, too few executors) does not."""
+    s = job(num=2, reservation_timeout=10.0)
+    assert sent(rendezvous(s, {"chief:0": "10.0.0.11", "worker:0": "10.0.0.12"}, 0.5), "addresses")
+    start(s, now=1.0, names=["worker:0"])
+    s.step(11.0)
+    err = s.outcome
+    assert isinstance(err, ReservationTimeoutError) and err.restartable
+    text = str(err)
+    assert "chief:0" in text and "10.0.0.11" in text and "worker:0" not in text, text
+    assert "after the rendezvous" in text and "network partition" in text, text
+    assert restartable(err)
+
+    never = job(num=2, reservation_timeout=10.0)
+    rendezvous(never, {"worker:0": "10.0.0.12"}, 0.5)  # chief:0's task never came
+    never.step(11.0)
+    assert isinstance(never.outcome, ReservationTimeoutError)
+    assert not never.outcome.restartable and not restartable(never.outcome)
 
 
 def test_an_error_waits_for_its_exit_or_the_settle_time_then_fails():
