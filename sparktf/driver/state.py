@@ -513,8 +513,11 @@ class JobState:
             lost = {
                 n.name: n.host
                 for n in self.nodes.values()
-                if n.name in pending and n.address is not None and n.host is not None
-            }
+                if n.name in pending
+                and n.address is not None
+                and n.host is not None
+                and (n.lost or (n.supervisor_heard_at is None and not n.supervised))
+            }  # reached the rendezvous, then nothing heard of its supervisor (or its end)
             return failures.reservation_timeout(
                 pending, limit, lost if self.addresses_sent else None
             )

@@ -230,6 +230,13 @@ def test_a_node_silent_after_the_rendezvous_is_a_lost_host_and_may_restart():
     assert "after the rendezvous" in text and "network partition" in text, text
     assert restartable(err)
 
+    slow = job(num=2, reservation_timeout=10.0)  # its supervisor heard: a slow start
+    rendezvous(slow, {"chief:0": "10.0.0.11", "worker:0": "10.0.0.12"}, 0.5)
+    slow.apply("chief:0", SUPERVISOR, messages.hello(SUPERVISOR, "chief:0", "10.0.0.11"), 0.6)
+    start(slow, now=1.0, names=["worker:0"])
+    slow.step(11.0)
+    assert isinstance(slow.outcome, ReservationTimeoutError) and not slow.outcome.restartable
+
     never = job(num=2, reservation_timeout=10.0)
     rendezvous(never, {"worker:0": "10.0.0.12"}, 0.5)  # chief:0's task never came
     never.step(11.0)
