@@ -23,7 +23,9 @@ from sparktf.fs.paths import (
     hadoop_user,
     kerberos_hint,
     libhdfs_user,
+    nameservice_http,
     uses_kerberos,
+    viewfs_target,
 )
 
 log = logging.getLogger(__name__)
@@ -70,12 +72,16 @@ class _Libhdfs(_Backend):
     name = "libhdfs"
 
     def __init__(self, host: str, port: int | None) -> None:
+        """``host``: a NameNode's host, a nameservice (``port`` None: Hadoop's client fails
+        over between its NameNodes), or ``viewfs://TABLE`` (Hadoop's client reads the mount
+        table)."""
         import pyarrow.fs as pafs
 
         self._pafs = pafs
+        logical = port is None and ("://" in host or nameservice_http(host) is not None)
         self._fs = pafs.HadoopFileSystem(
             host,
-            port or 8020,
+            0 if logical else port or 8020,  # (0: libhdfs puts no port in the URI)
             user=libhdfs_user(),
             extra_conf={
                 "ipc.client.connect.max.retries": "1",
@@ -262,8 +268,8 @@ def _datanode(exc: BaseException, namenode_url: str) -> str | None:
     if not url:
         return None
     host = urllib.parse.urlsplit(url).hostname
-    nn = urllib.parse.urlsplit(namenode_url)
-    return None if not host or host == nn.hostname else host
+    namenodes = {urllib.parse.urlsplit(u).hostname for u in namenode_url.split(";")}
+    return None if not host or host in namenodes else host
 
 
 _BACKENDS: dict[tuple[str, int | None], _Backend] = {}
@@ -277,6 +283,9 @@ def _webhdfs_urls(host: str, port: int | None) -> list[str]:
         d = urllib.parse.urlsplit(fs) if fs else None
         if not d or d.scheme not in HADOOP_SCHEMES or (d.hostname, d.port) == (host, port):
             return [given]
+    ha = nameservice_http(host) if port is None else None
+    if ha:  # one client for them all: the hdfs package fails over between its URLs
+        return [";".join(f"http://{a}" for a in ha)]
     conf = os.environ.get("SPARKTF_NAMENODE_HTTP") or _hadoop_conf(
         "hdfs-site.xml", "dfs.namenode.http-address"
     )
@@ -308,6 +317,8 @@ def _libhdfs_missing() -> str | None:
 def backend(path: str) -> _Backend:
     """The backend for ``path``'s NameNode, chosen (and connected) on first use."""
     scheme, host, port, _ = _split(path)
+    if scheme == "viewfs":  # (only Hadoop's own client, libhdfs, takes it as it is)
+        host, port = f"viewfs://{host}", None
     key = (host, port)
     with _BACKENDS_LOCK:
         if key in _BACKENDS:
@@ -326,7 +337,7 @@ def backend(path: str) -> _Backend:
                     return _BACKENDS[key]
                 except Exception as exc:
                     tried.append(f"libhdfs: {_cause(exc)}")
-        if forced in (None, "", "webhdfs"):
+        if forced in (None, "", "webhdfs") and scheme != "viewfs":
             urls = (
                 [f"http://{host}:{port}"]
                 if scheme == "webhdfs" and port
@@ -345,7 +356,8 @@ def backend(path: str) -> _Backend:
                 except Exception as exc:
                     tried.append(f"webhdfs at {url}: {_cause(exc)}")
         raise HadoopFSError(
-            f"{path}: cannot reach HDFS at {host}:{port or ''}{_probe(host, port or 8020)}; "
+            f"{path}: cannot reach HDFS at {host}{':' + str(port) if port else ''}"
+            f"{_probe(host, port or 8020) if port or '://' not in host else ''}; "
             "tried "
             + "; ".join(tried)
             + ". Check that the NameNode runs and the address is right; for libhdfs set "
@@ -406,5 +418,13 @@ def _call(path: str, what: str, fn, *args):
 
 
 def _resolve(path: str) -> tuple[_Backend, str]:
-    """The backend of a Hadoop path, and the path on its file system."""
-    return backend(path), _split(path)[3]
+    """The backend of a Hadoop path, and the path on its file system. A ``viewfs://`` path
+    goes to Hadoop's own client (libhdfs) where it can, else to the ``hdfs://`` URI its mount
+    table names (:func:`~sparktf.fs.paths.viewfs_target`)."""
+    scheme, host, _, rest = _split(path)
+    if scheme == "viewfs":
+        forced = os.environ.get("SPARKTF_HDFS_BACKEND")
+        if forced != "webhdfs" and (forced == "libhdfs" or _libhdfs_missing() is None):
+            return backend(path), rest
+        return _resolve(viewfs_target(path))
+    return backend(path), rest

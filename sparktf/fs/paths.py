@@ -8,6 +8,7 @@ import getpass
 import os
 import urllib.parse
 import xml.etree.ElementTree as ET
+from xml.etree import ElementInclude
 
 from sparktf.errors import ConfigTypeError, SparkTFError
 
@@ -131,6 +132,14 @@ def absolute_path(path: str, default: str | None = None, user: str | None = None
 
 
 def _hadoop_conf(filename: str, key: str) -> str | None:
+    return hadoop_props(filename).get(key)
+
+
+def hadoop_props(filename: str) -> dict[str, str]:
+    """Every property of ``filename`` (``core-site.xml``, ``hdfs-site.xml``) in the Hadoop
+    configuration directory (``HADOOP_CONF_DIR``, else ``$HADOOP_HOME/etc/hadoop``): name to
+    value, empty values left out; {} where there is none. XInclude'd files (a mount table
+    kept in its own file) are read too."""
     for d in (
         os.environ.get("HADOOP_CONF_DIR"),
         os.environ.get("HADOOP_HOME") and os.path.join(os.environ["HADOOP_HOME"], "etc", "hadoop"),
@@ -138,12 +147,78 @@ def _hadoop_conf(filename: str, key: str) -> str | None:
         if not d or not os.path.exists(os.path.join(d, filename)):
             continue
         try:
-            for prop in ET.parse(os.path.join(d, filename)).getroot().iter("property"):
-                if prop.findtext("name") == key:
-                    return (prop.findtext("value") or "").strip() or None
-        except ET.ParseError:
-            return None
-    return None
+            root = ET.parse(os.path.join(d, filename)).getroot()
+            ElementInclude.include(root, base_url=os.path.join(d, filename))
+        except (ET.ParseError, OSError, ElementInclude.FatalIncludeError):
+            return {}
+        props = {}
+        for prop in root.iter("property"):
+            name, value = prop.findtext("name"), (prop.findtext("value") or "").strip()
+            if name and value:
+                props[name.strip()] = value
+        return props
+    return {}
+
+
+def nameservice_http(ns: str) -> list[str] | None:
+    """The WebHDFS addresses (``host:port``) of the NameNodes of nameservice ``ns`` (an HA
+    pair, or more), from hdfs-site.xml as Hadoop's client reads it: ``dfs.ha.namenodes.NS``
+    and each ``dfs.namenode.http-address.NS.NN`` (``dfs.namenode.http-address.NS`` for a
+    nameservice of one NameNode); None where ``ns`` is no nameservice there."""
+    site = hadoop_props("hdfs-site.xml")
+    names = site.get(f"dfs.ha.namenodes.{ns}")
+    if names:
+        keys = [f"dfs.namenode.http-address.{ns}.{n.strip()}" for n in names.split(",")]
+    elif ns in [n.strip() for n in site.get("dfs.nameservices", "").split(",")]:
+        keys = [f"dfs.namenode.http-address.{ns}"]
+    else:
+        return None
+    found = [site[k] for k in keys if k in site]
+    if not found:
+        raise HadoopFSError(
+            f"hdfs://{ns}: a nameservice in hdfs-site.xml without WebHDFS addresses: set "
+            + ", ".join(keys)
+            + " (or use the libhdfs backend, which needs only their RPC addresses)"
+        )
+    return found
+
+
+def viewfs_target(path: str) -> str:
+    """The ``hdfs://`` URI that the ``viewfs://`` path ``path`` stands for, from its mount
+    table in core-site.xml (``fs.viewfs.mounttable.TABLE.link./SRC`` = target; the longest
+    ``SRC`` that is a whole-component prefix of the path wins; ``linkFallback`` takes the
+    rest), as Hadoop's ViewFileSystem resolves it. What sparktf's WebHDFS backend uses; the
+    libhdfs backend leaves viewfs to Hadoop's own client."""
+    u = urllib.parse.urlsplit(path)
+    table = u.netloc or "default"
+    prefix = f"fs.viewfs.mounttable.{table}."
+    props = {
+        k[len(prefix) :]: v
+        for k, v in hadoop_props("core-site.xml").items()
+        if k.startswith(prefix)
+    }
+    rest = u.path or "/"
+    best = None
+    for key, target in props.items():
+        if not key.startswith("link."):
+            continue
+        src = "/" + key[len("link.") :].strip("/")
+        if (rest == src or rest.startswith(src.rstrip("/") + "/")) and (
+            best is None or len(src) > len(best[0])
+        ):
+            best = (src, target)
+    if best is not None:
+        src, target = best
+        tail = rest[len(src) :] if src != "/" else rest
+        return target.rstrip("/") + ("/" + tail.lstrip("/") if tail.strip("/") else "")
+    fallback = props.get("linkFallback")
+    if fallback:
+        return fallback.rstrip("/") + rest
+    raise HadoopFSError(
+        f"{path}: no mount point of viewfs://{table}/ holds it (core-site.xml's "
+        f"{prefix}link.* and {prefix}linkFallback, in HADOOP_CONF_DIR="
+        f"{os.environ.get('HADOOP_CONF_DIR') or '(unset)'})"
+    )
 
 
 def _split(path: str) -> tuple[str, str, int | None, str]:

@@ -79,7 +79,7 @@ def hdfs_delegation_token(host: str, port: int | None) -> str | None:
             "use the libhdfs backend (SPARKTF_HDFS_BACKEND=libhdfs), which reads them itself"
         ) from exc
     for match in (
-        lambda s: s == f"{host}:{port}",
+        lambda s: s == f"{host}:{port}" or (port is None and s == f"ha-hdfs:{host}"),
         lambda s: port is not None and s.endswith(f":{port}"),
         lambda s: len(tokens) == 1,
     ):

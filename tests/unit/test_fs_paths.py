@@ -245,3 +245,65 @@ def test_stat_gives_kind_size_and_time_or_none(tmp_path):
     assert fs.stat(str(tmp_path))[0] == "dir"
     assert fs.stat(tmp_path / "none") is None
     assert fs.stat(tmp_path / "f.bin" / "under-a-file") is None
+
+
+def _conf(tmp_path, name, props):
+    body = "".join(f"<property><name>{k}</name><value>{v}</value></property>" for k, v in props)
+    (tmp_path / name).write_text(f"<configuration>{body}</configuration>")
+
+
+def test_a_viewfs_path_resolves_through_its_mount_table_longest_link_first(tmp_path, monkeypatch):
+    from sparktf.fs.paths import viewfs_target
+
+    _conf(
+        tmp_path,
+        "core-site.xml",
+        [
+            ("fs.viewfs.mounttable.c.link./data", "hdfs://ns1/warehouse"),
+            ("fs.viewfs.mounttable.c.link./data/hot", "hdfs://ns2/ssd/"),
+            ("fs.viewfs.mounttable.c.link./user", "hdfs://nn:8020/user"),
+            ("fs.viewfs.mounttable.other.linkFallback", "hdfs://nn3/"),
+        ],
+    )
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    assert viewfs_target("viewfs://c/data/x/y") == "hdfs://ns1/warehouse/x/y"
+    assert viewfs_target("viewfs://c/data") == "hdfs://ns1/warehouse"
+    assert viewfs_target("viewfs://c/data/hot/z") == "hdfs://ns2/ssd/z"
+    assert viewfs_target("viewfs://other/a/b") == "hdfs://nn3/a/b"
+    # /data is no prefix of /datahot (whole components only), and c has no fallback
+    with pytest.raises(fs.HadoopFSError, match=r"viewfs://c/datahot/z.*fs\.viewfs\.mounttable"):
+        viewfs_target("viewfs://c/datahot/z")
+
+
+def test_a_mount_table_kept_in_its_own_file_is_read_through_xinclude(tmp_path, monkeypatch):
+    from sparktf.fs.paths import viewfs_target
+
+    _conf(tmp_path, "mount-table.xml", [("fs.viewfs.mounttable.c.link./d", "hdfs://ns1/d")])
+    (tmp_path / "core-site.xml").write_text(
+        '<configuration xmlns:xi="http://www.w3.org/2001/XInclude">'
+        '<xi:include href="mount-table.xml"/></configuration>'
+    )
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    assert viewfs_target("viewfs://c/d/f") == "hdfs://ns1/d/f"
+
+
+def test_a_nameservices_webhdfs_addresses_come_from_hdfs_site(tmp_path, monkeypatch):
+    from sparktf.fs.paths import nameservice_http
+
+    _conf(
+        tmp_path,
+        "hdfs-site.xml",
+        [
+            ("dfs.nameservices", "ns1,solo,bare"),
+            ("dfs.ha.namenodes.ns1", "nn1, nn2"),
+            ("dfs.namenode.http-address.ns1.nn1", "a:9870"),
+            ("dfs.namenode.http-address.ns1.nn2", "b:9870"),
+            ("dfs.namenode.http-address.solo", "c:9870"),
+        ],
+    )
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    assert nameservice_http("ns1") == ["a:9870", "b:9870"]
+    assert nameservice_http("solo") == ["c:9870"]
+    assert nameservice_http("namenode.example.com") is None  # a host, not a nameservice
+    with pytest.raises(fs.HadoopFSError, match=r"dfs\.namenode\.http-address\.bare"):
+        nameservice_http("bare")

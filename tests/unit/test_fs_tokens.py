@@ -35,6 +35,18 @@ def test_the_hdfs_token_of_the_namenode_is_found_and_url_encoded(tmp_path, monke
     assert tokens.hdfs_delegation_token("127.0.0.1", 9000) is None  # two HDFS tokens, neither
 
 
+def test_an_ha_nameservices_token_is_found_by_its_logical_service(tmp_path, monkeypatch):
+    """A secure HA cluster's HDFS token names the nameservice (``ha-hdfs:ns1``), not a
+    NameNode's address: hdfs://ns1/ paths take it."""
+    ha = token(b"i", b"p", "HDFS_DELEGATION_TOKEN", "ha-hdfs:ns1")
+    other = token(b"x", b"y", "HDFS_DELEGATION_TOKEN", "ha-hdfs:ns2")
+    path = tmp_path / "container_tokens"
+    path.write_bytes(storage(other, ha))
+    monkeypatch.setenv("HADOOP_TOKEN_FILE_LOCATION", str(path))
+    encoded = tokens.hdfs_delegation_token("ns1", None)
+    assert base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)) == ha
+
+
 def test_a_container_with_an_hdfs_token_reaches_webhdfs_with_it(tmp_path, monkeypatch):
     """No ticket in a container: WebHDFS takes the token as its delegation parameter."""
     path = tmp_path / "container_tokens"
