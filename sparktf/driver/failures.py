@@ -40,7 +40,8 @@ class JobFailure:
 
     @classmethod
     def read(cls, text: str) -> JobFailure:
-        return cls(text, bool(re.match(r"Job \d+ cancelled", text)), _executor_lost(text))
+        cancelled = bool(re.match(r"Job \d+ cancelled|Spark Connect operation cancelled", text))
+        return cls(text, cancelled, _executor_lost(text))
 
 
 def _executor_lost(text: str) -> str | None:

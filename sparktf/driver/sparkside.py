@@ -21,7 +21,14 @@ class ConnectContext:
     """A Spark Connect session, seen as sparktf's driver sees a SparkContext."""
 
     def __init__(self, session: Any) -> None:
+        """Built in the thread that calls ``sparktf.run``: its tags (``spark.addTag``: a
+        notebook's cell, say) go on the cluster's operations too, so that interrupting them
+        (``spark.interruptTag``) stops the cluster, as a job group does on a SparkContext."""
         self.session = session
+        try:
+            self.caller_tags: tuple[str, ...] = tuple(session.getTags())
+        except Exception:  # (a session that cannot say: no tags to carry)
+            self.caller_tags = ()
 
     @property
     def master(self) -> str:
@@ -73,11 +80,17 @@ def _server_host(session: Any) -> str | None:
 def thread(sc: Any, target: Callable[[], None], name: str) -> threading.Thread:
     """A daemon thread (not started) for ``target``: on a classic SparkContext a PySpark
     ``InheritableThread``, so that the Spark jobs it submits carry the caller's properties
-    (its job group: a notebook's cancel reaches them); on Connect a plain thread (the job's
-    own tag is set in it; Connect's ``InheritableThread`` wants the process to be a Connect
-    client only)."""
+    (its job group: a notebook's cancel reaches them); on Connect a plain thread that adds
+    the caller's tags (:attr:`ConnectContext.caller_tags`) and, in the job, its own
+    (Connect's ``InheritableThread`` wants the process to be a Connect client only)."""
     if isinstance(sc, ConnectContext):
-        return threading.Thread(target=target, daemon=True, name=name)
+
+        def tagged() -> None:
+            for tag in sc.caller_tags:  # (Connect's tags belong to the thread that adds them)
+                sc.session.addTag(tag)
+            target()
+
+        return threading.Thread(target=tagged, daemon=True, name=name)
     from pyspark import InheritableThread
 
     return InheritableThread(target=target, daemon=True, name=name)

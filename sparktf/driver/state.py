@@ -483,6 +483,10 @@ class JobState:
         the others are listed)."""
         if self.outcome is not None:
             return self.outcome
+        if self.job_failure is not None and self.job_failure.cancelled:
+            # The user's cancel ends every node (over Connect their channels just end): it
+            # is the cause, and no node's failure is (nor a reason to restart)
+            return failures.job_error(self.job_failure)
         running = self.job_ended_at is None
         failed = [
             n

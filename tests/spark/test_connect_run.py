@@ -84,6 +84,48 @@ def test_a_cluster_over_spark_connect_restarts_after_a_node_fails(remote, no_lef
     assert "attempt 0 fails" in str(cluster.failures[0])
 
 
+@pytest.mark.parametrize("how", ["interruptAll", "interruptTag"])
+def test_a_client_that_interrupts_its_jobs_stops_the_cluster_without_a_restart(
+    remote, how, no_leftovers
+):
+    """A notebook over Spark Connect cancels a cell by interrupting the session's operations
+    (``spark.interruptAll()``; or the operations of a tag the cell's jobs carry): the
+    TensorFlow cluster started from it stops, every node; no restart starts (max_restarts is
+    for failures); shutdown() says the job was cancelled; the next cluster starts."""
+    out = {}
+
+    def cell():
+        if how == "interruptTag":
+            remote.addTag("cell-7")  # (the client thread's tag: the cluster's jobs carry it)
+        try:
+            cluster = sparktf.run(remote, jobs.sleep_forever, {}, num_executors=2, max_restarts=1)
+            out["cluster"] = cluster
+            cluster.shutdown(timeout=60)
+        except BaseException as exc:
+            out["error"] = exc
+        finally:
+            remote.clearTags()
+
+    thread = __import__("threading").Thread(target=cell)
+    thread.start()
+    assert wait_until(
+        lambda: "error" in out or ("cluster" in out and out["cluster"].status.value == "running"),
+        timeout=60,
+    ), out
+    started = time.monotonic()
+    if how == "interruptAll":
+        remote.interruptAll()
+    else:
+        remote.interruptTag("cell-7")
+    thread.join(60)
+    assert not thread.is_alive()
+    assert time.monotonic() - started < 30
+    assert isinstance(out.get("error"), sparktf.SparkJobError), out
+    assert "cancelled" in str(out["error"]), out["error"]
+    assert out["cluster"].failures == [] and out["cluster"].attempt == 0
+    assert sparktf.run(remote, jobs.describe, num_executors=2).shutdown(timeout=60)
+
+
 def test_a_dataframe_is_fed_over_spark_connect_every_row_once(remote, no_leftovers):
     df = remote.range(0, 1000, 1, 3)  # 3 partitions for 2 nodes: dealt out over a shuffle
     cluster = sparktf.run(

@@ -233,8 +233,10 @@ def test_a_node_ahead_of_the_bound_holds_its_progress_back_until_the_bound_reach
     chief, worker = driver.reports["chief:0"], driver.reports["worker:0"]
     assert chief[-1]["ended"] and worker[-1]["ended"]
     # the chief is at most its read-ahead past the bound: it reports as the bound reaches
-    # its last count, about every other frame of the worker's
-    assert len(chief) <= 0.6 * len(worker), (len(chief), len(worker))
+    # its last count, about every other frame of the worker's (0.5 of its reports; without
+    # holding back, one a frame: as many). 0.75, not 0.6: on a loaded machine the worker's
+    # frames bunch up and the ratio drifts (0.61 seen with two busy loops beside: issue 47 §6)
+    assert len(chief) <= 0.75 * len(worker), (len(chief), len(worker))
 
 
 def test_a_node_goes_as_far_as_its_own_fresh_count_and_the_others_reported():

@@ -595,6 +595,31 @@ def test_a_spark_job_cancelled_by_someone_else_says_it_was_cancelled(spark_says)
     assert "org.apache" not in text and "SQLSTATE" not in text and "\n  :" not in text
 
 
+def test_a_connect_client_interrupting_its_operations_is_a_cancel_not_a_lost_node():
+    """Over Spark Connect, ``spark.interruptAll()`` (a notebook's cancel) kills the tasks: the
+    supervisors' channels end without an exit report (the nodes look lost) and the client's
+    operation fails with OPERATION_CANCELED. That is the user's cancel: a SparkJobError that
+    says so (no restart), not a lost node (which max_restarts would restart)."""
+    from sparktf.driver.sparkjobs import spark_error_text
+
+    s = job(num=2)
+    start(s)
+    s.apply("worker:0", SUPERVISOR, {"type": "closed"}, 2.0)
+    s.step(2.5)
+    assert s.outcome is None  # a lost node waits for what Spark says of the job
+    connect_says = (
+        "(org.apache.spark.SparkSQLException) [OPERATION_CANCELED] Operation has been "
+        "canceled. SQLSTATE: HY008\n  org.apache.spark.SparkSQLException"
+    )
+    s.job_ended(spark_error_text(Exception(connect_says)), 2.7)
+    s.step(3.0)
+    assert isinstance(s.outcome, SparkJobError) and s.outcome.cancelled, s.outcome
+    text = str(s.outcome)
+    assert "cancelled" in text and "interrupt" in text, text
+    assert "org.apache" not in text and "SQLSTATE" not in text
+    assert not restartable(s.outcome)
+
+
 def test_a_spark_job_failure_reads_without_py4js_leading_colon():
     from sparktf.driver.sparkjobs import spark_error_text
 
