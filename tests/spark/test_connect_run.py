@@ -193,6 +193,52 @@ def test_a_control_host_the_client_cannot_listen_at_fails_the_run_at_once(remote
         remote.conf.unset("spark.sparktf.controlHost")
 
 
+@pytest.fixture
+def firewalled_address():
+    """127.0.0.2 (a loopback address no other test uses), firewalled: an nftables table of
+    this test's own drops every new TCP connection to it (a client behind a firewall or a
+    NAT, as its executors see it); removed at the end. Needs root and nft."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("nft") is None:
+        pytest.skip("needs root and nft (Debian's nftables; .ci/run installs it)")
+    table = f"sparktf_connect_fw_{os.getpid()}"
+    rules = (
+        f"table ip {table} {{\n chain input {{\n  type filter hook input priority 0;\n"
+        "  ip daddr 127.0.0.2 tcp flags & (syn | ack) == syn drop\n }\n}\n"
+    )
+    subprocess.run(["nft", "-f", "-"], input=rules, text=True, check=True)
+    try:
+        yield "127.0.0.2"
+    finally:
+        subprocess.run(["nft", "delete", "table", "ip", table], check=True)
+
+
+def test_a_client_its_executors_cannot_reach_fails_within_a_minute_naming_the_setting(
+    remote, firewalled_address, no_leftovers
+):
+    """The control server lives where the Connect client is; its executors must reach it.
+    A client they cannot reach (its address firewalled: every new connection dropped, as
+    behind a NAT) fails the run within a minute (the tasks' connect timeout, 30 s) with an
+    error that names the address and the setting for the one to advertise, never a
+    reservation timeout."""
+    remote.conf.set("spark.sparktf.controlHost", firewalled_address)
+    try:
+        started = time.monotonic()
+        with pytest.raises(sparktf.SparkTFError) as info:
+            sparktf.run(remote, jobs.describe, num_executors=2).shutdown(timeout=120)
+        took = time.monotonic() - started
+    finally:
+        remote.conf.unset("spark.sparktf.controlHost")
+    text = str(info.value)
+    print(f"\n[connect] unreachable client: failed after {took:.1f}s: {text[:300]}")
+    assert not isinstance(info.value, sparktf.ClusterTimeoutError), text
+    assert "cannot reach the driver's control server" in text, text
+    assert firewalled_address in text and "spark.sparktf.controlHost" in text, text
+    assert took < 60, took
+    assert sparktf.run(remote, jobs.describe, num_executors=2).shutdown(timeout=60)
+
+
 def test_more_nodes_than_the_connect_servers_slots_are_refused_at_once(remote, no_leftovers):
     started = time.monotonic()
     with pytest.raises(sparktf.ConfigError, match="offers 2 task slots"):
