@@ -131,7 +131,7 @@ def predict(
 
     session = df.sparkSession
     hadoop = fs.is_hadoop(model_path)
-    model_path, seen = as_executors_read(session, model_path, connect)
+    model_path, seen = as_executors_read(session, model_path)
     # The export this call scores with, taken once here and shipped to every task
     identity = export_identity(model_path) if seen else None
     if seen and identity is None:

@@ -114,33 +114,43 @@ def _load(model_path: str, signature: str):
     return loaded, loaded.signatures[signature]  # the function needs its object
 
 
-def as_executors_read(
-    session: SparkSession, model_path: str, connect: bool = False
-) -> tuple[str, bool]:
+def as_executors_read(session: SparkSession, model_path: str) -> tuple[str, bool]:
     """``model_path`` as the executors will read it, and whether the driver sees the same
-    files: a Hadoop path; a local path under a ``local`` or ``local-cluster`` master, where a
-    relative path is the driver's. Elsewhere a local path may exist on the executors' hosts
-    alone (``--files``, an image), and is taken on trust."""
+    files: a Hadoop path; a local path under a ``local`` or ``local-cluster`` master (on
+    Spark Connect, the server's, on this machine), where a relative path is the driver's.
+    Elsewhere a local path may exist on the executors' hosts alone (``--files``, an image),
+    and is taken on trust."""
     from sparktf import fs
 
     if fs.is_hadoop(model_path):
         return model_path, True
-    if not connect and (session.sparkContext.master or "").startswith("local"):  # local[-cluster]
+    if _local_master_here(session):
         if model_path.startswith("file:"):
             return model_path, True
         return os.path.abspath(model_path), True
     return model_path, False
 
 
-def saved_model_missing(
-    session: SparkSession, model_path: str, connect: bool = False
-) -> tuple[str, bool]:
+def _local_master_here(session: SparkSession) -> bool:
+    """Whether the executors run on this machine: a ``local[-cluster]`` master, and on a
+    Spark Connect session a server on loopback too."""
+    if type(session).__module__.startswith("pyspark.sql.connect"):
+        try:  # (no SparkContext: the server's conf, and where the client reaches it)
+            master = str(session.conf.get("spark.master", "") or "")
+            host = str(session.client.host)
+        except Exception:
+            return False
+        return master.startswith("local") and host in ("localhost", "127.0.0.1", "::1")
+    return (session.sparkContext.master or "").startswith("local")  # local[-cluster]
+
+
+def saved_model_missing(session: SparkSession, model_path: str) -> tuple[str, bool]:
     """``model_path`` as the executors will read it, and whether it is known to hold no
     SavedModel (checked where the driver sees what the executors will: see
     :func:`as_executors_read`)."""
     from sparktf import fs
 
-    model_path, seen = as_executors_read(session, model_path, connect)
+    model_path, seen = as_executors_read(session, model_path)
     return model_path, seen and not fs.exists(model_path.rstrip("/") + "/saved_model.pb")
 
 

@@ -11,7 +11,7 @@ import time
 
 import psutil
 import pytest
-from helpers import feed_jobs, jobs, tf_jobs
+from helpers import feed_jobs, jobs, ml_jobs, tf_jobs
 from helpers.procs import TF_ENV, sparktf_processes, wait_until
 
 import sparktf
@@ -297,3 +297,31 @@ def test_a_shutdown_timeout_over_spark_connect_stops_every_node(remote, no_lefto
     assert time.monotonic() - started < 30
     # The interrupted Spark operation freed both slots: the next cluster starts at once.
     assert sparktf.run(remote, jobs.describe, num_executors=2).shutdown(timeout=60)
+
+
+def test_tfestimator_fits_over_spark_connect_and_its_model_scores(remote, tmp_path, no_leftovers):
+    """A Spark ML estimator over Connect: TFEstimator.fit trains on the cluster (fed the
+    DataFrame), exports its SavedModel; the TFModel scores the same rows on the executors;
+    a Pipeline's fit and transform as any Spark ML stage."""
+    from pyspark.ml import Pipeline
+
+    from sparktf.ml import TFEstimator
+
+    rows = [([float(i % 4), float(i % 3), 1.0], 2.0 * (i % 4) - (i % 3)) for i in range(24)]
+    df = remote.createDataFrame(rows, "features array<float>, label double").repartition(2)
+    estimator = TFEstimator(
+        ml_jobs.tiny_linear,
+        {"seed": 3},
+        inputCols=["features"],
+        labelCol="label",
+        clusterSize=2,
+        epochs=1,
+        batchSize=2,
+        exportDir=str(tmp_path / "export"),
+    )
+    model = Pipeline(stages=[estimator]).fit(df)
+    scored = model.transform(df).select("label", "prediction").collect()
+    assert len(scored) == 24
+    assert all(isinstance(r.prediction, float) for r in scored), scored[:3]
+    export = model.stages[0].getOrDefault("exportDir")
+    assert os.path.isfile(os.path.join(export, "saved_model.pb"))
