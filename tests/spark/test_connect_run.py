@@ -325,3 +325,30 @@ def test_tfestimator_fits_over_spark_connect_and_its_model_scores(remote, tmp_pa
     assert all(isinstance(r.prediction, float) for r in scored), scored[:3]
     export = model.stages[0].getOrDefault("exportDir")
     assert os.path.isfile(os.path.join(export, "saved_model.pb"))
+
+
+def test_a_script_runs_as_it_is_over_spark_connect(remote, tmp_path, no_leftovers):
+    """``sparktf.run(spark, "train.py", args)`` on a Connect session: the script (shipped
+    from the client with its py_files) runs on every node with TF_CONFIG and its argv."""
+    (tmp_path / "helper_mod.py").write_text("VALUE = 'shipped'\n")
+    (tmp_path / "train.py").write_text(
+        "import json, os, sys\n"
+        "import helper_mod\n"
+        "task = json.loads(os.environ['TF_CONFIG'])['task']\n"
+        "out = os.path.join(sys.argv[1], f\"{task['type']}-{task['index']}.json\")\n"
+        "json.dump({'argv': sys.argv[1:], 'helper': helper_mod.VALUE}, open(out, 'w'))\n"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    cluster = sparktf.run(
+        remote,
+        str(tmp_path / "train.py"),
+        [str(out), "--epochs", "2"],
+        num_executors=2,
+        py_files=[str(tmp_path / "helper_mod.py")],
+    )
+    assert cluster.shutdown(timeout=120) is None
+    reports = {p: json.loads((out / p).read_text()) for p in sorted(os.listdir(out))}
+    assert sorted(reports) == ["chief-0.json", "worker-0.json"]
+    for r in reports.values():
+        assert r == {"argv": [str(out), "--epochs", "2"], "helper": "shipped"}
