@@ -349,6 +349,18 @@ def test_two_worker_hosts_cut_from_each_other_under_mwms_end_the_job_naming_the_
         job.stop()
 
 
+def restarted_or_clear(hosts, job, name, outcome, named):
+    """A job whose host ``name`` was lost ended well: restarted on the hosts left (no node of
+    its last attempt on that host's address), or failed clearly (the error says ``named``, or
+    that YARN ended the application: its ApplicationMaster was on the host)."""
+    if outcome != "ok":
+        assert named in outcome or "YARN application ended" in outcome, outcome
+        return
+    last = json.loads(job.value("LAST_SPEC", timeout=30))
+    lost = hosts.workers[name]
+    assert all(not a.startswith(lost + ":") for v in last.values() for a in v), last
+
+
 #: heartbeat_timeout, then a restart: Spark replaces the lost executor once it declares it
 #: lost (the test YARN's NodeManager expiry, about 35 s; Spark's own 120 s), the gang starts
 #: again and trains its 150 short epochs
@@ -372,12 +384,8 @@ def test_the_chiefs_host_partitioned_under_mwms_restarts_on_the_hosts_left(hosts
         print(f"\n[multihost] chief's {name} partitioned: job ended after {took:.1f}s: {outcome}")
         print("[multihost] " + " | ".join(x for x in job.lines if "FAILURES=" in x)[:2000])
         assert "ReservationTimeoutError" not in outcome, outcome
-        if outcome != "ok":  # a clear failure: the chief named, or YARN's AM lost with it
-            assert "chief:0" in outcome or "YARN application ended" in outcome, outcome
-        else:  # restarted on the hosts left: no node on the partitioned host's address
-            last = json.loads(job.value("LAST_SPEC", timeout=30))
-            lost = hosts.workers[name]
-            assert all(not a.startswith(lost + ":") for v in last.values() for a in v), last
+        # a clear failure (the chief named, or YARN's AM lost with it), or the hosts left
+        restarted_or_clear(hosts, job, name, outcome, "chief:0")
         assert took <= CHIEF_BOUND, f"ended {took:.0f}s after the partition ({CHIEF_BOUND}s)"
     finally:
         if name:
@@ -472,12 +480,8 @@ def test_a_partition_during_the_rendezvous_gives_up_in_time_and_the_restart_runs
         print(f"[multihost] the job ended {took:.1f}s after the partition: {outcome}")
         print("[multihost] " + " | ".join(x for x in job.lines if "FAILURES=" in x)[:2000])
         assert gave_up <= GIVE_UP_BOUND, f"the task gave up {gave_up:.0f}s after the partition"
-        if outcome != "ok":  # a clear failure, naming what never started, not a hang
-            assert "reservationTimeout" in outcome or "YARN application ended" in outcome, outcome
-        else:  # restarted on the hosts left
-            last = json.loads(job.value("LAST_SPEC", timeout=30))
-            lost = hosts.workers[name]
-            assert all(not a.startswith(lost + ":") for v in last.values() for a in v), last
+        # a clear failure (naming what never started), or the hosts left; not a hang
+        restarted_or_clear(hosts, job, name, outcome, "reservationTimeout")
         assert took <= RDV_BOUND, f"ended {took:.0f}s after the partition ({RDV_BOUND}s)"
     finally:
         if name:
