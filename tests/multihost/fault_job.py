@@ -83,16 +83,17 @@ if __name__ == "__main__":
     sc = SparkContext(appName="sparktf-multihost-fault")
     mwms = sys.argv[3:4] == ["mwms"]
     restarts = int(sys.argv[4]) if len(sys.argv) > 4 else 0
-    cluster = sparktf.run(
-        sc,
-        mwms_fn if mwms else main_fn,
-        {"epochs": int(sys.argv[2])},
-        num_executors=2 if mwms else 4,
-        num_ps=0 if mwms else 1,
-        heartbeat_timeout=float(sys.argv[1]),
-        max_restarts=restarts,
-    )
-    try:
+    cluster = None
+    try:  # (run() itself may fail: the gang's rendezvous, or YARN ending the application)
+        cluster = sparktf.run(
+            sc,
+            mwms_fn if mwms else main_fn,
+            {"epochs": int(sys.argv[2])},
+            num_executors=2 if mwms else 4,
+            num_ps=0 if mwms else 1,
+            heartbeat_timeout=float(sys.argv[1]),
+            max_restarts=restarts,
+        )
         deadline = time.monotonic() + 300
         while ((cluster.progress().get("chief:0") or {}).get("step") or 0) < 2:
             assert time.monotonic() < deadline, cluster.progress()
@@ -103,6 +104,7 @@ if __name__ == "__main__":
     except Exception as e:  # what the test checks: when and how the job ended
         outcome = f"error {type(e).__name__}: {e}".replace("\n", " | ")
     print(f"ENDED={time.time():.3f} OUTCOME={outcome}", flush=True)
-    print("LAST_SPEC=" + json.dumps(cluster.cluster_spec), flush=True)  # the last attempt's
-    print("FAILURES=" + json.dumps([str(f)[:500] for f in cluster.failures]), flush=True)
+    if cluster is not None:
+        print("LAST_SPEC=" + json.dumps(cluster.cluster_spec), flush=True)  # the last attempt's
+        print("FAILURES=" + json.dumps([str(f)[:500] for f in cluster.failures]), flush=True)
     os._exit(0)  # (sc.stop() can wait minutes for an executor on a partitioned host)
