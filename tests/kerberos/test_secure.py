@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from helpers.procs import pid_alive
+from helpers.procs import pid_alive, wait_until
 from kerberos_harness import ROOT
 
 # timeout(600): the first test also starts the secure cluster (jars fetched the first time);
@@ -96,11 +96,19 @@ def test_main_job_with_principal_and_keytab_reaches_95_percent(secure_yarn, tmp_
     found = re.findall(r"^test_accuracy=(0\.\d+|1\.0+)$", out.stdout, re.M)
     assert found and float(found[-1]) >= 0.95, said
     print(f"\n[kerberos] test_accuracy={found[-1]}", file=sys.stderr)
-    [app] = [
-        a
-        for a in secure_yarn.apps()
-        if a["startedTime"] >= started_ms and a["name"] == "sparktf-mnist"
-    ]
+
+    def mine():
+        return [
+            a
+            for a in secure_yarn.apps()
+            if a["startedTime"] >= started_ms and a["name"] == "sparktf-mnist"
+        ]
+
+    # (the ApplicationMaster may unregister after spark-submit returned: UNDEFINED until then)
+    assert wait_until(
+        lambda: [a["finalStatus"] for a in mine()] not in ([], ["UNDEFINED"]), timeout=60
+    )
+    [app] = mine()
     assert app["finalStatus"] == "SUCCEEDED" and app["user"] == secure_yarn.user, app
     rc, listing, err = secure_yarn.cli("hdfs", "dfs", "-ls", export)
     assert rc == 0 and re.search(rf" {secure_yarn.user} .*/saved_model\.pb$", listing, re.M), (

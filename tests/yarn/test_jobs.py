@@ -78,6 +78,9 @@ def sc_yarn(yarn, spark_pool, monkeypatch_module):
     yield sc
     app_id = sc.applicationId
     spark_pool.stop()
+    # (the ApplicationMaster unregisters after the driver stopped: UNDEFINED until then, seen
+    # on a loaded machine; issue 47 §6)
+    assert wait_until(lambda: yarn.app(app_id)["finalStatus"] != "UNDEFINED", timeout=60)
     assert yarn.app(app_id)["finalStatus"] == "SUCCEEDED"
     assert yarn.wait_idle(), yarn.describe_leftovers()
 

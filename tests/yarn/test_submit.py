@@ -11,6 +11,7 @@ import re
 import time
 
 import pytest
+from helpers.procs import wait_until
 from yarn_harness import ROOT
 
 # timeout(600): the first test of a session also starts YARN and HDFS (their jars fetched the
@@ -42,6 +43,14 @@ def test_main_job_in_client_mode_reaches_95_percent(yarn, tmp_path):
     assert "[worker:0] worker:0: training epochs 1..12" in out.stdout
     assert "sparktf.predict on the executors scored 1000 held-out images" in out.stdout
     assert accuracy(out.stdout) >= 0.95
+    # (the ApplicationMaster may unregister after spark-submit returned: UNDEFINED until then)
+    assert wait_until(
+        lambda: (
+            [a["finalStatus"] for a in apps_since(yarn, started_ms, "sparktf-mnist")]
+            not in ([], ["UNDEFINED"])
+        ),
+        timeout=60,
+    )
     [app] = apps_since(yarn, started_ms, "sparktf-mnist")
     assert app["finalStatus"] == "SUCCEEDED" and app["applicationType"] == "SPARK"
     assert yarn.wait_idle(), yarn.describe_leftovers()
