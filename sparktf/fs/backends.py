@@ -12,7 +12,7 @@ import threading
 import urllib.parse
 from typing import TYPE_CHECKING, BinaryIO
 
-from sparktf.fs import tokens
+from sparktf.fs import login, tokens
 from sparktf.fs.paths import (
     CONNECT_TIMEOUT,
     HADOOP_SCHEMES,
@@ -316,6 +316,7 @@ def _libhdfs_missing() -> str | None:
 
 def backend(path: str) -> _Backend:
     """The backend for ``path``'s NameNode, chosen (and connected) on first use."""
+    login.ensure_ticket()  # (the driver submitted with --keytab and no ticket of its own)
     scheme, host, port, _ = _split(path)
     if scheme == "viewfs":  # (only Hadoop's own client, libhdfs, takes it as it is)
         host, port = f"viewfs://{host}", None

@@ -67,6 +67,60 @@ def test_with_a_ticket_sparktf_fs_reads_and_writes_as_the_principal(secure_yarn,
     assert rc == 0 and f" {secure_yarn.user} " in listing, listing + err
 
 
+#: A driver program: its SparkContext (spark-submit gave it --principal/--keytab), then
+#: FS_ROUND_TRIP's sparktf.fs calls from the driver's Python.
+KEYTAB_DRIVER = (
+    "from pyspark import SparkContext\n"
+    "sc = SparkContext()\n"
+    "import os\n"
+    "print('cache before', os.environ.get('KRB5CCNAME'))\n" + FS_ROUND_TRIP + "\n"
+    "cache = os.environ['KRB5CCNAME']\n"
+    "print('cache after', cache, oct(os.stat(cache.removeprefix('FILE:')).st_mode & 0o777))\n"
+    "sc.stop()\n"
+)
+
+
+@pytest.mark.parametrize("backend", ["libhdfs", "webhdfs"])
+def test_a_driver_with_only_its_keytab_reaches_hdfs_as_the_principal(
+    secure_yarn, tmp_path, backend
+):
+    """spark-submit --principal P --keytab K, and no ticket (an empty credentials cache): Spark
+    logs in its JVM from the keytab; the driver's Python, whose sparktf.fs calls (checking a
+    model for predict or TFEstimator, writing an export) have a client of their own, logs in
+    from the same keytab into a cache of its own (0600), and reads and writes as P."""
+    if backend == "webhdfs":
+        pytest.importorskip(
+            "requests_kerberos", reason="WebHDFS with SPNEGO: pip install requests-kerberos"
+        )
+    import subprocess
+
+    from yarn_harness import spark_submit
+
+    script = tmp_path / "driver.py"
+    script.write_text(KEYTAB_DRIVER)
+    root = f"hdfs:///user/{secure_yarn.user}/keytab-{backend}"
+    cmd = [spark_submit(), "--master", "local[1]", "--conf", "spark.ui.enabled=false"]
+    cmd += ["--principal", secure_yarn.principal, "--keytab", secure_yarn.keytab]
+    out = subprocess.run(
+        [*cmd, str(script), root],
+        env=secure_yarn.env(
+            KRB5CCNAME=str(tmp_path / "no-ticket"),
+            SPARKTF_HDFS_BACKEND=backend,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
+    said = out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"read secure {backend} ['note.txt']" in out.stdout, said
+    after = re.search(r"^cache after FILE:(\S+) (0o\d+)$", out.stdout, re.M)
+    assert after and after.group(2) == "0o600", said
+    assert not os.path.exists(after.group(1)), "the driver's own cache outlived it"
+    rc, listing, err = secure_yarn.cli("hdfs", "dfs", "-ls", root.removeprefix("hdfs://"))
+    assert rc == 0 and f" {secure_yarn.user} " in listing, listing + err
+
+
 @pytest.mark.tf
 def test_main_job_with_principal_and_keytab_reaches_95_percent(secure_yarn, tmp_path):
     """`spark-submit --master yarn --deploy-mode client --principal P --keytab K
