@@ -401,7 +401,7 @@ def _free_port():
 
 @pytest.fixture(scope="session")
 def connect_url(tmp_path_factory):
-    """A real Spark Connect server on loopback (local[2]), started from the pip-installed
+    """A real Spark Connect server on loopback (local[3]), started from the pip-installed
     pyspark's SparkConnectServer class, shared by the session's Connect tests: its URL."""
     import subprocess
     import time
@@ -423,7 +423,7 @@ def connect_url(tmp_path_factory):
     server_class = "org.apache.spark.sql.connect.service.SparkConnectServer"
     with open(log, "wb") as out:
         server = subprocess.Popen(
-            [spark_submit, "--class", server_class, "--master", "local[2]", *confs],
+            [spark_submit, "--class", server_class, "--master", "local[3]", *confs],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,

@@ -378,3 +378,23 @@ def ctx_misuse(args, ctx):
 async def async_main(args, ctx):
     """A main_fn written with async def: run() refuses it (calling it would run nothing)."""
     return ctx.name
+
+
+def worker_fails_its_first_process(args, ctx):
+    """The ps serves; worker:0's first process raises (a marker in ``args["dir"]`` says it
+    ran), its process restarted in place returns "restarted"; the chief waits (up to 120 s)
+    for that second process's marker and returns whether it came."""
+    if ctx.job_name == "ps":
+        ctx.serve()
+        return None
+    first, second = (os.path.join(args["dir"], n) for n in ("first", "second"))
+    if ctx.name == "worker:0":
+        if not os.path.exists(first):
+            open(first, "w").close()
+            raise RuntimeError("worker:0's first process fails")
+        open(second, "w").close()
+        return "restarted"
+    deadline = time.monotonic() + 120
+    while not os.path.exists(second) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return os.path.exists(second)

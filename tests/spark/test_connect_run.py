@@ -1,5 +1,5 @@
 """``sparktf.run`` on a Spark Connect session (the ``remote`` fixture of tests/conftest.py: a
-real Spark Connect server on loopback, local[2]): the nodes run as a barrier ``mapInArrow``
+real Spark Connect server on loopback, local[3]): the nodes run as a barrier ``mapInArrow``
 submitted through Connect, tagged with the cluster's id (``spark.addTag``) and interrupted by
 it (``spark.interruptTag``); they report to the client's control server over TCP."""
 
@@ -126,6 +126,24 @@ def test_a_client_that_interrupts_its_jobs_stops_the_cluster_without_a_restart(
     assert sparktf.run(remote, jobs.describe, num_executors=2).shutdown(timeout=60)
 
 
+def test_a_worker_restarts_in_place_over_spark_connect(remote, tmp_path, no_leftovers):
+    """A parameter-server job's worker whose main_fn raises is restarted in place (its TF
+    process alone, the others running on), as on a classic session: the job completes."""
+    cluster = sparktf.run(
+        remote,
+        jobs.worker_fails_its_first_process,
+        {"dir": str(tmp_path)},
+        num_executors=3,
+        num_ps=1,
+    )
+    assert cluster.shutdown(timeout=180) is True
+    assert cluster.results["worker:0"] == "restarted"
+    [failure] = cluster.failures
+    assert failure.node == "worker:0" and failure.restarted_in_place
+    assert failure.exc_message == "worker:0's first process fails"
+    assert cluster.attempt == 0
+
+
 def test_a_dataframe_is_fed_over_spark_connect_every_row_once(remote, no_leftovers):
     df = remote.range(0, 1000, 1, 3)  # 3 partitions for 2 nodes: dealt out over a shuffle
     cluster = sparktf.run(
@@ -241,8 +259,8 @@ def test_a_client_its_executors_cannot_reach_fails_within_a_minute_naming_the_se
 
 def test_more_nodes_than_the_connect_servers_slots_are_refused_at_once(remote, no_leftovers):
     started = time.monotonic()
-    with pytest.raises(sparktf.ConfigError, match="offers 2 task slots"):
-        sparktf.run(remote, jobs.describe, num_executors=3)
+    with pytest.raises(sparktf.ConfigError, match="offers 3 task slots"):
+        sparktf.run(remote, jobs.describe, num_executors=4)
     assert time.monotonic() - started < 10
 
 
