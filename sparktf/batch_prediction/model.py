@@ -132,15 +132,12 @@ def as_executors_read(session: SparkSession, model_path: str) -> tuple[str, bool
 
 
 def _local_master_here(session: SparkSession) -> bool:
-    """Whether the executors run on this machine: a ``local[-cluster]`` master, and on a
-    Spark Connect session a server on loopback too."""
-    if type(session).__module__.startswith("pyspark.sql.connect"):
-        try:  # (no SparkContext: the server's conf, and where the client reaches it)
-            master = str(session.conf.get("spark.master", "") or "")
-            host = str(session.client.host)
-        except Exception:
-            return False
-        return master.startswith("local") and host in ("localhost", "127.0.0.1", "::1")
+    """Whether the executors run on this machine: a ``local[-cluster]`` master (on Spark
+    Connect, the server's, reached on loopback)."""
+    from sparktf.driver import preflight, sparkside
+
+    if preflight.is_connect(session):
+        return sparkside.local_master_here(session)
     return (session.sparkContext.master or "").startswith("local")  # local[-cluster]
 
 

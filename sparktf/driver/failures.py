@@ -26,6 +26,15 @@ from sparktf.errors import (
 SYMPTOMS = ("BrokenPipeError", "ConnectionResetError", "ConnectionAbortedError")
 
 
+#: How sparktf words a Spark Connect client's interrupted operation (interruptAll,
+#: interruptTag, interruptOperation: a notebook's cancel); :class:`JobFailure` reads it as a
+#: cancel.
+CONNECT_CANCELLED = (
+    "Spark Connect operation cancelled: the client interrupted it (interruptAll, "
+    "interruptTag or interruptOperation: a notebook's cancel)"
+)
+
+
 @dataclass(frozen=True)
 class JobFailure:
     """What Spark said of the failed job holding the nodes, read once when it ended.
@@ -40,7 +49,7 @@ class JobFailure:
 
     @classmethod
     def read(cls, text: str) -> JobFailure:
-        cancelled = bool(re.match(r"Job \d+ cancelled|Spark Connect operation cancelled", text))
+        cancelled = bool(re.match(r"Job \d+ cancelled", text)) or text == CONNECT_CANCELLED
         return cls(text, cancelled, _executor_lost(text))
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
+from sparktf.driver import failures
 from sparktf.driver.sparkside import ConnectContext
 
 if TYPE_CHECKING:
@@ -299,20 +300,16 @@ _CANCELLED = re.compile(
 )
 
 
-#: What a Spark Connect client's interrupted operation says (interruptAll, interruptTag,
-#: interruptOperation: a notebook's cancel), and how sparktf words it.
+#: What a Spark Connect client's interrupted operation says (worded as
+#: :data:`~sparktf.driver.failures.CONNECT_CANCELLED`).
 _CONNECT_CANCELLED = "[OPERATION_CANCELED]"
-CONNECT_CANCELLED = (
-    "Spark Connect operation cancelled: the client interrupted it (interruptAll, "
-    "interruptTag or interruptOperation: a notebook's cancel)"
-)
 
 
 def spark_error_text(exc: BaseException) -> str:
     """The few lines of a Spark job failure worth reading (the nodes' own reports, which name
     them, arrive over the control channel; this is for what only Spark knows)."""
     if _CONNECT_CANCELLED in str(exc):
-        return CONNECT_CANCELLED
+        return failures.CONNECT_CANCELLED
     lines = [ln.strip().removeprefix(": ") for ln in str(exc).splitlines()]  # py4j's ": "
     keep = [
         ln

@@ -59,7 +59,7 @@ class ConnectContext:
         """This machine's address on the route to the Connect server: where executors (which
         the server reaches) most likely reach this client too; loopback for a local server."""
         host = _server_host(self.session)
-        if host in ("localhost", "127.0.0.1", "::1", None):
+        if host is None or host in LOOPBACK:
             return "127.0.0.1"
         try:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -67,6 +67,20 @@ class ConnectContext:
                 return str(s.getsockname()[0])
         except OSError:
             return socket.gethostbyname(socket.gethostname())
+
+
+#: Host names a Connect client reaches a server on this machine by.
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def local_master_here(session: Any) -> bool:
+    """Whether a Connect session's executors run on this machine: its server's master is
+    ``local[-cluster]`` and the client reaches the server on loopback."""
+    try:
+        master = ConnectContext(session).master
+    except Exception:  # (a stopped session: nothing known)
+        return False
+    return master.startswith("local") and _server_host(session) in LOOPBACK
 
 
 def _server_host(session: Any) -> str | None:
