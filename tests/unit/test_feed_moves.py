@@ -21,7 +21,7 @@ from helpers.feed_wire import serve_partition
 from sparktf.common import feedwire, messages, protocol
 from sparktf.common.spec import FeedConfig
 from sparktf.common.topology import assign_roles
-from sparktf.driver.state import JobState, Limits
+from sparktf.driver.job.state import JobState, Limits
 from sparktf.errors import FeedError
 from sparktf.node.feed.datafeed import DataFeed
 from sparktf.node.feed.equalize import Bound

@@ -1,6 +1,6 @@
 """The equalization bound as a node sees it: how many rows of each epoch every training node
 is known to have, sent by the driver (``feed_bound`` messages, see
-:meth:`sparktf.driver.state.JobState`), and the wait for it to grow.
+:meth:`sparktf.driver.job.state.JobState`), and the wait for it to grow.
 
 Pure threading: no numpy, pyarrow or TensorFlow, so it is unit-tested in seconds.
 """

@@ -1,5 +1,5 @@
 """Rows moved between training nodes after the first pass, when their shares turn out unequal
-(the driver's plan: :func:`sparktf.driver.partition.moves`).
+(the driver's plan: :func:`sparktf.driver.job.feedbound.moves`).
 
 Data already partitioned one partition per training node is fed as it is: no Spark job counts
 it first, no shuffle deals it out; other data is dealt out without counting it either, each
