@@ -1,6 +1,7 @@
-"""The feed's equalization bound: from every training node's feed reports, how many rows each
-may hand out this epoch (``feed_bound``), and the plan to move surplus rows between shares fed
-as they are (see :mod:`sparktf.node.feed`).
+"""The feed bound, as the driver keeps it: from every training node's feed reports, how many
+rows each may hand out this epoch (``feed_bound``), and the plan to move surplus rows between
+shares fed as they are. Each node holds what it is sent in its own
+:class:`sparktf.node.feed.equalize.FeedBound` (see :mod:`sparktf.node.feed`).
 
 Pure: no sockets, no threads, no Spark.
 """

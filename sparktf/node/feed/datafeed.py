@@ -17,7 +17,7 @@ from sparktf.common.ports import PortRange
 from sparktf.common.spec import FeedConfig
 from sparktf.errors import ConfigError, FeedError
 from sparktf.node.feed import batches
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 from sparktf.node.feed.exchange import Exchange
 from sparktf.node.feed.reports import ProgressReports
 from sparktf.node.feed.results import as_rows
@@ -47,7 +47,7 @@ class DataFeed:
         config: FeedConfig,
         spool_dir: str,
         report: Callable[[dict], None],
-        bound: Bound,
+        bound: FeedBound,
         peer: Peer | None = None,
         first_epoch: int = 0,
     ) -> None:
@@ -248,7 +248,7 @@ class DataFeed:
             return None
         return self._last_fed - self._first_asked
 
-    def _wait_for_peers(self, bound: Bound) -> None:
+    def _wait_for_peers(self, bound: FeedBound) -> None:
         self._waiting = True
         try:
             bound.wait_beyond(self._delivered, self.config.feed_timeout)

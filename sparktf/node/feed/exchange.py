@@ -39,7 +39,7 @@ from sparktf.common import feedwire, protocol, topology
 from sparktf.common import ports as ports_
 from sparktf.errors import FeedError
 from sparktf.node.feed import batches
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 from sparktf.node.feed.stream import Stream
 
 GIVER = b"N"
@@ -58,7 +58,7 @@ class Exchange:
         name: str,
         host: str,
         secret: bytes,
-        bound: Bound,
+        bound: FeedBound,
         timeout: float,
         ports: ports_.PortRange | None = None,
     ) -> None:
