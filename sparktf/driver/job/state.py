@@ -420,6 +420,14 @@ class JobState:
             return []
         self._notes += liveness.idle_collectives(self.trainers, self.limits, now)
         out: list[Send] = [inplace.kill(n) for n in killing]  # to restart them in place
+        out += self._training_done(now)
+        out += self._stop(now)
+        if self._finished(now):
+            self.status = Status.FINISHED
+        return [s for s in out if s.to]
+
+    def _training_done(self, now: float) -> list[Send]:
+        """Once every chief and worker is done (or serving): training_done to every live node."""
         if (
             self.training_done_at is None
             and self.registered
@@ -431,9 +439,13 @@ class JobState:
         ):
             self.training_done_at = now
             self.status = Status.STOPPING
-            out.append(
+            return [
                 Send(self._names(lambda n: n.alive), messages.NODE, messages.make("training_done"))
-            )
+            ]
+        return []
+
+    def _stop(self, now: float) -> list[Send]:
+        """``grace`` after training is done: stop to the nodes that serve or are done."""
         if (
             self.training_done_at is not None
             and not self.stop_sent
@@ -442,7 +454,7 @@ class JobState:
             self.stop_sent = True
             # A parameter server whose server is not up yet is stopped too: it has nothing
             # to finish, and its process leaves without completing TensorFlow's import.
-            out.append(
+            return [
                 Send(
                     self._names(
                         lambda n: (
@@ -453,10 +465,8 @@ class JobState:
                     messages.NODE,
                     messages.make("stop"),
                 )
-            )
-        if self._finished(now):
-            self.status = Status.FINISHED
-        return [s for s in out if s.to]
+            ]
+        return []
 
     def _names(self, predicate: Callable[[NodeRecord], bool]) -> tuple[str, ...]:
         return tuple(n.name for n in self.nodes.values() if predicate(n))
