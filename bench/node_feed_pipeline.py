@@ -100,7 +100,7 @@ def sparktf_node(section: bytes, rows: int) -> tuple[float, float]:
     from sparktf.common import feedwire
     from sparktf.common.spec import FeedConfig
     from sparktf.node.feed import DataFeed
-    from sparktf.node.feed.equalize import Bound
+    from sparktf.node.feed.equalize import FeedBound
     from sparktf.task.sparksocket import spark_data_socket
 
     sock, pid = executor(section)
@@ -134,7 +134,7 @@ def sparktf_node(section: bytes, rows: int) -> tuple[float, float]:
         config=FeedConfig(feed_timeout=60),
         spool_dir=work,
         report=lambda message: None,
-        bound=Bound(),
+        bound=FeedBound(),
     )
     n = 0
     while not feed.should_stop():

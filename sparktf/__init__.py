@@ -19,7 +19,7 @@ _EXPORTS = {
     "run": "sparktf.driver.cluster",
     "Cluster": "sparktf.driver.cluster",
     "InputMode": "sparktf.common.settings",
-    "Status": "sparktf.driver.state",
+    "Status": "sparktf.driver.job.state",
     "NodeContext": "sparktf.node.context",
     "SparkTFError": "sparktf.errors",
     "ConfigError": "sparktf.errors",
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from sparktf.batch_prediction import ModelChangedError, predict
     from sparktf.common.settings import InputMode
     from sparktf.driver.cluster import Cluster, run
-    from sparktf.driver.state import Status
+    from sparktf.driver.job.state import Status
     from sparktf.driver.warmup import WarmUp, warm_up
     from sparktf.errors import (
         ClusterStateError,

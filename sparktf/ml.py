@@ -234,9 +234,9 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
             if not (seen and fs.exists(path)):
                 return path
 
-    def _fit(self, dataset):
-        import sparktf
-
+    def _checked_columns(self, dataset) -> list[str]:
+        """The columns fit() feeds (inputCols, then labelCol), once its params are set and the
+        DataFrame has those columns."""
         problems = []
         if self.main_fn is None:
             problems.append("TFEstimator needs main_fn: TFEstimator(main_fn, args, ...)")
@@ -258,10 +258,16 @@ class TFEstimator(Estimator, _TFParams, HasLabelCol, MLReadable, MLWritable):
                 f"columns {missing} are not in the DataFrame ({dataset.columns}); "
                 "check inputCols and labelCol"
             )
+        return cols
+
+    def _fit(self, dataset):
+        import sparktf
+
+        cols = self._checked_columns(dataset)
         df = partition.vectors_as_arrays(dataset.select(*cols), cols, dtype="float32")[0]
         size = self.getOrDefault(self.clusterSize) if self.isDefined(self.clusterSize) else None
         export_dir = self._fit_dir(dataset.sparkSession)
-        assert self.main_fn is not None  # (checked above)
+        assert self.main_fn is not None  # (checked: _checked_columns)
         cluster = sparktf.run(
             dataset.sparkSession,
             self.main_fn,

@@ -92,40 +92,17 @@ def predict(
             f"df must be a pyspark DataFrame, got {type(df).__name__} (an RDD: "
             "spark.createDataFrame(rdd, schema) first)"
         )
-    problems: list = []
-    if isinstance(model_path, os.PathLike):
-        model_path = os.fspath(model_path)
-    if not isinstance(model_path, str) or not model_path:
-        problems.append(
-            f"model_path must be the path of a SavedModel directory (a str), got {model_path!r}"
-        )
-    if (
-        isinstance(input_cols, str)
-        or not isinstance(input_cols, Sequence)
-        or not input_cols
-        or not all(isinstance(c, str) for c in input_cols)
-    ):
-        problems.append(f"input_cols must be a non-empty list of column names, got {input_cols!r}")
-    else:
-        missing = [c for c in input_cols if c not in df.columns]
-        if missing:
-            problems.append(f"input_cols {missing} are not columns of the DataFrame ({df.columns})")
-    outputs = _output_plan(output_col, output_type, output_key, df.columns, problems)
-    if not isinstance(signature, str) or not signature:
-        problems.append(
-            f"signature must be the name of one of the SavedModel's signatures "
-            f"(a str, 'serving_default' by default), got {signature!r}"
-        )
-    if (plain_numbers.integer(batch_size) or 0) < 1:
-        problems.append(f"batch_size must be an int >= 1, got {batch_size!r}")
-    if not connect:  # the Spark Python workers load TensorFlow themselves: the same cap
-        problems += [
-            p
-            for p in preflight.conf_problems(df.sparkSession.sparkContext.getConf())
-            if p.startswith("spark.executor.pyspark.memory")
-        ]
-    if problems:
-        raise ConfigError.from_problems(problems)
+    model_path, outputs = _checked_arguments(
+        df,
+        connect,
+        model_path,
+        input_cols,
+        output_col,
+        output_type,
+        output_key,
+        signature,
+        batch_size,
+    )
     batch_size = int(batch_size)
     from sparktf import fs
 
@@ -162,6 +139,58 @@ def predict(
         else _with_map(source, scorer, defaults)
     )
     return out.drop(*added) if added else out
+
+
+def _checked_arguments(
+    df: DataFrame,
+    connect: bool,
+    model_path: str,
+    input_cols: Sequence[str],
+    output_col: str | Sequence[str],
+    output_type: str | Sequence[str],
+    output_key: str | Sequence[str] | None,
+    signature: str,
+    batch_size: int,
+) -> tuple[str, _Outputs | None]:
+    """predict's arguments checked, every problem at once (a ConfigError): the model's path,
+    as a str, and the outputs' plan."""
+    from sparktf.driver import preflight
+
+    problems: list = []
+    if isinstance(model_path, os.PathLike):
+        model_path = os.fspath(model_path)
+    if not isinstance(model_path, str) or not model_path:
+        problems.append(
+            f"model_path must be the path of a SavedModel directory (a str), got {model_path!r}"
+        )
+    if (
+        isinstance(input_cols, str)
+        or not isinstance(input_cols, Sequence)
+        or not input_cols
+        or not all(isinstance(c, str) for c in input_cols)
+    ):
+        problems.append(f"input_cols must be a non-empty list of column names, got {input_cols!r}")
+    else:
+        missing = [c for c in input_cols if c not in df.columns]
+        if missing:
+            problems.append(f"input_cols {missing} are not columns of the DataFrame ({df.columns})")
+    outputs = _output_plan(output_col, output_type, output_key, df.columns, problems)
+    if not isinstance(signature, str) or not signature:
+        problems.append(
+            f"signature must be the name of one of the SavedModel's signatures "
+            f"(a str, 'serving_default' by default), got {signature!r}"
+        )
+    if (plain_numbers.integer(batch_size) or 0) < 1:
+        problems.append(f"batch_size must be an int >= 1, got {batch_size!r}")
+    if not connect:  # the Spark Python workers load TensorFlow themselves: the same cap
+        problems += [
+            p
+            for p in preflight.conf_problems(df.sparkSession.sparkContext.getConf())
+            if p.startswith("spark.executor.pyspark.memory")
+        ]
+    if problems:
+        raise ConfigError.from_problems(problems)
+    return model_path, outputs
 
 
 def _arrow_udf():

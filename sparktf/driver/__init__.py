@@ -5,18 +5,12 @@ checks ``sys.modules``). The package is split by job, one idea a module:
 
 * the settings are :mod:`~sparktf.common.settings` (the one table, and every default,
   resolved and checked once), shared with the other sides;
-* the pure job state (no sockets, no Spark), table-tested on its own:
-  :mod:`~sparktf.driver.state` (an attempt's lifecycle, composing the rest),
-  :mod:`~sparktf.driver.records` (what the driver keeps of each node, progress data),
-  :mod:`~sparktf.driver.limits` (an attempt's time limits),
-  :mod:`~sparktf.driver.liveness` (when a live node counts as hung),
-  :mod:`~sparktf.driver.feedbound` (the feed's equalization bound),
-  :mod:`~sparktf.driver.failures` (which failure ends an attempt, typed);
+* the pure job core, :mod:`~sparktf.driver.job` (no sockets, no Spark), table-tested on its
+  own: an attempt's lifecycle (:mod:`~sparktf.driver.job.state`), composing the rest;
 * :mod:`~sparktf.driver.runner`: the threads that carry out the state's actions, attempt after
   attempt (:mod:`~sparktf.driver.attempt`: what one attempt owns;
   :mod:`~sparktf.driver.builder`: how each is built), with
   :mod:`~sparktf.driver.sparkjobs` (Spark's jobs: tracking, cancelling, their failures' text),
-  :mod:`~sparktf.driver.outcome` (the failure that ends an attempt as the user reads it),
   :mod:`~sparktf.driver.history` (what the driver keeps of the nodes' output: log files,
   metrics, TensorBoard scalars) and :mod:`~sparktf.driver.console` (the nodes' lines on the
   driver);
@@ -26,7 +20,7 @@ checks ``sys.modules``). The package is split by job, one idea a module:
 * :mod:`~sparktf.driver.preflight`: the checks made before any stage starts;
 * :mod:`~sparktf.driver.hadoop`: what the driver tells the nodes of Hadoop;
 * :mod:`~sparktf.driver.cluster`: the public API, ``run()`` and ``Cluster``, with
-  :mod:`~sparktf.driver.launch` (what a job's settings become: its launch spec and runner),
-  :mod:`~sparktf.driver.arguments` (what its calls accept) and
-  :mod:`~sparktf.driver.waits` (its waits, which stop every node on an error).
+  :mod:`~sparktf.driver.launch` (what a job's settings become: its launch spec and runner)
+  and :mod:`~sparktf.driver.arguments` (what its calls accept); its waits stop every node on
+  an error.
 """

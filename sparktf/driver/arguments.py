@@ -17,8 +17,8 @@ from sparktf.common import plain_numbers
 from sparktf.common.settings import InputMode, valid_seconds
 from sparktf.common.topology import NodeRole
 from sparktf.driver import preflight
+from sparktf.driver.job.state import Status
 from sparktf.driver.sparkside import ConnectContext
-from sparktf.driver.state import Status
 from sparktf.errors import ClusterStateError, ConfigError
 
 if TYPE_CHECKING:

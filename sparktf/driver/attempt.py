@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from sparktf.common import messages
 from sparktf.common.spec import LaunchSpec
 from sparktf.driver.control import ControlServer
-from sparktf.driver.records import Send
-from sparktf.driver.state import JobState
+from sparktf.driver.job.records import Send
+from sparktf.driver.job.state import JobState
 from sparktf.errors import SparkTFError
 
 log = logging.getLogger(__name__)

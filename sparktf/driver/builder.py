@@ -17,8 +17,8 @@ from sparktf.common.topology import NodeRole
 from sparktf.driver import sparkjobs, stages
 from sparktf.driver.attempt import Attempt, AttemptHandler, Events, abort_quietly
 from sparktf.driver.control import ControlServer
-from sparktf.driver.limits import Limits
-from sparktf.driver.state import JobState
+from sparktf.driver.job.limits import Limits
+from sparktf.driver.job.state import JobState
 from sparktf.errors import ConfigError
 
 StageFactory = Callable[[LaunchSpec], Callable[[], Any]]

@@ -2,34 +2,37 @@
 
 A thin layer: settings are resolved by :mod:`~sparktf.common.settings` and the calls'
 arguments checked by :mod:`~sparktf.driver.arguments`; the job is carried out by a
-:class:`~sparktf.driver.runner.Runner` whose rules live in :mod:`~sparktf.driver.state`, on
-the barrier stages of :mod:`~sparktf.driver.stages`. Every wait (:mod:`~sparktf.driver.waits`)
-stops every node and Spark job before an interruption or error propagates.
+:class:`~sparktf.driver.runner.Runner` whose rules live in :mod:`~sparktf.driver.job.state`, on
+the barrier stages of :mod:`~sparktf.driver.stages`. Every wait (:func:`wait_until`, each
+taking the job's runner) stops every node and Spark job before an interruption or error
+propagates.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from sparktf.common import plain_numbers, scripts, topology
 from sparktf.common.settings import InputMode, Settings, default
 from sparktf.common.spec import FeedConfig
 from sparktf.common.topology import NodeRole
-from sparktf.driver import arguments, launch, preflight, stages, waits
-from sparktf.driver.records import NodeState
-from sparktf.driver.state import Status
-from sparktf.errors import ClusterStateError, ConfigError, SparkTFError
+from sparktf.driver import arguments, launch, preflight, stages
+from sparktf.driver.job.records import NodeState
+from sparktf.driver.job.state import Status
+from sparktf.driver.runner import Runner
+from sparktf.errors import ClusterStateError, ClusterTimeoutError, ConfigError, SparkTFError
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
-    from sparktf.driver.state import JobState
+    from sparktf.driver.job.state import JobState
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +146,9 @@ class Cluster:
 
     # ----------------------------------------------------------------------------- waits
     def _start(self, stage_factory, deadline: float | None = None, expired: str = "") -> None:
-        with waits.stopping_on_error(self._runner):
+        with stopping_on_error(self._runner):
             self._runner.start(self._launch, stage_factory)
-        waits.wait_until(self._runner, lambda s: s.registered, deadline, expired)
+        wait_until(self._runner, lambda s: s.registered, deadline, expired)
 
     def _set_launch(self, **changes: Any) -> None:
         self._launch = dataclasses.replace(self._launch, **changes)
@@ -201,10 +204,10 @@ class Cluster:
         if self.status is Status.CREATED:  # InputMode.SPARK, never given data
             self._runner.teardown()
             return None
-        with waits.stopping_on_error(self._runner):
+        with stopping_on_error(self._runner):
             self._runner.set_grace(grace)
         expired = f"shutdown(timeout={timeout})"
-        waits.wait_until(self._runner, lambda s: s.status is Status.FINISHED, deadline, expired)
+        wait_until(self._runner, lambda s: s.status is Status.FINISHED, deadline, expired)
         self._runner.teardown()
         if self._runner.failure is not None:
             raise self._runner.failure
@@ -284,7 +287,7 @@ class Cluster:
         )
         expired = f"train(timeout={timeout})"
         self._start(stage, deadline, expired)
-        waits.wait_until(
+        wait_until(
             self._runner,
             lambda s: s.training_done_at is not None or s.status is Status.FINISHED,
             deadline,
@@ -336,7 +339,7 @@ class Cluster:
         )
         expired = f"inference(timeout={timeout})"
         self._start(stage, deadline, expired)
-        waits.wait_until(self._runner, lambda s: s.status is Status.FINISHED, deadline, expired)
+        wait_until(self._runner, lambda s: s.status is Status.FINISHED, deadline, expired)
         self._runner.teardown()
         assert stage.output is not None  # the stage ran: it set its output
         return stage.output
@@ -355,6 +358,53 @@ class Cluster:
 
     def __repr__(self) -> str:
         return f"<sparktf.Cluster {self.job_id} {self.status.value} nodes={len(self.roles)}>"
+
+
+# ------------------------------------------------------------------------- the waits
+@contextlib.contextmanager
+def stopping_on_error(runner: Runner) -> Iterator[None]:
+    """Any exception or interruption in the block stops every node and Spark job first."""
+    try:
+        yield
+    except BaseException as exc:
+        what = type(exc).__name__
+        runner.abort(
+            ClusterStateError(
+                f"interrupted ({what}); every node was stopped"
+                if isinstance(exc, KeyboardInterrupt)
+                else f"the driver raised {what}: {exc}; every node was stopped"
+            )
+        )
+        runner.teardown()
+        raise
+
+
+def wait(runner: Runner, predicate: Callable, deadline: float | None) -> bool:
+    """Wait for ``predicate(state)`` (False: ``deadline`` passed first); raise the job's
+    failure (after teardown)."""
+    ok = runner.wait(predicate, deadline)
+    if runner.failure is not None:
+        runner.teardown()
+        raise runner.failure
+    return ok
+
+
+def wait_until(runner: Runner, predicate: Callable, deadline: float | None, expired: str) -> None:
+    """Wait for ``predicate(state)``; past ``deadline``, stop every node and raise a
+    :class:`~sparktf.errors.ClusterTimeoutError` saying ``expired``."""
+    with stopping_on_error(runner):
+        if wait(runner, predicate, deadline):
+            return
+        state = runner.state
+        running = [n.name for n in state.nodes.values() if n.exit is None] if state else []
+        runner.abort(
+            ClusterTimeoutError(
+                f"{expired} expired with nodes {running} still running; every node was stopped"
+            )
+        )
+    runner.teardown()
+    if runner.failure is not None:  # else the job finished just as the deadline passed
+        raise runner.failure
 
 
 def run(

@@ -1,7 +1,7 @@
 """What a job's settings become on the driver: the :class:`~sparktf.common.spec.LaunchSpec`
 every attempt's barrier tasks carry (each attempt adds its own secret and control address)
 and the :class:`~sparktf.driver.runner.Runner` that carries the job out, with its
-:class:`~sparktf.driver.limits.Limits`.
+:class:`~sparktf.driver.job.limits.Limits`.
 
 Runs on the driver, once per ``sparktf.run()``; every value comes from the resolved
 :class:`~sparktf.common.settings.Settings` (no default of its own).
@@ -19,7 +19,7 @@ from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import preflight
 from sparktf.driver.hadoop import hadoop_env
-from sparktf.driver.limits import KILL_WAIT_SECS, PAUSED_SECS, Limits
+from sparktf.driver.job.limits import KILL_WAIT_SECS, PAUSED_SECS, Limits
 from sparktf.driver.runner import Runner
 
 

@@ -10,8 +10,9 @@ the same rows every time.
 Either way the shares can come out unequal: a partition's own size is all a deal-out knows, so
 each partition may give one trainer one row more than another (:func:`dealt_shares`). When
 synchronous training needs the shares equal, the surplus rows then move after the first pass,
-node to node (:func:`moves`; see :mod:`sparktf.node.feed`), and only ``total % trainers`` rows
-of an epoch, fewer than one per training node, are held back (:func:`held_back`).
+node to node (:func:`~sparktf.driver.job.feedbound.moves`; see :mod:`sparktf.node.feed`), and
+only ``total % trainers`` rows of an epoch, fewer than one per training node, are held back
+(:func:`~sparktf.driver.job.feedbound.held_back`).
 """
 
 from __future__ import annotations
@@ -60,39 +61,6 @@ def dealt_shares(sizes: list[int], trainers: int) -> list[int]:
         for t in range(trainers):
             shares[t] += whole + ((t - index) % trainers < extra)
     return shares
-
-
-def held_back(counts: list[int]) -> int:
-    """Rows of an epoch equalization holds back from shares of these sizes, once the surplus
-    has moved (:func:`moves`): ``sum % len``, fewer than one per training node."""
-    return sum(counts) % len(counts) if counts else 0
-
-
-def moves(counts: list[int]) -> tuple[int, list[tuple[int, int, int]]]:
-    """How to equalize shares of these sizes by moving rows between nodes, not reshuffling.
-
-    Returns ``(target, moves)``: every share ends with ``target = sum // len`` rows; each move
-    ``(giver, taker, rows)`` sends the giver's last rows to a node with fewer than ``target``
-    (givers and takers in rank order, each giver's tail dealt out in order). No moves when no
-    share has fewer than ``target``. Only the ``sum % len`` rows (fewer than one per node)
-    that no node can take stay held back, at the end of the last givers' shares.
-    """
-    if not counts:
-        return 0, []
-    target = sum(counts) // len(counts)
-    needs = [[j, target - c] for j, c in enumerate(counts) if c < target]
-    out: list[tuple[int, int, int]] = []
-    for giver, count in enumerate(counts):
-        spare = count - target
-        while spare > 0 and needs:
-            taker, need = needs[0]
-            rows = min(spare, need)
-            out.append((giver, taker, rows))
-            spare -= rows
-            needs[0][1] -= rows
-            if not needs[0][1]:
-                needs.pop(0)
-    return target, out
 
 
 _VECTOR_UDTS = ("org.apache.spark.ml.linalg.VectorUDT", "org.apache.spark.mllib.linalg.VectorUDT")

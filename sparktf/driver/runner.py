@@ -1,9 +1,9 @@
 """Carries out a job's attempts: the control server, the Spark job, the monitor thread.
 
-The rules are in :class:`~sparktf.driver.state.JobState`; this module owns the one lock, applies
-events to the state under it, and performs the resulting actions (sends, Spark calls, process
-starts) outside it. Every exception on its threads becomes the job's failure: none may end a
-thread silently and leave a caller waiting.
+The rules are in :class:`~sparktf.driver.job.state.JobState`; this module owns the one lock,
+applies events to the state under it, and performs the resulting actions (sends, Spark calls,
+process starts) outside it. Every exception on its threads becomes the job's failure: none may
+end a thread silently and leave a caller waiting.
 
 Restarts: when an attempt fails with restarts left, the monitor stops that attempt's nodes,
 waits for its Spark job, builds the next attempt (a new control server and secret, its stage)
@@ -16,23 +16,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sparktf.common import messages, protocol
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
-from sparktf.driver import failures, sparkjobs, sparkside
+from sparktf.driver import sparkjobs, sparkside
 from sparktf.driver.attempt import Attempt, send_quietly
 from sparktf.driver.builder import AttemptBuilder, StageFactory
 from sparktf.driver.console import Console
 from sparktf.driver.history import JobHistory
-from sparktf.driver.limits import Limits
-from sparktf.driver.outcome import shown as outcome_shown
+from sparktf.driver.job import failures
+from sparktf.driver.job.limits import Limits
+from sparktf.driver.job.state import JobState, Status
 from sparktf.driver.progress import Reporter
-from sparktf.driver.state import JobState, Status
-from sparktf.errors import (
-    ClusterStateError,
-    SparkTFError,
-)
+from sparktf.errors import ClusterStateError, NodeError, ReservationTimeoutError, SparkTFError
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +331,7 @@ class Runner:
                         self._note_upstream(attempt)
                     self._wake.wait(TICK)
                     continue
-                outcome = outcome_shown(self.sc, outcome, attempt, self.history)
+                outcome = shown_outcome(self.sc, outcome, attempt, self.history)
                 with self._cond:
                     restart = self._may_restart(outcome)
                     if not restart:
@@ -442,3 +440,23 @@ class Runner:
         """How many of ``attempt``'s nodes are out of reach now (:meth:`JobState.out_of_reach`)."""
         with self._cond:
             return len(attempt.state.out_of_reach(time.monotonic()))
+
+
+def shown_outcome(
+    sc: Any, outcome: SparkTFError, attempt: Attempt, history: JobHistory
+) -> SparkTFError:
+    """``outcome``, the failure that ends ``attempt``, with what Spark and the driver's files
+    add to it (asks Spark: call it outside the runner's lock)."""
+    if isinstance(outcome, ReservationTimeoutError):
+        hosts = [n.host for n in attempt.state.nodes.values()]
+        why = sparkjobs.unlaunched_note(sc, attempt.job_id, hosts)
+        if why:
+            outcome = ReservationTimeoutError(f"{outcome}. {why}", outcome.restartable)
+    if isinstance(outcome, NodeError):
+        outcome = history.shown(outcome, attempt.number)
+    if sparkjobs.spark_stopped(sc):
+        why, by_user = sparkjobs.why_stopped(sc)
+        if isinstance(outcome, NodeError) and not by_user:  # (a user's stop makes its own)
+            why += f". Before that: {outcome}"
+        outcome = ClusterStateError(why)
+    return outcome

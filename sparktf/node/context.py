@@ -221,27 +221,9 @@ class NodeContext:
         -------
         sparktf.node.feed.DataFeed
         """
-        from sparktf.errors import ConfigError
         from sparktf.node.feed import DataFeed, FeedError
 
-        if self.train_mode is None:
-            raise FeedError(
-                "get_data_feed() needs InputMode.SPARK: start the cluster with "
-                "sparktf.run(..., input_mode=sparktf.InputMode.SPARK) and give "
-                "it data with cluster.train(data) or cluster.inference(data)"
-            )
-        if (qname_in, qname_out) != ("input", "output"):
-            raise ConfigError(
-                f"get_data_feed: a node has one feed; qname_in/qname_out must be "
-                f"'input'/'output' (TensorFlowOnSpark's defaults), got "
-                f"{qname_in!r}/{qname_out!r}"
-            )
-        if not isinstance(train_mode, bool):
-            raise ConfigError(
-                f"get_data_feed: train_mode must be True or False (True under "
-                f"cluster.train, False under cluster.inference), got "
-                f"{train_mode!r}"
-            )
+        self._check_feed_call(train_mode, qname_in, qname_out)
         runtime = self._runtime
         if runtime.feed is not None:
             return runtime.feed
@@ -273,6 +255,30 @@ class NodeContext:
         if start_epoch >= total:
             runtime.feed.terminate()  # every epoch was trained before the restart
         return runtime.feed
+
+    def _check_feed_call(self, train_mode: bool, qname_in: str, qname_out: str) -> None:
+        """get_data_feed's arguments, and whether this cluster has data to feed at all."""
+        from sparktf.errors import ConfigError
+        from sparktf.node.feed import FeedError
+
+        if self.train_mode is None:
+            raise FeedError(
+                "get_data_feed() needs InputMode.SPARK: start the cluster with "
+                "sparktf.run(..., input_mode=sparktf.InputMode.SPARK) and give "
+                "it data with cluster.train(data) or cluster.inference(data)"
+            )
+        if (qname_in, qname_out) != ("input", "output"):
+            raise ConfigError(
+                f"get_data_feed: a node has one feed; qname_in/qname_out must be "
+                f"'input'/'output' (TensorFlowOnSpark's defaults), got "
+                f"{qname_in!r}/{qname_out!r}"
+            )
+        if not isinstance(train_mode, bool):
+            raise ConfigError(
+                f"get_data_feed: train_mode must be True or False (True under "
+                f"cluster.train, False under cluster.inference), got "
+                f"{train_mode!r}"
+            )
 
     def _epochs_left(
         self, config: FeedConfig | None, start_epoch: int

@@ -18,7 +18,7 @@ from typing import Any
 from sparktf.common import messages, protocol
 from sparktf.common.spec import NodeSpec
 from sparktf.node import synchronous
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 
 #: The TF process's exit code when it loses the driver.
 EXIT_DRIVER_LOST = 75
@@ -37,7 +37,7 @@ class NodeRuntime:
         self.chan = chan
         self.stop = threading.Event()  # the job is over: serve() returns, the process exits
         self.training_done = threading.Event()  # every chief/worker main_fn has returned
-        self.bound = Bound()  # the driver's word on the rows every trainer may hand out
+        self.bound = FeedBound()  # the driver's word on the rows every trainer may hand out
         self.feed: Any = None  # the DataFeed, once main_fn asked for it
         self.server: Any = None  # the TF server, once started
         self.step: int | None = None  # ctx.report / ctx.report_progress

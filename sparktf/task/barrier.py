@@ -391,19 +391,7 @@ def _steps(
         with PortReservation(
             ports=launch.port_range, what=f"{node.name}'s TF server"
         ) as reservation:
-            gpus, claim = node_gpu_claim(node.job, task_gpus(ctx), dict(launch.env))
-            addresses, dealt = rendezvous(launch, node.name, host, reservation.port, claim)
-            spec = build_node_spec(
-                launch,
-                rank,
-                addresses,
-                ctx.cpus(),
-                sys.path,
-                work_dir=work_dir,
-                feed_path=feed_path,
-                gpus=tuple(dealt) if dealt else gpus,
-            )
-            proc = start_supervisor(spec)
+            proc = _start_node(ctx, rank, host, launch, reservation.port, work_dir, feed_path)
             if listener is not None and data_kind:  # (a listener only where data comes)
                 yield from feeder.feed(listener, proc, partition, launch, data_kind, arrow_schema)
             code = proc.wait()
@@ -437,6 +425,33 @@ def _steps(
         )
     if data_kind is None:
         yield json.dumps({"rank": rank, "node": node.name, "host": host})
+
+
+def _start_node(
+    ctx,
+    rank: int,
+    host: str,
+    launch: LaunchSpec,
+    port: int,
+    work_dir: str,
+    feed_path: str | None,
+) -> Any:
+    """Gather every node's address (this one's: ``port``, and its GPUs claimed) and start
+    this node's supervisor: its process."""
+    node = launch.roles[rank]
+    gpus, claim = node_gpu_claim(node.job, task_gpus(ctx), dict(launch.env))
+    addresses, dealt = rendezvous(launch, node.name, host, port, claim)
+    spec = build_node_spec(
+        launch,
+        rank,
+        addresses,
+        ctx.cpus(),
+        sys.path,
+        work_dir=work_dir,
+        feed_path=feed_path,
+        gpus=tuple(dealt) if dealt else gpus,
+    )
+    return start_supervisor(spec)
 
 
 def local_dir() -> str | None:

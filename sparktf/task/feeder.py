@@ -66,16 +66,12 @@ def feed(
     conn = _accept(listener, proc, timeout)
     inference = launch.train_mode is False
     if conn is None:
-        if inference and proc.wait() == 0 and next(iter(partition), None) is not None:
-            raise TaskFeedError(
-                "main_fn returned without reading its rows: inference needs "
-                "ctx.get_data_feed(train_mode=False) and one output per row"
-            )
+        _check_unread(inference, proc, partition)
         return
     results: queue.Queue = queue.Queue(maxsize=RESULTS_AHEAD)
     stop = threading.Event()
     reader = _ReplyReader(conn, results, stop)
-    counted, produced = [0], 0
+    counted, produced = [0], [0]  # rows sent, output rows yielded (as they go)
     spark = None
     try:
         if kind == "pickled-batches":
@@ -87,15 +83,10 @@ def feed(
                 pass  # training: the TF process reads, and goes on until main_fn returns
         else:
             frames = partition_frames(partition, kind, arrow_schema, config.chunk_rows, counted)
-            for buffers in _then_end(frames, counted):
-                if stop.is_set():
-                    break
-                if not inference:
-                    feedwire.send_buffers(conn, buffers)
-                    continue
-                for chunk in _send_draining(conn, buffers, results, reader, proc, launch):
-                    produced += len(chunk)
-                    yield from _emit(chunk, kind, launch)
+            framed = _then_end(frames, counted)
+            yield from _send_frames(
+                conn, framed, kind, stop, results, reader, proc, launch, produced
+            )
         if reader.idle:
             raise TimeoutError()
     except TimeoutError:
@@ -105,13 +96,48 @@ def feed(
     try:
         if inference:
             for chunk in _results(results, reader, proc):
-                produced += len(chunk)
+                produced[0] += len(chunk)
                 yield from _emit(chunk, kind, launch)
             if reader.idle:
                 raise _took_no_data(timeout)
-            _check_outputs(produced, counted[0], reader, proc)
+            _check_outputs(produced[0], counted[0], reader, proc)
     finally:
         reader.close()
         conn.close()
         if spark is not None and not reader.spark_ended:
             leave_mid_data(spark)
+
+
+def _check_unread(inference: bool, proc: subprocess.Popen, partition: Iterator) -> None:
+    """The TF process never connected to read its rows: fail an inference whose ``main_fn``
+    returned (exit 0) with rows of its partition unread; any other end is the node's to report."""
+    if inference and proc.wait() == 0 and next(iter(partition), None) is not None:
+        raise TaskFeedError(
+            "main_fn returned without reading its rows: inference needs "
+            "ctx.get_data_feed(train_mode=False) and one output per row"
+        )
+
+
+def _send_frames(
+    conn: socket.socket,
+    framed: Iterator,
+    kind: str,
+    stop: threading.Event,
+    results: queue.Queue,
+    reader: _ReplyReader,
+    proc: subprocess.Popen,
+    launch: LaunchSpec,
+    produced: list[int],
+) -> Iterator:
+    """Send the partition's frames until the last or ``stop``; for inference, yield the outputs
+    that come back meanwhile (``produced[0]`` counts their rows as they go)."""
+    inference = launch.train_mode is False
+    for buffers in framed:
+        if stop.is_set():
+            break
+        if not inference:
+            feedwire.send_buffers(conn, buffers)
+            continue
+        for chunk in _send_draining(conn, buffers, results, reader, proc, launch):
+            produced[0] += len(chunk)
+            yield from _emit(chunk, kind, launch)

@@ -40,7 +40,7 @@ def test_a_worker_taking_fewer_steps_under_mwms_is_named_while_the_chief_waits(
     from helpers.procs import wait_until
     from pyspark.sql import SparkSession
 
-    from sparktf.driver import liveness
+    from sparktf.driver.job import liveness
 
     monkeypatch.setattr(liveness, "IDLE_SECS", 3.0)
     session = SparkSession(sc_local)
@@ -73,7 +73,7 @@ def test_a_sync_replicas_worker_stopping_early_is_named_while_the_chief_waits(
     the chief waits for its gradients for ever. Named as under MWMS."""
     from helpers.procs import wait_until
 
-    from sparktf.driver import liveness
+    from sparktf.driver.job import liveness
 
     monkeypatch.setattr(liveness, "IDLE_SECS", 3.0)
     with caplog.at_level("WARNING", logger="sparktf"):

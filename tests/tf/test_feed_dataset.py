@@ -14,7 +14,7 @@ from sparktf.common import feedwire
 from sparktf.common.spec import FeedConfig
 from sparktf.errors import FeedError
 from sparktf.node.feed.datafeed import DataFeed
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 
 tf = pytest.importorskip("tensorflow")
 
@@ -28,7 +28,7 @@ def feed_of(tmp_path, frames, epochs, **config):
         config=FeedConfig(num_epochs=epochs, **config),
         spool_dir=str(tmp_path),
         report=lambda msg: None,
-        bound=Bound(),
+        bound=FeedBound(),
     )
 
 

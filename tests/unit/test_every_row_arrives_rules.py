@@ -8,7 +8,8 @@ import random
 import pytest
 
 from sparktf.driver import partition
-from sparktf.driver.feedbound import FeedBound
+from sparktf.driver.job import feedbound
+from sparktf.driver.job.feedbound import FeedBound
 
 
 def _apply(counts, moves):
@@ -43,10 +44,10 @@ def test_1000_rows_dealt_from_3_partitions_to_2_nodes_are_equalized_without_hold
     # what the issue saw: 333 + 334 + 333 rows dealt round 2 nodes give 501 and 499
     shares = partition.dealt_shares([333, 334, 333], 2)
     assert shares == [501, 499]
-    target, moves = partition.moves(shares)
+    target, moves = feedbound.moves(shares)
     assert (target, moves) == (500, [(0, 1, 1)])
-    assert partition.held_back(shares) == 0
-    assert 3 * partition.held_back(shares) == 0  # 3 epochs, shuffled or not: none either
+    assert feedbound.held_back(shares) == 0
+    assert 3 * feedbound.held_back(shares) == 0  # 3 epochs, shuffled or not: none either
 
 
 def test_the_deal_out_model_is_the_rdd_deal_out():
@@ -72,12 +73,12 @@ def test_every_partitioning_holds_back_only_the_remainder_in_every_epoch():
     for sizes, trainers, epochs in _cases(2000):
         total = sum(sizes)
         for shares in (partition.dealt_shares(sizes, trainers), _as_is(sizes, trainers)):
-            target, moves = partition.moves(shares)
+            target, moves = feedbound.moves(shares)
             after = _apply(shares, moves)
             assert target == total // trainers
             assert min(after) == target  # every node the same rows per epoch
             held = sum(a - target for a in after)
-            assert held == partition.held_back(shares) == total % trainers < trainers
+            assert held == feedbound.held_back(shares) == total % trainers < trainers
             assert epochs * held == epochs * (total % trainers)
             # only surplus rows move, each at most once: no more than the shortfall
             assert sum(r for _, _, r in moves) == sum(max(0, target - s) for s in shares)

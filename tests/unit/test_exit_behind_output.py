@@ -7,7 +7,7 @@ behind those lines, on its way. Deterministic: the clock is a number, nothing sl
 
 from sparktf.common import messages
 from sparktf.common.topology import assign_roles
-from sparktf.driver.state import JobState, Limits, Status
+from sparktf.driver.job.state import JobState, Limits, Status
 from sparktf.errors import SparkJobError
 
 NODE, SUPERVISOR = messages.NODE, messages.SUPERVISOR

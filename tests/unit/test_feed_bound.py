@@ -7,11 +7,11 @@ import time
 import pytest
 
 from sparktf.errors import FeedError
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 
 
 def test_a_wait_for_the_bound_lasts_while_the_driver_says_rows_flow():
-    bound = Bound()
+    bound = FeedBound()
     bound.update(5, False, others=5)
     stop = threading.Event()
 
@@ -32,7 +32,7 @@ def test_a_wait_for_the_bound_lasts_while_the_driver_says_rows_flow():
 
 
 def test_a_wait_for_the_bound_fails_once_nothing_flows_for_feed_timeout():
-    bound = Bound()
+    bound = FeedBound()
     bound.update(5, False, others=5)
     started = time.monotonic()
     with pytest.raises(FeedError, match="feed_timeout=0.3s"):

@@ -11,7 +11,7 @@ from sparktf.common import protocol
 from sparktf.common.topology import split_address
 from sparktf.errors import FeedError
 from sparktf.node.feed import exchange
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 from sparktf.node.feed.exchange import Exchange
 
 SECRET = b"s" * 32
@@ -19,7 +19,7 @@ SECRET = b"s" * 32
 
 @pytest.fixture
 def ex():
-    node = Exchange("chief:0", "127.0.0.1", SECRET, Bound(), timeout=5)
+    node = Exchange("chief:0", "127.0.0.1", SECRET, FeedBound(), timeout=5)
     yield node
     node.close()
 

@@ -21,10 +21,10 @@ from helpers.feed_wire import serve_partition
 from sparktf.common import feedwire, messages, protocol
 from sparktf.common.spec import FeedConfig
 from sparktf.common.topology import assign_roles
-from sparktf.driver.state import JobState, Limits
+from sparktf.driver.job.state import JobState, Limits
 from sparktf.errors import FeedError
 from sparktf.node.feed.datafeed import DataFeed
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 
 SECRET = b"s" * 32
 
@@ -52,7 +52,7 @@ class Driver:
 
     def __init__(self, names):
         self.state = JobState(assign_roles(len(names), 0, "chief", False), Limits(), 0.0)
-        self.bounds = {name: Bound() for name in names}
+        self.bounds = {name: FeedBound() for name in names}
         self.lock = threading.Lock()
         self.reports = {name: [] for name in names}  # each node's feed_progress messages
         for name in names:
@@ -192,7 +192,7 @@ def test_the_exchange_turns_away_a_peer_without_the_job_secret(tmp_path):
     from sparktf.common.topology import split_address
     from sparktf.node.feed.exchange import Exchange
 
-    ex = Exchange("chief:0", "127.0.0.1", SECRET, Bound(), timeout=5)
+    ex = Exchange("chief:0", "127.0.0.1", SECRET, FeedBound(), timeout=5)
     try:
         sock = socket.create_connection(split_address(ex.address), timeout=5)
         with pytest.raises((protocol.AuthenticationError, ConnectionError, OSError)):
@@ -244,7 +244,7 @@ def test_a_node_goes_as_far_as_its_own_fresh_count_and_the_others_reported():
     other node surely has (the fewest another node reported): not only the driver's bound,
     which waits for the node's own report to come back. Never past the others, never lower
     than before, and exactly the final length once that is known."""
-    bound, own = Bound(), [0]
+    bound, own = FeedBound(), [0]
     bound.own = lambda: own[0]
     bound.update(0, False, others=40)
     assert bound.limit() == 0  # nothing of its own yet
@@ -257,7 +257,7 @@ def test_a_node_goes_as_far_as_its_own_fresh_count_and_the_others_reported():
     bound.update(60, True)  # final: the epoch's exact length
     assert bound.limit() == 60
 
-    waiting, own2 = Bound(), [0]
+    waiting, own2 = FeedBound(), [0]
     waiting.own = lambda: own2[0]
     waiting.update(0, False, others=100)
     consumer = threading.Thread(target=waiting.wait_beyond, args=(0, 10))

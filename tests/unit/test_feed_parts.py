@@ -12,12 +12,12 @@ import pytest
 from sparktf.common import feedwire
 from sparktf.errors import FeedError
 from sparktf.node.feed import batches
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 from sparktf.node.feed.spool import Spool
 
 
 def test_the_bound_only_grows_and_final_sticks():
-    b = Bound()
+    b = FeedBound()
     b.update(10, False)
     b.update(4, False)  # a late, smaller word changes nothing
     assert (b.value, b.final) == (10, False)
@@ -31,13 +31,13 @@ def test_the_bound_only_grows_and_final_sticks():
     [(0, 0, 5, 0), (10, 0, 5, 5), (10, 8, 5, 2), (10, 10, 5, 0), (10, 12, 5, 0)],
 )
 def test_the_bound_allows_no_row_beyond_it(value, delivered, want, allowed):
-    b = Bound()
+    b = FeedBound()
     b.update(value, False)
     assert b.allows(delivered, want) == allowed
 
 
 def test_a_wait_for_the_bound_ends_when_it_grows_or_turns_final():
-    b = Bound()
+    b = FeedBound()
     b.update(5, False)
     threading.Timer(0.1, b.update, (8, False)).start()
     t = time.monotonic()
@@ -49,7 +49,7 @@ def test_a_wait_for_the_bound_ends_when_it_grows_or_turns_final():
 
 
 def test_a_bound_that_never_moves_is_a_feed_error_naming_the_timeout():
-    b = Bound()
+    b = FeedBound()
     with pytest.raises(FeedError, match="feed_timeout=0.3s"):
         b.wait_beyond(0, timeout=0.3)
 
@@ -200,13 +200,13 @@ sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parents[1])!r})
 from helpers.feed_wire import serve_partition
 from sparktf.common import feedwire
 from sparktf.common.spec import FeedConfig
-from sparktf.node.feed import Bound, DataFeed
+from sparktf.node.feed import FeedBound, DataFeed
 rows = [(i, float(i)) for i in range(10)]
 path = serve_partition(os.path.join({str(tmp_path)!r}, "feed.sock"),
                        [(feedwire.PICKLED, pickle.dumps(rows[:6]), 6),
                         (feedwire.PICKLED, pickle.dumps(rows[6:]), 4)])
 feed = DataFeed(path, train_mode=True, input_mapping=None, config=FeedConfig(),
-                spool_dir={str(tmp_path)!r}, report=lambda m: None, bound=Bound())
+                spool_dir={str(tmp_path)!r}, report=lambda m: None, bound=FeedBound())
 got = []
 while not feed.should_stop():
     got += feed.next_batch(4)
@@ -234,7 +234,7 @@ def _feed(tmp_path, frames, input_mapping=None):
         config=FeedConfig(),
         spool_dir=str(tmp_path),
         report=lambda m: None,
-        bound=Bound(),
+        bound=FeedBound(),
         input_mapping=input_mapping,
     )
 
@@ -335,7 +335,7 @@ def test_a_should_stop_loop_never_gets_an_empty_batch(tmp_path, epochs, train_mo
         config=FeedConfig(num_epochs=epochs),
         spool_dir=str(tmp_path),
         report=lambda m: None,
-        bound=Bound(),
+        bound=FeedBound(),
         input_mapping=None,
     )
     got = []

@@ -11,7 +11,7 @@ from helpers.feed_wire import serve_partition
 from sparktf.common import feedwire
 from sparktf.common.spec import FeedConfig
 from sparktf.node.feed import batches
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 from sparktf.node.feed.spool import Spool
 from sparktf.node.feed.stream import EOF, Stream
 
@@ -117,7 +117,7 @@ def test_a_consumer_held_by_the_others_count_is_not_woken_by_its_own_rows():
     not woken for it (a thread woken for nothing, per frame, was a good part of what
     equalizing cost a node). It goes on when the others' count moves, or its own does while
     it is the smaller."""
-    bound, own = Bound(), [10]
+    bound, own = FeedBound(), [10]
     bound.own = lambda: own[0]
     bound.cond = CountingCondition()
     bound.update(0, False, others=10)

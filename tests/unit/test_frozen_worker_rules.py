@@ -1,5 +1,5 @@
 """A worker whose TF process is stopped or frozen (silent past heartbeat_timeout) is killed by
-its supervisor and restarted in place, where a worker may be (sparktf/driver/inplace.py,
+its supervisor and restarted in place, where a worker may be (sparktf/driver/job/inplace.py,
 liveness.py, state.py); everywhere else it is declared hung, as before. On the pure JobState:
 no Spark, no sockets, no processes; the clock is a number."""
 
@@ -7,8 +7,8 @@ import pytest
 
 from sparktf.common import messages
 from sparktf.common.topology import assign_roles
-from sparktf.driver import failures
-from sparktf.driver.state import JobState, Limits, Status
+from sparktf.driver.job import failures
+from sparktf.driver.job.state import JobState, Limits, Status
 
 NODE, AGENT = messages.NODE, messages.SUPERVISOR
 HB = 5.0  # heartbeat_timeout

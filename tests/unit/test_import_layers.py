@@ -5,6 +5,8 @@ names something that exists.
 
 The sides (docs/architecture.md): ``common`` imports no side; ``node`` (the TF process)
 imports neither ``driver`` nor ``task``; ``task`` (the Spark barrier task) not ``driver``.
+Within the driver, the pure job core ``driver.job`` imports no pyspark, by itself or through
+what it imports, and nothing of ``driver`` outside ``job``.
 Every import counts, a function's too; a ``TYPE_CHECKING`` one is a type, not an import.
 """
 
@@ -124,6 +126,55 @@ def test_no_import_circles():
         if v not in index:
             visit(v)
     assert circles == [], circles
+
+
+#: a package that imports no Spark: the sparktf modules it may never import (besides itself)
+PURE = {"sparktf.driver.job": "sparktf.driver"}
+
+
+def _within(mod, package):
+    return mod == package or mod.startswith(package + ".")
+
+
+def spark_imports(mod):
+    """The pyspark modules ``mod`` imports anywhere in its code (not for types only)."""
+    path, _ = MODULES[mod]
+    tree = ast.parse(open(path).read())
+    typing_only = _type_checking_blocks(tree)
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        found.update(name for name in names if _within(name, "pyspark"))
+    return found
+
+
+def reached(mod):
+    """The sparktf modules ``mod`` imports, directly or through the ones it imports."""
+    seen, todo = set(), [mod]
+    while todo:
+        for dep in GRAPH[todo.pop()]:
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+@pytest.mark.parametrize("pure", sorted(PURE))
+def test_a_pure_package_imports_no_spark(pure):
+    wrong = []
+    for mod in sorted(m for m in MODULES if _within(m, pure)):
+        for dep in sorted(reached(mod) | {mod}):
+            if _within(dep, PURE[pure]) and not _within(dep, pure):
+                wrong.append(f"{mod} -> {dep}")
+            wrong += [f"{mod} -> {dep} -> {spark}" for spark in sorted(spark_imports(dep))]
+    assert wrong == [], wrong
 
 
 # ------------------------------------------------------------------------- references

@@ -8,8 +8,8 @@ import pytest
 
 from sparktf.common import messages
 from sparktf.common.topology import assign_roles
-from sparktf.driver.failures import restartable
-from sparktf.driver.state import JobState, Limits, Status
+from sparktf.driver.job.failures import restartable
+from sparktf.driver.job.state import JobState, Limits, Status
 from sparktf.errors import ClusterTimeoutError, NodeError, ReservationTimeoutError, SparkJobError
 
 NODE, SUPERVISOR, TASK = messages.NODE, messages.SUPERVISOR, messages.TASK
@@ -390,7 +390,7 @@ def test_nodes_waiting_for_a_share_still_flowing_hear_that_rows_flow():
     """feed_timeout is an idle timeout: two small shares have ended and wait for a large one
     still read; the bound they go by does not move, yet each hears (at most every FLOW_EVERY
     seconds) that rows still flow, so neither times out while the large share is read."""
-    from sparktf.driver.feedbound import FLOW_EVERY
+    from sparktf.driver.job.feedbound import FLOW_EVERY
 
     s = job(num=3)
     start(s)
@@ -708,7 +708,7 @@ def test_a_collective_chief_idle_after_a_worker_returned_is_named_with_what_to_c
     in an all-reduce for it for ever (its process stays up after main_fn returns, as every
     node's does). The driver cannot tell that wait from work for sure, so it does not fail the
     job, but it says so once the chief has been idle for IDLE_SECS after the return."""
-    from sparktf.driver.liveness import IDLE_SECS
+    from sparktf.driver.job.liveness import IDLE_SECS
 
     s = job(num=2)
     start(s)
@@ -750,7 +750,7 @@ def test_a_collective_chief_idle_after_a_worker_returned_is_named_with_what_to_c
 def test_a_collective_node_idle_for_collective_idle_timeout_fails_the_job(limit):
     """The warning first; then, idle for collective_idle_timeout after the peer returned, the
     job fails naming the node and what to change (None: only the warning, for ever)."""
-    from sparktf.driver.liveness import IDLE_SECS
+    from sparktf.driver.job.liveness import IDLE_SECS
 
     s = job(num=2, collective_idle_timeout=limit)
     start(s)
@@ -782,7 +782,7 @@ def test_a_collective_node_idle_for_collective_idle_timeout_fails_the_job(limit)
 
 @pytest.mark.parametrize("case", ["busy", "not collective", "nobody returned"])
 def test_a_chief_still_working_or_not_collective_is_not_named(case):
-    from sparktf.driver.liveness import IDLE_SECS
+    from sparktf.driver.job.liveness import IDLE_SECS
 
     s = job(num=2)
     start(s)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sparktf.driver import partition
+from sparktf.driver.job import feedbound
 
 
 @pytest.mark.parametrize(
@@ -20,9 +20,9 @@ from sparktf.driver import partition
     ],
 )
 def test_shares_move_rows_unless_only_the_remainder_would_be_held_back(counts, moved):
-    target, moves = partition.moves(counts)
+    target, moves = feedbound.moves(counts)
     assert sum(rows for _, _, rows in moves) == moved
-    assert partition.held_back(counts) == sum(counts) % len(counts)
+    assert feedbound.held_back(counts) == sum(counts) % len(counts)
 
 
 @pytest.mark.parametrize(
@@ -41,7 +41,7 @@ def test_shares_move_rows_unless_only_the_remainder_would_be_held_back(counts, m
     ],
 )
 def test_moves_equalize_the_shares_and_hold_back_less_than_a_row_per_node(counts):
-    target, moves = partition.moves(counts)
+    target, moves = feedbound.moves(counts)
     assert target == sum(counts) // len(counts)
     given = [0] * len(counts)
     taken = [0] * len(counts)
@@ -60,6 +60,6 @@ def test_moves_equalize_the_shares_and_hold_back_less_than_a_row_per_node(counts
 
 
 def test_moves_are_none_for_equal_shares_and_in_rank_order_otherwise():
-    assert partition.moves([4, 4, 4]) == (4, [])
-    assert partition.moves([10, 0, 2]) == (4, [(0, 1, 4), (0, 2, 2)])
-    assert partition.moves([0, 9, 9]) == (6, [(1, 0, 3), (2, 0, 3)])
+    assert feedbound.moves([4, 4, 4]) == (4, [])
+    assert feedbound.moves([10, 0, 2]) == (4, [(0, 1, 4), (0, 2, 2)])
+    assert feedbound.moves([0, 9, 9]) == (6, [(1, 0, 3), (2, 0, 3)])

@@ -14,7 +14,7 @@ import pytest
 from sparktf.common import ports
 from sparktf.common.ports import PortRange, PortReservation
 from sparktf.errors import PortRangeError
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 from sparktf.node.feed.exchange import Exchange
 
 
@@ -86,7 +86,7 @@ def test_a_port_another_program_listens_on_is_skipped():
 
 def test_the_row_exchange_listens_in_the_range():
     block = free_block(2)
-    node = Exchange("chief:0", "127.0.0.1", b"s" * 32, Bound(), timeout=5, ports=block)
+    node = Exchange("chief:0", "127.0.0.1", b"s" * 32, FeedBound(), timeout=5, ports=block)
     try:
         port = int(node.address.rsplit(":", 1)[1])
         assert block.low <= port <= block.high

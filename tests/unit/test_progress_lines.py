@@ -4,8 +4,8 @@ import io
 
 from sparktf.common import messages
 from sparktf.common.topology import assign_roles
+from sparktf.driver.job.state import JobState, Limits
 from sparktf.driver.progress import Reporter, status_line, summary_lines
-from sparktf.driver.state import JobState, Limits
 
 
 def _state():

@@ -1,9 +1,9 @@
-"""The driver's rules for workers restarted in place (sparktf/driver/inplace.py), on the pure
+"""The driver's rules for workers restarted in place (sparktf/driver/job/inplace.py), on the pure
 JobState: no Spark, no sockets, no processes; the clock is a number."""
 
 from sparktf.common import messages
 from sparktf.common.topology import assign_roles
-from sparktf.driver.state import JobState, Limits, Status
+from sparktf.driver.job.state import JobState, Limits, Status
 
 NODE, AGENT = messages.NODE, messages.SUPERVISOR
 

@@ -46,6 +46,6 @@ tensorflow only by :meth:`DataFeed.to_dataset`.
 from sparktf.errors import FeedError
 from sparktf.node.feed.batches import column_to_numpy
 from sparktf.node.feed.datafeed import DataFeed
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 
-__all__ = ["DataFeed", "Bound", "FeedError", "column_to_numpy"]
+__all__ = ["DataFeed", "FeedBound", "FeedError", "column_to_numpy"]

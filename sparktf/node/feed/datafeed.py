@@ -17,7 +17,7 @@ from sparktf.common.ports import PortRange
 from sparktf.common.spec import FeedConfig
 from sparktf.errors import ConfigError, FeedError
 from sparktf.node.feed import batches
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 from sparktf.node.feed.exchange import Exchange
 from sparktf.node.feed.reports import ProgressReports
 from sparktf.node.feed.results import as_rows
@@ -27,6 +27,19 @@ from sparktf.node.feed.stream import EOF, Stream
 #: A node's name, host and the job's secret, and the port range its row exchange listens in
 #: (``spark.sparktf.portRange``; none given: any port).
 Peer = tuple[str, str, bytes] | tuple[str, str, bytes, PortRange | None]
+
+
+def _check_input_mapping(input_mapping: dict | None) -> None:
+    """``input_mapping`` is None or a dict of DataFrame column -> name in the batches."""
+    if input_mapping is not None and not (
+        isinstance(input_mapping, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in input_mapping.items())
+    ):
+        raise ConfigError(
+            f"input_mapping must be a dict of DataFrame column -> name in the "
+            f"batches, such as {{'image': 'x', 'label': 'y'}}, got "
+            f"{input_mapping!r}"
+        )
 
 
 class DataFeed:
@@ -47,7 +60,7 @@ class DataFeed:
         config: FeedConfig,
         spool_dir: str,
         report: Callable[[dict], None],
-        bound: Bound,
+        bound: FeedBound,
         peer: Peer | None = None,
         first_epoch: int = 0,
     ) -> None:
@@ -55,15 +68,7 @@ class DataFeed:
         share is fed as it is and rows may have to move between nodes (``config.exchange``)."""
         import numpy  # noqa: F401 - fail early if missing
 
-        if input_mapping is not None and not (
-            isinstance(input_mapping, dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in input_mapping.items())
-        ):
-            raise ConfigError(
-                f"input_mapping must be a dict of DataFrame column -> name in the "
-                f"batches, such as {{'image': 'x', 'label': 'y'}}, got "
-                f"{input_mapping!r}"
-            )
+        _check_input_mapping(input_mapping)
         self.train_mode = train_mode
         #: The epoch of cluster.train's this feed's first pass is (main_fn resumed there)
         self.first_epoch = first_epoch
@@ -92,7 +97,23 @@ class DataFeed:
                 name, host, secret, bound, config.feed_timeout, ports[0] if ports else None
             )
             self._reports.exchange = self._exchange
-        self._stream = Stream(
+        self._stream = self._open_stream(sock_path, path, moving)
+        if self._exchange is not None:
+            self._exchange.attach(self._stream)
+        self._start_position()
+        self.results_sent = 0
+        #: Rows handed to the consumer so far, every epoch together (sent with heartbeats).
+        self.rows_fed = 0
+        #: When the consumer first asked for a batch that had rows, and when it last got one:
+        #: the feed's rate is rows_fed over the time between (``feeding_secs``).
+        self._first_asked: float | None = None
+        self._last_fed: float | None = None
+
+    def _open_stream(self, sock_path: str, path: str, moving: bool) -> Stream:
+        """The stream of this node's share from its barrier task (``path``: the spool's file;
+        ``moving``: rows may move between nodes)."""
+        config, bound = self.config, self._bound
+        return Stream(
             sock_path,
             config,
             self._spool,
@@ -104,8 +125,9 @@ class DataFeed:
             spill_when=(lambda: self._waiting and bound.peers_ended) if moving else None,
             on_rows=bound.poke if self._equalizing else None,
         )
-        if self._exchange is not None:
-            self._exchange.attach(self._stream)
+
+    def _start_position(self) -> None:
+        """The consumer's place, before its first batch: the epoch, the chunk, the replay."""
         self._taking: Iterator | None = None  # epoch 1's rows from other nodes, once planned
         self._stream_done = False  # the consumer has taken the end of the stream
         self._epoch0_delivered: int | None = None
@@ -118,13 +140,6 @@ class DataFeed:
         self._replay: Iterator | None = None
         self._terminated = False
         self._stopped = False
-        self.results_sent = 0
-        #: Rows handed to the consumer so far, every epoch together (sent with heartbeats).
-        self.rows_fed = 0
-        #: When the consumer first asked for a batch that had rows, and when it last got one:
-        #: the feed's rate is rows_fed over the time between (``feeding_secs``).
-        self._first_asked: float | None = None
-        self._last_fed: float | None = None
 
     _stream: Stream  # (equalizing, the bound's ``own`` reads it: set after that lambda)
 
@@ -248,7 +263,7 @@ class DataFeed:
             return None
         return self._last_fed - self._first_asked
 
-    def _wait_for_peers(self, bound: Bound) -> None:
+    def _wait_for_peers(self, bound: FeedBound) -> None:
         self._waiting = True
         try:
             bound.wait_beyond(self._delivered, self.config.feed_timeout)

@@ -1,6 +1,6 @@
-"""The equalization bound as a node sees it: how many rows of each epoch every training node
-is known to have, sent by the driver (``feed_bound`` messages, see
-:meth:`sparktf.driver.state.JobState`), and the wait for it to grow.
+"""The feed bound as a node sees it: how many rows of each epoch every training node is known
+to have, sent by the driver (``feed_bound`` messages, from its
+:class:`sparktf.driver.job.feedbound.FeedBound`), and the wait for it to grow.
 
 Pure threading: no numpy, pyarrow or TensorFlow, so it is unit-tested in seconds.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from sparktf.errors import FeedError
 
 
-class Bound:
+class FeedBound:
     """The driver's word on how many rows every training node has: ``(value, final)``.
 
     ``value`` only grows; once ``final`` it is every epoch's exact length. Before that, the

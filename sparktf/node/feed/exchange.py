@@ -1,5 +1,5 @@
 """Rows moved between training nodes after the first pass, when their shares turn out unequal
-(the driver's plan: :func:`sparktf.driver.partition.moves`).
+(the driver's plan: :func:`sparktf.driver.job.feedbound.moves`).
 
 Data already partitioned one partition per training node is fed as it is: no Spark job counts
 it first, no shuffle deals it out; other data is dealt out without counting it either, each
@@ -39,7 +39,7 @@ from sparktf.common import feedwire, protocol, topology
 from sparktf.common import ports as ports_
 from sparktf.errors import FeedError
 from sparktf.node.feed import batches
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 from sparktf.node.feed.stream import Stream
 
 GIVER = b"N"
@@ -58,7 +58,7 @@ class Exchange:
         name: str,
         host: str,
         secret: bytes,
-        bound: Bound,
+        bound: FeedBound,
         timeout: float,
         ports: ports_.PortRange | None = None,
     ) -> None:

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from sparktf.common import messages
-from sparktf.node.feed.equalize import Bound
+from sparktf.node.feed.equalize import FeedBound
 
 
 class ProgressReports:
     """The ``feed_progress`` reports of one node's feed (``report`` sends one to the driver)."""
 
-    def __init__(self, report: Callable[[dict], None], bound: Bound) -> None:
+    def __init__(self, report: Callable[[dict], None], bound: FeedBound) -> None:
         self._report = report
         self._bound = bound
         #: The node's row exchange, once it listens (its address goes with each report).

@@ -112,56 +112,66 @@ class Stream:
                 kind, payload = self._next_frame()
                 if kind == feedwire.SCHEMA:
                     self.schema = batches.read_schema(payload)
-                    continue
-                if kind == feedwire.END:
-                    if self._spool is not None:
-                        self._spool.flush()  # complete before anyone may replay it
-                    rows = json.loads(payload)["rows"]  # -1: the task forwarded unopened frames
-                    self.rows = rows if rows >= 0 else self.received
-                    self.ended.set()
-                    self._progress(ended=True)
-                    if self._spill_next is None:
-                        self._put(EOF)
-                    else:
-                        self._wake()
+                elif kind == feedwire.END:
+                    self._end(payload)
                     return
-                chunk = batches.decode(kind, payload, self.schema)
-                n = batches.rows(chunk)
-                index = self._count_frame(n)
-                if self._spool is not None and self._spool_factory is None:
-                    self._spool.append(kind, payload, n)  # the spool of every frame
-                self.received += n
-                if self._on_rows is not None:
-                    self._on_rows()
-                if self._spill_next is None:
-                    if self._held is not None:
-                        # An Arrow batch is a view of its frame: keep the frame. A pickled
-                        # frame's buffer is reused for the next one: keep the elements.
-                        self._held[index] = (
-                            (kind, payload) if kind == feedwire.ARROW else (None, chunk)
-                        )
-                    self._put(chunk, len(payload), index)  # reports progress before it waits
-                if self._spill_next is not None:  # spilling, maybe from this frame on
-                    if self._spool_factory is not None:
-                        self._spooling().append(kind, payload, n)
-                        if self._held is not None:
-                            self._held.pop(index, None)
-                    self._spool_flushed()
-                self._progress(ended=False, urgent=False)
-        except BaseException as exc:
-            if self._spark is not None:
-                self._spark.close()
-            failure = FeedError(
-                f"the data feed from Spark broke: {type(exc).__name__}: {exc}",
-                reason=FeedError.BROKEN,
-            )
-            self._failure = failure
-            self.ended.set()
-            if not self._terminated:
-                if self._spill_next is None:
-                    self._put(failure)
                 else:
-                    self._wake()
+                    self._take_frame(kind, payload)
+        except BaseException as exc:
+            self._broken(exc)
+
+    def _take_frame(self, kind: bytes, payload: Any) -> None:
+        """One frame of rows: counted, spooled, handed to the consumer or spilled."""
+        chunk = batches.decode(kind, payload, self.schema)
+        n = batches.rows(chunk)
+        index = self._count_frame(n)
+        if self._spool is not None and self._spool_factory is None:
+            self._spool.append(kind, payload, n)  # the spool of every frame
+        self.received += n
+        if self._on_rows is not None:
+            self._on_rows()
+        if self._spill_next is None:
+            if self._held is not None:
+                # An Arrow batch is a view of its frame: keep the frame. A pickled
+                # frame's buffer is reused for the next one: keep the elements.
+                self._held[index] = (kind, payload) if kind == feedwire.ARROW else (None, chunk)
+            self._put(chunk, len(payload), index)  # reports progress before it waits
+        if self._spill_next is not None:  # spilling, maybe from this frame on
+            if self._spool_factory is not None:
+                self._spooling().append(kind, payload, n)
+                if self._held is not None:
+                    self._held.pop(index, None)
+            self._spool_flushed()
+        self._progress(ended=False, urgent=False)
+
+    def _end(self, payload: Any) -> None:
+        """The share's end frame: its rows counted, the spool complete, the consumer told."""
+        if self._spool is not None:
+            self._spool.flush()  # complete before anyone may replay it
+        rows = json.loads(payload)["rows"]  # -1: the task forwarded unopened frames
+        self.rows = rows if rows >= 0 else self.received
+        self.ended.set()
+        self._progress(ended=True)
+        if self._spill_next is None:
+            self._put(EOF)
+        else:
+            self._wake()
+
+    def _broken(self, exc: BaseException) -> None:
+        """The feed from Spark broke (``exc``): the consumer gets a FeedError."""
+        if self._spark is not None:
+            self._spark.close()
+        failure = FeedError(
+            f"the data feed from Spark broke: {type(exc).__name__}: {exc}",
+            reason=FeedError.BROKEN,
+        )
+        self._failure = failure
+        self.ended.set()
+        if not self._terminated:
+            if self._spill_next is None:
+                self._put(failure)
+            else:
+                self._wake()
 
     def _next_frame(self) -> tuple[bytes, Any]:
         """The next frame: from the barrier task, or, once the task has passed this node

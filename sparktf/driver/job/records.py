@@ -2,7 +2,7 @@
 and the progress data read from those records.
 
 Pure: no sockets, no threads, no Spark (the rules that change records are in
-:mod:`~sparktf.driver.state`).
+:mod:`~sparktf.driver.job.state`).
 
 A node's states::
 

@@ -1,6 +1,7 @@
-"""The feed's equalization bound: from every training node's feed reports, how many rows each
-may hand out this epoch (``feed_bound``), and the plan to move surplus rows between shares fed
-as they are (see :mod:`sparktf.node.feed`).
+"""The feed bound, as the driver keeps it: from every training node's feed reports, how many
+rows each may hand out this epoch (``feed_bound``), and the plan to move surplus rows between
+shares fed as they are. Each node holds what it is sent in its own
+:class:`sparktf.node.feed.equalize.FeedBound` (see :mod:`sparktf.node.feed`).
 
 Pure: no sockets, no threads, no Spark.
 """
@@ -11,10 +12,42 @@ import heapq
 from collections.abc import Sequence
 
 from sparktf.common import messages
-from sparktf.driver import partition
-from sparktf.driver.records import Send
+from sparktf.driver.job.records import Send
 
 FLOW_EVERY = messages.FLOW_EVERY
+
+
+def held_back(counts: list[int]) -> int:
+    """Rows of an epoch equalization holds back from shares of these sizes, once the surplus
+    has moved (:func:`moves`): ``sum % len``, fewer than one per training node."""
+    return sum(counts) % len(counts) if counts else 0
+
+
+def moves(counts: list[int]) -> tuple[int, list[tuple[int, int, int]]]:
+    """How to equalize shares of these sizes by moving rows between nodes, not reshuffling.
+
+    Returns ``(target, moves)``: every share ends with ``target = sum // len`` rows; each move
+    ``(giver, taker, rows)`` sends the giver's last rows to a node with fewer than ``target``
+    (givers and takers in rank order, each giver's tail dealt out in order). No moves when no
+    share has fewer than ``target``. Only the ``sum % len`` rows (fewer than one per node)
+    that no node can take stay held back, at the end of the last givers' shares.
+    """
+    if not counts:
+        return 0, []
+    target = sum(counts) // len(counts)
+    needs = [[j, target - c] for j, c in enumerate(counts) if c < target]
+    out: list[tuple[int, int, int]] = []
+    for giver, count in enumerate(counts):
+        spare = count - target
+        while spare > 0 and needs:
+            taker, need = needs[0]
+            rows = min(spare, need)
+            out.append((giver, taker, rows))
+            spare -= rows
+            needs[0][1] -= rows
+            if not needs[0][1]:
+                needs.pop(0)
+    return target, out
 
 
 class FeedBound:
@@ -112,7 +145,7 @@ class FeedBound:
             # fewer than sum // len rows: move the surplus, so that only sum % len rows
             # (fewer than one per node) are held back.
             if len(ended) == len(trainers) and all(t in self._exchange for t in trainers):
-                target, plan = partition.moves(ended)
+                target, plan = moves(ended)
                 if plan:
                     return self._send_moves(target, plan)
                 bound = (min(ended), True, True)

@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sparktf.common import messages
-from sparktf.driver import failures
-from sparktf.driver.limits import KILL_WAIT_SECS, Limits
-from sparktf.driver.records import NodeRecord, NodeState, Send
+from sparktf.driver.job import failures
+from sparktf.driver.job.limits import KILL_WAIT_SECS, Limits
+from sparktf.driver.job.records import NodeRecord, NodeState, Send
 from sparktf.errors import NodeError
 
 

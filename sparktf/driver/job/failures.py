@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from sparktf.common import messages
 from sparktf.common.procs import describe_exit
-from sparktf.driver.limits import Limits
-from sparktf.driver.records import NodeRecord
+from sparktf.driver.job.limits import Limits
+from sparktf.driver.job.records import NodeRecord
 from sparktf.errors import (
     FeedError,
     NodeError,

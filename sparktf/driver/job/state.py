@@ -3,9 +3,9 @@ to the messages to send and the failure that ends it. No sockets, no threads, no
 
 Every rule is a plain function of the messages received and the time, table-tested without a
 SparkContext (``tests/unit/test_job_state.py``). :class:`JobState` composes the attempt's parts,
-each in a module of its own: the nodes' records (:mod:`~sparktf.driver.records`), liveness
-(:mod:`~sparktf.driver.liveness`), the feed's bound (:mod:`~sparktf.driver.feedbound`) and the
-failures (:mod:`~sparktf.driver.failures`):
+each in a module of its own: the nodes' records (:mod:`~sparktf.driver.job.records`), liveness
+(:mod:`~sparktf.driver.job.liveness`), the feed's bound (:mod:`~sparktf.driver.job.feedbound`)
+and the failures (:mod:`~sparktf.driver.job.failures`):
 
 * :meth:`JobState.apply` takes one control message (or a channel's opening or closing) and
   returns the messages to send in reply;
@@ -16,7 +16,7 @@ failures (:mod:`~sparktf.driver.failures`):
 The runner (:mod:`sparktf.driver.runner`) owns the lock and carries out the actions.
 
 The attempt's states: LAUNCHING -> RUNNING -> STOPPING -> FINISHED, or FAILED from any of
-them (a node's: :class:`~sparktf.driver.records.NodeState`).
+them (a node's: :class:`~sparktf.driver.job.records.NodeState`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from typing import Any
 from sparktf.common import gpus, messages, topology
 from sparktf.common.settings import default
 from sparktf.common.topology import NodeRole
-from sparktf.driver import failures, inplace, liveness
-from sparktf.driver.failures import JobFailure
-from sparktf.driver.feedbound import FeedBound
-from sparktf.driver.limits import Limits
-from sparktf.driver.records import (
+from sparktf.driver.job import failures, inplace, liveness
+from sparktf.driver.job.failures import JobFailure
+from sparktf.driver.job.feedbound import FeedBound
+from sparktf.driver.job.limits import Limits
+from sparktf.driver.job.records import (
     NodeRecord,
     NodeState,
     Progress,
@@ -170,7 +170,7 @@ class JobState:
 
     def stale(self, node: str, incarnation: int) -> bool:
         """Whether a TF process of ``node`` is older than the restarts in place granted to it
-        (:mod:`~sparktf.driver.inplace`): its hello is turned away (it must not run) and its
+        (:mod:`~sparktf.driver.job.inplace`): its hello is turned away (it must not run) and its
         channel's end changes nothing. The restarts granted, not the last hello, decide: a
         process that crashed before its hello was read is granted a restart at once, and its
         late hello must not pass for the new process's."""
@@ -356,7 +356,7 @@ class JobState:
 
     def _may_restart(self, n: NodeRecord) -> bool:
         """Whether ``n``'s failed process would be restarted in place if its supervisor
-        asked now (:func:`~sparktf.driver.inplace.may_kill`)."""
+        asked now (:func:`~sparktf.driver.job.inplace.may_kill`)."""
         return inplace.may_kill(n, self.limits, self._ending, self._lockstep())
 
     def _restart_in_place(self, n: NodeRecord, now: float) -> list[Send]:
@@ -420,6 +420,14 @@ class JobState:
             return []
         self._notes += liveness.idle_collectives(self.trainers, self.limits, now)
         out: list[Send] = [inplace.kill(n) for n in killing]  # to restart them in place
+        out += self._training_done(now)
+        out += self._stop(now)
+        if self._finished(now):
+            self.status = Status.FINISHED
+        return [s for s in out if s.to]
+
+    def _training_done(self, now: float) -> list[Send]:
+        """Once every chief and worker is done (or serving): training_done to every live node."""
         if (
             self.training_done_at is None
             and self.registered
@@ -431,9 +439,13 @@ class JobState:
         ):
             self.training_done_at = now
             self.status = Status.STOPPING
-            out.append(
+            return [
                 Send(self._names(lambda n: n.alive), messages.NODE, messages.make("training_done"))
-            )
+            ]
+        return []
+
+    def _stop(self, now: float) -> list[Send]:
+        """``grace`` after training is done: stop to the nodes that serve or are done."""
         if (
             self.training_done_at is not None
             and not self.stop_sent
@@ -442,7 +454,7 @@ class JobState:
             self.stop_sent = True
             # A parameter server whose server is not up yet is stopped too: it has nothing
             # to finish, and its process leaves without completing TensorFlow's import.
-            out.append(
+            return [
                 Send(
                     self._names(
                         lambda n: (
@@ -453,10 +465,8 @@ class JobState:
                     messages.NODE,
                     messages.make("stop"),
                 )
-            )
-        if self._finished(now):
-            self.status = Status.FINISHED
-        return [s for s in out if s.to]
+            ]
+        return []
 
     def _names(self, predicate: Callable[[NodeRecord], bool]) -> tuple[str, ...]:
         return tuple(n.name for n in self.nodes.values() if predicate(n))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from sparktf.driver.limits import Limits
-from sparktf.driver.records import NodeRecord, NodeState
+from sparktf.driver.job.limits import Limits
+from sparktf.driver.job.records import NodeRecord, NodeState
 
 #: A training node under MultiWorkerMirroredStrategy or SyncReplicasOptimizer that has used
 #: under IDLE_CPU of a core for IDLE_SECS after another trainer's main_fn returned is named in
@@ -30,7 +30,7 @@ def check_liveness(
     counts from ``resumed_at`` at the earliest: the driver itself was paused until then).
 
     A silent node for which ``kill_in_place`` says yes (a worker that may restart in place,
-    :func:`~sparktf.driver.inplace.may_kill`) is not declared hung: its ``killing_at`` and
+    :func:`~sparktf.driver.job.inplace.may_kill`) is not declared hung: its ``killing_at`` and
     ``silent`` are set, and it is returned, for its supervisor to be told to kill its TF
     process; liveness leaves it alone from then on."""
     hb, pt = limits.heartbeat_timeout, limits.progress_timeout
