@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from sparktf.driver import failures
+from sparktf.driver.job import failures
 from sparktf.driver.sparkside import ConnectContext
 
 if TYPE_CHECKING:
@@ -301,7 +301,7 @@ _CANCELLED = re.compile(
 
 
 #: What a Spark Connect client's interrupted operation says (worded as
-#: :data:`~sparktf.driver.failures.CONNECT_CANCELLED`).
+#: :data:`~sparktf.driver.job.failures.CONNECT_CANCELLED`).
 _CONNECT_CANCELLED = "[OPERATION_CANCELED]"
 
 
