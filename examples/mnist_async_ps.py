@@ -13,7 +13,6 @@ MLP, since the graph is written by hand.
 import argparse
 
 import mnist_data
-from pyspark.sql import SparkSession
 
 import sparktf
 
@@ -100,14 +99,9 @@ def main(argv=None):
     if args.max_steps is not None and args.max_steps < 1:
         p.error("argument --max-steps: must be an int >= 1")
 
-    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
-    spark = (
-        SparkSession.builder.appName("sparktf-mnist-async-ps")
-        .config("spark.python.daemon.module", "sparktf.daemon")  # TF imported once
-        .getOrCreate()
-    )
-    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
-    sparktf.warm_up(spark)  # the daemons start while the driver loads the data
+    # Spark's INFO lines off, TensorFlow imported once per executor, mnist_data shipped to the
+    # executors and the nodes, their daemons started while the driver loads the data.
+    spark = sparktf.spark_session("sparktf-mnist-async-ps", py_files=[mnist_data.__file__])
     if args.data:
         train_df = mnist_data.read_dataframe(spark, args.data.rstrip("/") + "/train").cache()
         args.test = mnist_data.to_numpy(mnist_data.read_dataframe(spark, args.data + "/test"))

@@ -151,10 +151,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.partitions < 1:
         p.error("--partitions must be >= 1")
-    from pyspark.sql import SparkSession
 
-    sparktf.quiet_spark_logs()
-    spark = SparkSession.builder.appName("sparktf-mnist-data-setup").getOrCreate()
+    # No TensorFlow here: Spark's own daemon, nothing to warm up.
+    spark = sparktf.spark_session(
+        "sparktf-mnist-data-setup",
+        conf={"spark.python.daemon.module": "pyspark.daemon"},
+        warm_up=False,
+    )
     (x_train, y_train), (x_test, y_test) = load(args)
     out = args.output.rstrip("/")
     if "://" not in out:

@@ -15,7 +15,6 @@ import os
 import tempfile
 
 import mnist_data
-from pyspark.sql import SparkSession
 
 import sparktf
 
@@ -108,15 +107,11 @@ def main(argv=None):
     if "://" not in args.model_dir:
         args.model_dir = os.path.abspath(args.model_dir)
 
-    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
-    spark = (
-        SparkSession.builder.appName("sparktf-mnist-evaluator")
-        .config("spark.python.daemon.module", "sparktf.daemon")  # TF imported once
-        .config("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")
-        .getOrCreate()
+    spark = sparktf.spark_session(
+        "sparktf-mnist-evaluator",
+        py_files=[mnist_data.__file__],  # for the executors and the nodes
+        preload=("tensorflow", "tf_keras"),  # imported once per executor, before the fork
     )
-    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
-    sparktf.warm_up(spark)  # the daemons start while the driver loads the data
     (x, y), args.test = mnist_data.load_default(limit=args.limit)
     train_df = sparktf.from_numpy(spark, {"image": x, "label": y}).cache()
     print(f"mnist: mirrored with an evaluator, {len(y)} training images, {args.model_dir}")

@@ -19,7 +19,6 @@ import mnist_data
 import numpy as np
 from pyspark.ml import Pipeline, PipelineModel
 from pyspark.ml.feature import SQLTransformer
-from pyspark.sql import SparkSession
 
 import sparktf
 from sparktf.ml import TFEstimator
@@ -62,14 +61,9 @@ def main(argv=None):
     p.add_argument("--pipeline-dir", default="mnist_pipeline", help="the saved PipelineModel")
     args = p.parse_args(argv)
 
-    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
-    spark = (
-        SparkSession.builder.appName("sparktf-mnist-ml")
-        .config("spark.python.daemon.module", "sparktf.daemon")  # TF imported once
-        .config("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")
-        .getOrCreate()
-    )
-    sparktf.warm_up(spark)  # the daemons start while the driver loads the data
+    # TensorFlow and tf_keras imported once per executor; the daemons start now, while the
+    # driver loads the data.
+    spark = sparktf.spark_session("sparktf-mnist-ml", preload=("tensorflow", "tf_keras"))
     (x, y), (x_test, y_test) = mnist_data.load_default()
     train_df = sparktf.from_numpy(spark, {"image": x, "label": y}).cache()
     test_df = sparktf.from_numpy(spark, {"image": x_test, "label": y_test})

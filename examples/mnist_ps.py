@@ -15,7 +15,6 @@ import argparse
 import os
 
 import mnist_data
-from pyspark.sql import SparkSession
 
 import sparktf
 
@@ -88,16 +87,12 @@ def main(argv=None):
     if args.num_ps < 1:
         p.error("ParameterServerStrategy needs --num-ps >= 1")
 
-    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
-    spark = (
-        SparkSession.builder.appName("sparktf-mnist-ps")
-        .config("spark.python.daemon.module", "sparktf.daemon")  # TF imported once
-        .config("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")
-        .getOrCreate()
+    spark = sparktf.spark_session(
+        "sparktf-mnist-ps",
+        py_files=[mnist_data.__file__],  # for the executors and the nodes
+        preload=("tensorflow", "tf_keras"),  # imported once per executor, before the fork
+        warm_up="rdds",  # InputMode.TENSORFLOW's barrier stage is an RDD stage
     )
-    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
-    # InputMode.TENSORFLOW's barrier stage is an RDD stage: start its Python daemons now.
-    sparktf.warm_up(spark, dataframes=False, rdds=True)
     if args.data:
         test = mnist_data.read_dataframe(spark, args.data.rstrip("/") + "/test")
         args.train, args.test = None, mnist_data.to_numpy(test)

@@ -13,7 +13,6 @@ import argparse
 import os
 
 import mnist_data
-from pyspark.sql import SparkSession
 
 import sparktf
 
@@ -103,16 +102,12 @@ def main(argv=None):
     p.add_argument("--limit", type=int, help="without --data: the first N digits only")
     args = p.parse_args(argv)
 
-    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
-    spark = (
-        SparkSession.builder.appName("sparktf-mnist-tf-input")
-        .config("spark.python.daemon.module", "sparktf.daemon")  # TF imported once
-        .config("spark.executorEnv.SPARKTF_PRELOAD", "tensorflow,tf_keras")
-        .getOrCreate()
+    spark = sparktf.spark_session(
+        "sparktf-mnist-tf-input",
+        py_files=[mnist_data.__file__],  # for the executors and the nodes
+        preload=("tensorflow", "tf_keras"),  # imported once per executor, before the fork
+        warm_up="rdds",  # InputMode.TENSORFLOW's barrier stage is an RDD stage
     )
-    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
-    # InputMode.TENSORFLOW's barrier stage is an RDD stage: start its Python daemons now.
-    sparktf.warm_up(spark, dataframes=False, rdds=True)
     if args.data:
         test = mnist_data.read_dataframe(spark, args.data.rstrip("/") + "/test")
         args.test = mnist_data.to_numpy(test)

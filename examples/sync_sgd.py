@@ -18,7 +18,6 @@ import argparse
 import time
 
 import mnist_data
-from pyspark.sql import SparkSession
 
 import sparktf
 
@@ -127,15 +126,11 @@ def main(argv=None):
     if args.num_ps < 1:
         p.error("synchronous training through parameter servers needs --num-ps >= 1")
 
-    sparktf.quiet_spark_logs()  # before the session starts: none of Spark's INFO lines
-    builder = SparkSession.builder.appName("sparktf-sync-sgd")
-    spark = (
-        builder.config("spark.master", builder._options.get("spark.master", "local[3]"))
-        .config("spark.python.daemon.module", "sparktf.daemon")  # TF imported once
-        .getOrCreate()
+    # Spark's INFO lines off, TensorFlow imported once per executor, mnist_data shipped to the
+    # executors and the nodes, their daemons started while the driver loads the data.
+    spark = sparktf.spark_session(
+        "sparktf-sync-sgd", master="local[3]", py_files=[mnist_data.__file__]
     )
-    spark.sparkContext.addPyFile(mnist_data.__file__)  # for the executors and the nodes
-    sparktf.warm_up(spark)  # the daemons start while the driver loads the data
     if args.data:
         train_df = mnist_data.read_dataframe(spark, args.data.rstrip("/") + "/train").cache()
         args.test = mnist_data.to_numpy(mnist_data.read_dataframe(spark, args.data + "/test"))

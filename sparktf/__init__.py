@@ -37,6 +37,7 @@ _EXPORTS = {
     "FeedError": "sparktf.errors",
     "quiet_spark_logs": "sparktf.session",
     "from_numpy": "sparktf.session",
+    "spark_session": "sparktf.session",
 }
 
 __all__ = [*_EXPORTS, "fs", "TFCluster", "TFNode", "__version__"]
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
     )
     from sparktf.node.context import NodeContext
     from sparktf.node.feed import DataFeed
-    from sparktf.session import from_numpy, quiet_spark_logs
+    from sparktf.session import from_numpy, quiet_spark_logs, spark_session
 
 
 def __getattr__(name: str):

@@ -1,0 +1,114 @@
+"""sparktf.spark_session, the start-up call of a script, in a fresh driver as a script has
+one: a real local Spark whose executors' Python daemon is sparktf's (TensorFlow imported before
+the workers fork), the script's own module shipped, the warm-up started, Spark's INFO lines
+off; and a setting the user gave spark-submit is kept, not overridden."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.tf]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SCRIPT = """
+import json, sys, threading
+import sparktf
+
+spark = sparktf.spark_session(
+    "spark-session-test",
+    conf={"spark.master": "local[2]", "spark.driver.host": "127.0.0.1"},
+    py_files=[sys.argv[1]],
+    preload="tensorflow",
+)
+warming = [t for t in threading.enumerate() if t.name.startswith("sparktf-warm-up-")]
+import shipped_helper  # the driver imports it too
+
+
+def probe(_rows):
+    import os, sys
+    import shipped_helper
+
+    yield os.getppid(), "tensorflow" in sys.modules, shipped_helper.VALUE
+
+
+rows = spark.sparkContext.parallelize(range(2), 2).mapPartitions(probe).collect()
+for thread in warming:
+    thread.join(300)
+conf = spark.sparkContext.getConf()
+print(json.dumps({
+    "daemon": conf.get("spark.python.daemon.module"),
+    "preload": conf.get("spark.executorEnv.SPARKTF_PRELOAD"),
+    "tensorflow": [r[1] for r in rows],
+    "values": [r[2] for r in rows] + [shipped_helper.VALUE],
+    "warming": len(warming),
+}))
+spark.stop()
+"""
+
+
+def _env():
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+    )
+
+
+@pytest.fixture(scope="module")
+def script(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("spark_session")
+    (folder / "shipped_helper.py").write_text("VALUE = 41 + 1\n")
+    (folder / "start.py").write_text(SCRIPT)
+    return folder
+
+
+def _last_json(out):
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stdout + out.stderr
+
+
+def test_a_script_starts_with_sparktfs_daemon_its_module_shipped_and_a_warm_up(script):
+    out = subprocess.run(
+        [sys.executable, str(script / "start.py"), str(script / "shipped_helper.py")],
+        cwd="/",  # the module reaches the driver through addPyFile, not the working directory
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    seen, console = _last_json(out)
+    assert seen["daemon"] == "sparktf.daemon" and seen["preload"] == "tensorflow"
+    assert seen["tensorflow"] == [True, True]  # imported by the daemon before the fork
+    assert seen["values"] == [42, 42, 42]
+    assert seen["warming"] == 1
+    assert not [line for line in console.splitlines() if " INFO " in line], console[-2000:]
+
+
+def test_a_daemon_the_user_gave_spark_submit_is_kept(script):
+    import pyspark
+
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    out = subprocess.run(
+        [
+            spark_submit,
+            "--conf",
+            "spark.python.daemon.module=pyspark.daemon",
+            str(script / "start.py"),
+            str(script / "shipped_helper.py"),
+        ],
+        cwd=str(script),
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    seen, _ = _last_json(out)
+    assert seen["daemon"] == "pyspark.daemon"
+    assert seen["tensorflow"] == [False, False]  # Spark's own daemon imports nothing ahead
+    assert seen["values"] == [42, 42, 42]
