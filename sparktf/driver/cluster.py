@@ -70,7 +70,7 @@ class Cluster:
         self.input_mode = settings.input_mode
         self.settings = settings
         self._launch = launch.launch_spec(sc, roles, payload, settings, conf)
-        self._runner = launch.runner(sc, roles, self._launch.job_id, settings, conf)
+        self._runner = Runner(sc, roles, self._launch.job_id, settings, conf)
         #: The barrier stages' ResourceProfile (gpus_per_node), None for the default profile.
         self._profile = preflight.gpu_profile(sc, settings.gpus_per_node)
 

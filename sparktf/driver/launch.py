@@ -1,7 +1,7 @@
 """What a job's settings become on the driver: the :class:`~sparktf.common.spec.LaunchSpec`
 every attempt's barrier tasks carry (each attempt adds its own secret and control address)
 and the :class:`~sparktf.driver.runner.Runner` that carries the job out, with its
-:class:`~sparktf.driver.job.limits.Limits`.
+:class:`~sparktf.driver.job.limits.Limits` (:meth:`~sparktf.driver.job.limits.Limits.of`).
 
 Runs on the driver, once per ``sparktf.run()``; every value comes from the resolved
 :class:`~sparktf.common.settings.Settings` (no default of its own).
@@ -19,8 +19,6 @@ from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import preflight
 from sparktf.driver.hadoop import hadoop_env
-from sparktf.driver.job.limits import KILL_WAIT_SECS, PAUSED_SECS, Limits
-from sparktf.driver.runner import Runner
 
 
 def launch_spec(
@@ -48,32 +46,3 @@ def launch_spec(
         framework=settings.framework,
     )
 
-
-def runner(
-    sc: Any, roles: tuple[NodeRole, ...], job_id: str, settings: Settings, conf: dict[str, str]
-) -> Runner:
-    """The runner of job ``job_id``, with the limits its settings give."""
-    limits = Limits(
-        reservation_timeout=settings.reservation_timeout,
-        heartbeat_timeout=settings.heartbeat_timeout,
-        progress_timeout=settings.progress_timeout,
-        collective_idle_timeout=settings.collective_idle_timeout,
-        paused_after=PAUSED_SECS,
-        worker_restarts=settings.restarts_in_place,
-        kill_wait=settings.stop_grace + KILL_WAIT_SECS,
-    )
-    return Runner(
-        sc,
-        roles,
-        job_id,
-        limits,
-        max_restarts=settings.max_restarts,
-        log_to_driver=settings.log_to_driver,
-        tf_startup_logs=settings.tf_startup_logs,
-        progress_interval=(settings.progress_interval if settings.progress else None),
-        tail_lines=settings.tail_lines,
-        conf=conf,
-        node_log_dir=settings.node_log_dir,
-        log_dir=settings.log_dir,
-        node_log_limits=(settings.node_log_max_bytes, settings.node_log_keep_jobs),
-    )

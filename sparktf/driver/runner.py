@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparktf.common import messages, protocol
+from sparktf.common.settings import Settings
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import sparkjobs, sparkside
@@ -55,32 +56,32 @@ class Runner:
         sc,
         roles: tuple[NodeRole, ...],
         job_id: str,
-        limits: Limits,
-        *,
-        max_restarts: int,
-        log_to_driver: bool,
-        tail_lines: int,
+        settings: Settings,
         conf: dict[str, str],
-        tf_startup_logs: bool = False,
-        progress_interval: float | None = None,
-        node_log_dir: str | None = None,
-        log_dir: str | None = None,
-        node_log_limits: tuple[int, int] | None = None,
     ) -> None:
+        """``settings``: the job's, resolved and frozen (its limits, restarts, console and
+        history come from them); ``conf``: the context's Spark settings, read once by run()."""
         self.sc = sc
         self._conf = conf  # the context's settings, read once by run()
         self.roles = roles
         self.base_id = job_id
         self._builder: AttemptBuilder | None = None  # set by start()
-        self._limits = limits
-        self._max_restarts = max_restarts
-        self.console = Console(log_to_driver, tf_startup_logs)
-        self._progress_interval = progress_interval  # None: no progress shown
+        self.settings = settings
+        self._limits = Limits.of(settings)
+        self._max_restarts = settings.max_restarts
+        self.console = Console(settings.log_to_driver, settings.tf_startup_logs)
+        # None: no progress shown
+        self._progress_interval = settings.progress_interval if settings.progress else None
         self._reporter: Reporter | None = None
-        self._tail_lines = tail_lines
+        self._tail_lines = settings.tail_lines
         #: What the driver keeps of the nodes' output: log files, metrics, their scalars.
         self.history = JobHistory(
-            node_log_dir, log_dir, job_id, tf_startup_logs, *(node_log_limits or ())
+            settings.node_log_dir,
+            settings.log_dir,
+            job_id,
+            settings.tf_startup_logs,
+            settings.node_log_max_bytes,
+            settings.node_log_keep_jobs,
         )
         self._cond = threading.Condition()
         self._wake = threading.Event()  # set by every event that may change the outcome

@@ -4,8 +4,12 @@ table. Pure: no sockets, no threads, no Spark."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sparktf.common.settings import default
+
+if TYPE_CHECKING:
+    from sparktf.common.settings import Settings
 
 #: After a node reports an error, how long to wait for its exit (and last output lines) before
 #: failing the job with what is known; the same wait lets the nodes' own reports of a failed
@@ -40,3 +44,17 @@ class Limits:
     #: How long a silent worker's supervisor, told to kill its TF process, has to ask for its
     #: restart in place (``stop_grace`` + KILL_WAIT_SECS) before the worker is declared hung.
     kill_wait: float = default("stop_grace") + KILL_WAIT_SECS
+
+    @classmethod
+    def of(cls, settings: Settings) -> Limits:
+        """The limits a job's resolved settings give each of its attempts (the monitor steps
+        every 0.1 s, so a gap of PAUSED_SECS means the driver was paused)."""
+        return cls(
+            reservation_timeout=settings.reservation_timeout,
+            heartbeat_timeout=settings.heartbeat_timeout,
+            progress_timeout=settings.progress_timeout,
+            collective_idle_timeout=settings.collective_idle_timeout,
+            paused_after=PAUSED_SECS,
+            worker_restarts=settings.restarts_in_place,
+            kill_wait=settings.stop_grace + KILL_WAIT_SECS,
+        )
