@@ -84,9 +84,9 @@ def predict(
     """
     from pyspark.sql import DataFrame
 
-    from sparktf.driver import partition, preflight
+    from sparktf.driver import partition, sparkfacts
 
-    connect = preflight.is_connect(df)  # a Spark Connect client: only the DataFrame API
+    connect = sparkfacts.is_connect(df)  # a Spark Connect client: only the DataFrame API
     if not (isinstance(df, DataFrame) or connect):
         raise ConfigError(
             f"df must be a pyspark DataFrame, got {type(df).__name__} (an RDD: "
@@ -123,7 +123,7 @@ def predict(
         if connect
         else partition.vectors_as_arrays(df, input_cols, suffix=_VECTOR_SUFFIX)
     )
-    from sparktf.driver.hadoop import hadoop_env
+    from sparktf.driver.sparkfacts import hadoop_env
 
     # The session's conf: the Spark conf, and what spark.conf.set changed since
     startup_logs = (

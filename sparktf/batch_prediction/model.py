@@ -134,9 +134,9 @@ def as_executors_read(session: SparkSession, model_path: str) -> tuple[str, bool
 def _local_master_here(session: SparkSession) -> bool:
     """Whether the executors run on this machine: a ``local[-cluster]`` master (on Spark
     Connect, the server's, reached on loopback)."""
-    from sparktf.driver import preflight, sparkside
+    from sparktf.driver import sparkfacts, sparkside
 
-    if preflight.is_connect(session):
+    if sparkfacts.is_connect(session):
         return sparkside.local_master_here(session)
     return (session.sparkContext.master or "").startswith("local")  # local[-cluster]
 

@@ -18,9 +18,10 @@ checks ``sys.modules``). The package is split by job, one idea a module:
   that :mod:`~sparktf.driver.partition` gives one partition per node;
 * :mod:`~sparktf.driver.control`: the control server the nodes report to;
 * :mod:`~sparktf.driver.preflight`: the checks made before any stage starts;
-* :mod:`~sparktf.driver.hadoop`: what the driver tells the nodes of Hadoop;
+* :mod:`~sparktf.driver.sparkfacts`: what the driver learns from Spark at run time (its
+  settings, task slots, the session's kind, what it knows of Hadoop);
 * :mod:`~sparktf.driver.cluster`: the public API, ``run()`` and ``Cluster``, with
-  :mod:`~sparktf.driver.launch` (what a job's settings become: its launch spec and runner)
+  :mod:`~sparktf.driver.launch` (what a job's settings become: its launch spec)
   and :mod:`~sparktf.driver.arguments` (what its calls accept); its waits stop every node on
   an error.
 """

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sparktf.common import plain_numbers
 from sparktf.common.settings import InputMode, valid_seconds
 from sparktf.common.topology import NodeRole
-from sparktf.driver import preflight
+from sparktf.driver import sparkfacts
 from sparktf.driver.job.state import Status
 from sparktf.driver.sparkside import ConnectContext
 from sparktf.errors import ClusterStateError, ConfigError
@@ -137,7 +137,7 @@ def feed_problems(
     from pyspark.sql import DataFrame
 
     problems = []
-    if isinstance(sc, ConnectContext) or preflight.is_connect(data):
+    if isinstance(sc, ConnectContext) or sparkfacts.is_connect(data):
         problems += connect_data_problems(sc, data)
     elif not isinstance(data, (RDD, DataFrame)):
         problems.append(f"data must be a pyspark RDD or DataFrame, got {_what(data)}")
@@ -181,7 +181,7 @@ def connect_data_problems(sc: Any, data: Any) -> list[str]:
             "RDDs: give train()/inference() a DataFrame of that session "
             "(spark.createDataFrame(rows, schema))"
         ]
-    if not preflight.is_connect(data) or not hasattr(data, "sparkSession"):
+    if not sparkfacts.is_connect(data) or not hasattr(data, "sparkSession"):
         return [
             f"data must be a DataFrame of the cluster's Spark Connect session, got {_what(data)}"
         ]

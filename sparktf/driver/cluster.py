@@ -22,7 +22,7 @@ from sparktf.common import plain_numbers, scripts, topology
 from sparktf.common.settings import InputMode, Settings, default
 from sparktf.common.spec import FeedConfig
 from sparktf.common.topology import NodeRole
-from sparktf.driver import arguments, launch, preflight, stages
+from sparktf.driver import arguments, launch, preflight, sparkfacts, stages
 from sparktf.driver.job.records import NodeState
 from sparktf.driver.job.state import Status
 from sparktf.driver.runner import Runner
@@ -72,7 +72,7 @@ class Cluster:
         self._launch = launch.launch_spec(sc, roles, payload, settings, conf)
         self._runner = Runner(sc, roles, self._launch.job_id, settings, conf)
         #: The barrier stages' ResourceProfile (gpus_per_node), None for the default profile.
-        self._profile = preflight.gpu_profile(sc, settings.gpus_per_node)
+        self._profile = sparkfacts.gpu_profile(sc, settings.gpus_per_node)
 
     # ------------------------------------------------------------------------- properties
     @property

@@ -17,8 +17,8 @@ from sparktf.common import shipped
 from sparktf.common.settings import Settings
 from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
-from sparktf.driver import preflight
-from sparktf.driver.hadoop import hadoop_env
+from sparktf.driver import sparkfacts
+from sparktf.driver.sparkfacts import hadoop_env
 
 
 def launch_spec(
@@ -39,10 +39,9 @@ def launch_spec(
         log_dir=settings.log_dir,
         heartbeat_interval=min(1.0, (settings.heartbeat_timeout or 3.0) / 3),
         hadoop_env=hadoop_env(sc),
-        executor_cores=preflight.executor_cores(sc.master, conf, os.cpu_count() or 1),
+        executor_cores=sparkfacts.executor_cores(sc.master, conf, os.cpu_count() or 1),
         port_range=settings.port_range,
         worker_restarts=settings.restarts_in_place,
         rendezvous_timeout=settings.reservation_timeout,
         framework=settings.framework,
     )
-

@@ -10,8 +10,6 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-import re
-import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,15 +18,13 @@ import cloudpickle
 from sparktf.common import topology
 from sparktf.common.settings import Settings, session_conf
 from sparktf.common.topology import NodeRole
-from sparktf.driver import yarnmemory
+from sparktf.driver import sparkfacts, yarnmemory
 from sparktf.errors import ClusterStateError, ConfigError
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark import SparkConf, SparkContext
-    from pyspark.resource import ResourceProfile
-    from pyspark.sql import SparkSession
 
 
 def main_fn_params(main_fn: Any) -> tuple[int | None, str | None]:
@@ -105,83 +101,11 @@ def pickle_payload(main_fn: Callable, args: Any, n_params: int) -> tuple[bytes |
         )
 
 
-#: What Spark shows in place of a value whose key or text looks secret (spark.redaction.regex).
-REDACTED = "*********(redacted)"
-
-
-def spark_conf(sc: SparkContext) -> dict[str, str]:
-    """The SparkContext's configuration as a dict, in a few py4j calls: ``sc.getConf()``
-    copies it entry by entry, two or three calls each (~20 ms of every ``run()``). Read as
-    Spark's one-string listing, with any redacted value read again on its own; where that
-    listing is ambiguous (a value with a line break in it), the entry-by-entry copy."""
-    jconf = getattr(getattr(sc, "_conf", None), "_jconf", None)
-    if jconf is None:
-        return dict(sc.getConf().getAll())
-    text = jconf.toDebugString()
-    entries = [line.partition("=") for line in text.split("\n")] if text else []
-    if any(not sep for _, sep, _ in entries) or len(entries) != len(jconf.getAll()):
-        return dict(sc.getConf().getAll())
-    return {k: (jconf.get(k) if v == REDACTED else v) for k, _, v in entries}
-
-
-_LOCAL = re.compile(r"^local\[(\d+|\*)(?:,\s*\d+)?\]$")
-_LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
-
-
-def active_session(sc: SparkContext) -> SparkSession | None:
-    """This thread's active SparkSession on ``sc``, if any."""
-    from pyspark.sql import SparkSession
-
-    session = SparkSession.getActiveSession()
-    return session if session is not None and session.sparkContext is sc else None
-
-
-def is_connect(obj: object) -> bool:
-    """True for a Spark Connect session or DataFrame (without importing Connect's client)."""
-    return type(obj).__module__.startswith("pyspark.sql.connect.")
-
-
-def expected_slots(master: str, conf: dict[str, str], cpu_count: int) -> int | None:
-    """Task slots the master will offer once every executor is up, when the conf says so."""
-    task_cpus = int(conf.get("spark.task.cpus", "1"))
-    if master == "local":
-        return 1
-    m = _LOCAL.match(master)
-    if m:
-        n = cpu_count if m.group(1) == "*" else int(m.group(1))
-        return n // task_cpus
-    m = _LOCAL_CLUSTER.match(master)
-    if m:
-        return int(m.group(1)) * (int(m.group(2)) // task_cpus)
-    if "spark.cores.max" in conf:  # standalone / Mesos cap on the application's cores
-        return int(conf["spark.cores.max"]) // task_cpus
-    if "spark.executor.instances" in conf and "spark.executor.cores" in conf:
-        return int(conf["spark.executor.instances"]) * (
-            int(conf["spark.executor.cores"]) // task_cpus
-        )
-    return None
-
-
-def executor_cores(master: str, conf: dict[str, str], cpu_count: int) -> int | None:
-    """Cores of one executor, when the master or the conf says so (None: unknown)."""
-    if master == "local":
-        return 1
-    m = _LOCAL.match(master)
-    if m:
-        return cpu_count if m.group(1) == "*" else int(m.group(1))
-    m = _LOCAL_CLUSTER.match(master)
-    if m:
-        return int(m.group(2))
-    if "spark.executor.cores" in conf:
-        return int(conf["spark.executor.cores"])
-    return None
-
-
 def gpu_problems(master: str, conf: dict[str, str], gpus_per_node: int | None) -> list[str]:
     """What stops Spark from giving each node ``gpus_per_node`` GPUs."""
     if not gpus_per_node:
         return []
-    if master == "local" or _LOCAL.match(master):
+    if master == "local" or sparkfacts.LOCAL.match(master):
         return [
             f"gpus_per_node={gpus_per_node}: Spark's local mode ({master}) assigns no GPUs "
             "to tasks; use a cluster manager that schedules them (standalone, YARN, "
@@ -202,65 +126,6 @@ def gpu_problems(master: str, conf: dict[str, str], gpus_per_node: int | None) -
             "the executors more"
         ]
     return []
-
-
-def gpu_profile(sc: SparkContext, gpus_per_node: int | None) -> ResourceProfile | None:
-    """A ResourceProfile asking ``gpus_per_node`` GPUs (and the usual cpus) per task, or None
-    when the default profile already asks as much (spark.task.resource.gpu.amount)."""
-    from sparktf.driver.sparkside import ConnectContext
-
-    if not gpus_per_node or isinstance(sc, ConnectContext):  # Connect: the server's profile
-        return None
-    conf = sc.getConf()
-    if conf.get("spark.task.resource.gpu.amount") == str(gpus_per_node):
-        return None
-    from pyspark.resource import ResourceProfileBuilder, TaskResourceRequests
-
-    tasks = (
-        TaskResourceRequests()
-        .cpus(int(conf.get("spark.task.cpus", "1")))
-        .resource("gpu", gpus_per_node)
-    )
-    return ResourceProfileBuilder().require(tasks).build
-
-
-def current_slots(sc: SparkContext) -> int:
-    """Task slots Spark's scheduler has right now (what its barrier check counts)."""
-    jsc = sc._jsc.sc()
-    try:
-        profile = jsc.resourceProfileManager().defaultResourceProfile()
-        return int(jsc.maxNumConcurrentTasks(profile))
-    except Exception:  # an older or different scheduler: fall back to the public estimate
-        return int(sc.defaultParallelism)
-
-
-def wait_for_slots(
-    sc: SparkContext, wanted: int | None, timeout: float, conf: dict | None = None
-) -> int:
-    """Wait (executors register after the context starts) until ``wanted`` slots exist.
-
-    With ``wanted=None``, wait for the slots the conf promises, else for a count that has held
-    still for two seconds. Returns the slots seen last. ``conf``: the context's settings as a
-    dict, when the caller has read them already (each read is a round of py4j calls).
-    """
-    conf = conf if conf is not None else dict(sc.getConf().getAll())
-    promised = expected_slots(str(sc.master), conf, os.cpu_count() or 1)
-    # Never wait for more slots than the master will ever offer: fail fast instead.
-    target = min(filter(None, (wanted, promised)), default=None)
-    deadline = time.monotonic() + timeout
-    last, stable_since = -1, time.monotonic()
-    while True:
-        slots = current_slots(sc)
-        now = time.monotonic()
-        if slots != last:
-            last, stable_since = slots, now
-        if target is not None and slots >= target:
-            return slots
-        if target is None and slots > 0 and now - stable_since >= 2.0:
-            return slots
-        if now >= deadline:
-            return slots
-        time.sleep(0.2)
 
 
 def conf_problems(conf: SparkConf | Mapping[str, str]) -> list[str]:
@@ -305,11 +170,11 @@ def memory_problems(conf: Mapping[str, str], settings: Settings) -> list[str]:
 def more_slots(master: str, wanted: int, conf: dict[str, str]) -> str:
     """How to give a Spark application of ``master`` ``wanted`` task slots."""
     task_cpus = int(conf.get("spark.task.cpus", "1"))
-    if master == "local" or _LOCAL.match(master):
+    if master == "local" or sparkfacts.LOCAL.match(master):
         return f"--master local[{wanted * task_cpus}]" + (
             f" (spark.task.cpus={task_cpus})" if task_cpus > 1 else ""
         )
-    if _LOCAL_CLUSTER.match(master):
+    if sparkfacts.LOCAL_CLUSTER.match(master):
         return "more local-cluster[workers,cores,memory] workers or cores"
     if master.startswith(("yarn", "k8s://")):
         manager = "YARN" if master.startswith("yarn") else "Kubernetes"
@@ -334,10 +199,10 @@ def spark_problems(
     """Problems with the Spark side (``conf``: the context's settings), and the task slots
     found."""
     problems = conf_problems(conf)
-    slots = wait_for_slots(sc, num_nodes, slot_timeout, conf)
+    slots = sparkfacts.wait_for_slots(sc, num_nodes, slot_timeout, conf)
     if num_nodes is not None and num_nodes > slots:
         task_cpus = conf.get("spark.task.cpus", "1")
-        promised = expected_slots(str(sc.master), conf, os.cpu_count() or 1)
+        promised = sparkfacts.expected_slots(str(sc.master), conf, os.cpu_count() or 1)
         waited = (
             ""
             if promised is not None and promised < num_nodes
@@ -386,7 +251,7 @@ def check_run(
     may be a SparkSession; a Spark Connect session gives a
     :class:`~sparktf.driver.sparkside.ConnectContext`), the resolved settings, the Spark conf,
     ``main_fn`` and ``args`` pickled, and the nodes' roles."""
-    if is_connect(sc):
+    if sparkfacts.is_connect(sc):
         return _check_connect_run(sc, main_fn, args, **arguments)
     session = sc if hasattr(sc, "sparkContext") else None
     sc = getattr(sc, "sparkContext", sc)  # a SparkSession is welcome too
@@ -399,8 +264,8 @@ def check_run(
             "the SparkContext is stopped: give sparktf.run() a running one "
             "(SparkSession.builder.getOrCreate() makes a new one)"
         )
-    conf = spark_conf(sc)
-    session = session or active_session(sc)
+    conf = sparkfacts.spark_conf(sc)
+    session = session or sparkfacts.active_session(sc)
     if session is not None:  # spark.conf.set("spark.sparktf....") counts too
         conf.update(session_conf(session.conf))
     settings, problems, payload = _resolve(conf, main_fn, args, arguments)
@@ -476,7 +341,7 @@ def _check_connect_run(
     conf = sc.conf()
     settings, problems, payload = _resolve(conf, main_fn, args, arguments)
     problems += conf_problems(conf)
-    slots = connect_slots(sc.master, conf)
+    slots = sparkfacts.connect_slots(sc.master, conf)
     if settings.num_executors and slots and settings.num_executors > slots:
         problems.append(
             f"num_executors={settings.num_executors}, but the Spark Connect server's conf "
@@ -501,14 +366,3 @@ def _check_connect_run(
     conf["spark.sparktf.controlHost"] = settings.control_host or sc.client_address()
     assert payload is not None
     return sc, settings, conf, payload, roles
-
-
-def connect_slots(master: str, conf: dict[str, str]) -> int | None:
-    """Task slots a Connect server's cluster offers, from its conf alone: what the master
-    promises (:func:`expected_slots`, ``local[*]`` counted on this machine), else
-    ``spark.default.parallelism``; None if neither says."""
-    promised = expected_slots(master, conf, os.cpu_count() or 1)
-    if promised is not None:
-        return promised
-    parallelism = conf.get("spark.default.parallelism", "")
-    return int(parallelism) if parallelism.isdigit() else None

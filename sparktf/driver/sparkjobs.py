@@ -28,7 +28,7 @@ def unlaunched_note(sc: SparkContext, tag: str, hosts: Collection[str | None]) -
     never launched its barrier stage; ``hosts``: each node's, None where its task never
     reported): the other jobs that held the task slots (None if a task did start, or Spark
     cannot be asked)."""
-    from sparktf.driver import preflight
+    from sparktf.driver import sparkfacts
 
     if any(host is not None for host in hosts):
         return None  # its tasks launched: they are slow or stuck, not unscheduled
@@ -44,7 +44,7 @@ def unlaunched_note(sc: SparkContext, tag: str, hosts: Collection[str | None]) -
             if name.startswith("copy_local_properties at "):  # pyspark's InheritableThread
                 name = "started from a thread: another sparktf cluster?"
             names.append(f"job {job}" + (f" ({name})" if name else ""))
-        slots = preflight.current_slots(sc)
+        slots = sparkfacts.current_slots(sc)
     except Exception:
         return None
     nodes = len(hosts)

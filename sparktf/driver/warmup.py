@@ -209,7 +209,7 @@ def warm_up(
     every executor gets one as long as its slots are free. Call it right after the session
     starts, before loading the data; with ``spark.python.daemon.module=sparktf.daemon`` the
     daemons import TensorFlow meanwhile. Returns a :class:`WarmUp`."""
-    from sparktf.driver import preflight
+    from sparktf.driver import sparkfacts
 
     for name, value in (("dataframes", dataframes), ("rdds", rdds)):
         if not isinstance(value, bool):
@@ -222,7 +222,7 @@ def warm_up(
         raise ConfigError(
             "sparktf.warm_up: nothing to warm up; pass dataframes=True and/or rdds=True"
         )
-    if preflight.is_connect(spark):
+    if sparkfacts.is_connect(spark):
         raise ConfigError(
             "sparktf.warm_up needs a classic SparkSession or SparkContext; a "
             "Spark Connect client cannot reach the executors' Python daemons"
@@ -241,7 +241,7 @@ def warm_up(
 
     # The session whose SQL settings decide the DataFrame stages' worker environment: the
     # caller's (read here: a thread's active session is the caller thread's).
-    session = spark if sc is not spark else preflight.active_session(sc)
+    session = spark if sc is not spark else sparkfacts.active_session(sc)
     handle = WarmUp(
         sc, session, f"sparktf-warm-up-{uuid.uuid4().hex[:8]}", kinds, max(1, sc.defaultParallelism)
     )

@@ -500,7 +500,7 @@ def test_the_spark_conf_is_read_exactly_in_one_string(sc_local):
     """run() reads the SparkContext's conf from Spark's one-string listing: a value that looks
     secret (redacted there) and one with a line break (ambiguous there) still arrive exactly
     as ``sc.getConf()`` has them, and a spark.sparktf setting of the context counts."""
-    from sparktf.driver import preflight
+    from sparktf.driver import sparkfacts
 
     jconf = sc_local._conf._jconf
     added = {"spark.sparktf.test.password": "hunter2", "spark.sparktf.tailLines": "9"}
@@ -508,12 +508,12 @@ def test_the_spark_conf_is_read_exactly_in_one_string(sc_local):
         for key, value in added.items():
             jconf.set(key, value)
         assert "(redacted)" in sc_local._conf.toDebugString()
-        conf = preflight.spark_conf(sc_local)
+        conf = sparkfacts.spark_conf(sc_local)
         assert conf == dict(sc_local.getConf().getAll())
         assert conf["spark.sparktf.test.password"] == "hunter2"
         jconf.set("spark.sparktf.test.lines", "a\nspark.sparktf.tailLines=3")
         added["spark.sparktf.test.lines"] = ""
-        conf = preflight.spark_conf(sc_local)
+        conf = sparkfacts.spark_conf(sc_local)
         assert conf == dict(sc_local.getConf().getAll())
         assert conf["spark.sparktf.tailLines"] == "9"
         cluster = sparktf.run(sc_local, jobs.describe, num_executors=2)

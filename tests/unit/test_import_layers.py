@@ -177,6 +177,58 @@ def test_a_pure_package_imports_no_spark(pure):
     assert wrong == [], wrong
 
 
+#: What ``sparktf.predict``'s driver half may take of the driver: Spark's facts, the Connect
+#: side, the DataFrame's columns as the feed sees them, the configuration checks.
+PREDICT_MAY_IMPORT = {
+    "sparktf.driver.sparkfacts",
+    "sparktf.driver.sparkside",
+    "sparktf.driver.partition",
+    "sparktf.driver.preflight",
+}
+
+
+def module_level_imports(mod):
+    """The sparktf modules ``mod`` imports when it is imported (its top level only)."""
+    path, package = MODULES[mod]
+    tree = ast.parse(open(path).read())
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
+        else:
+            continue
+        for name in names:
+            while name and name not in MODULES:
+                name = name.rpartition(".")[0]
+            if name and name != mod:
+                found.add(name)
+    return found
+
+
+def test_batch_prediction_takes_of_the_driver_only_its_spark_facts_and_checks():
+    wrong = [
+        f"{mod} -> {dep}"
+        for mod in MODULES
+        if _within(mod, "sparktf.batch_prediction")
+        for dep in GRAPH[mod]
+        if _within(dep, "sparktf.driver") and dep not in PREDICT_MAY_IMPORT | {"sparktf.driver"}
+    ]
+    assert wrong == [], wrong
+
+
+def test_what_a_worker_imports_to_score_holds_nothing_of_the_driver():
+    """The scorer a Spark Python worker unpickles, and what importing it imports."""
+    seen, todo = set(), ["sparktf.batch_prediction.scorer"]
+    while todo:
+        for dep in module_level_imports(todo.pop()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    assert sorted(m for m in seen if _within(m, "sparktf.driver")) == []
+
+
 # ------------------------------------------------------------------------- references
 ROLE = re.compile(r":(?:mod|func|class|meth|data|attr|exc):`~?(sparktf(?:\.\w+)+)`")
 TESTS_PATH = re.compile(r"(?<![\w/.-])(tests/[\w/.-]+\.py)")

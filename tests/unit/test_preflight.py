@@ -9,7 +9,7 @@ import pytest
 
 from sparktf.common import topology
 from sparktf.common.spec import LaunchSpec
-from sparktf.driver import preflight
+from sparktf.driver import preflight, sparkfacts
 from sparktf.task.barrier import barrier_task, build_node_spec, node_cpus
 
 
@@ -91,7 +91,7 @@ def test_main_fn_capturing_a_lock_is_named():
     ],
 )
 def test_expected_slots(master, conf, cpus, expected):
-    assert preflight.expected_slots(master, conf, cpus) == expected
+    assert sparkfacts.expected_slots(master, conf, cpus) == expected
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_expected_slots(master, conf, cpus, expected):
     ],
 )
 def test_executor_cores(master, conf, expected):
-    assert preflight.executor_cores(master, conf, 8) == expected
+    assert sparkfacts.executor_cores(master, conf, 8) == expected
 
 
 @pytest.mark.parametrize(
@@ -250,7 +250,7 @@ def test_too_few_slots_on_yarn_names_what_yarn_users_change():
     ],
 )
 def test_connect_slots_come_from_the_servers_conf(master, conf, expected):
-    assert preflight.connect_slots(master, conf) == expected
+    assert sparkfacts.connect_slots(master, conf) == expected
 
 
 def test_the_control_server_listens_at_the_control_host_when_set():
