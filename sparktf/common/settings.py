@@ -92,6 +92,13 @@ def flag(value: Any) -> bool:
     return value
 
 
+def optional_flag(value: Any) -> bool | None:
+    """True, False, or None (unset: the call decides)."""
+    if value is not None and not isinstance(value, bool):
+        raise _Invalid("be True, False or None")
+    return value
+
+
 def count(minimum: int) -> Callable[[Any], int]:
     def check(value: Any) -> int:
         number = plain_numbers.integer(value)
@@ -212,7 +219,8 @@ class Setting:
     check: Callable[[Any], Any]
     doc: str
     #: The call that takes it as an argument: ``run`` (``sparktf.run``), ``train``
-    #: (``Cluster.train`` and ``Cluster.inference``), or None: only the Spark conf sets it.
+    #: (``Cluster.train``), ``feed`` (``Cluster.train`` and ``Cluster.inference``), or None:
+    #: only the Spark conf sets it.
     arg: str | None = "run"
 
     def parse_conf(self, text: str) -> Any:
@@ -413,12 +421,47 @@ TABLE: tuple[Setting, ...] = (
         "TensorBoard's directory; an hdfs:// one is mirrored from a local ctx.log_dir",
     ),
     Setting(
+        "num_epochs",
+        None,
+        1,
+        count(1),
+        "passes over the data; later ones stream from each node's spool",
+        arg="train",
+    ),
+    Setting(
         "feed_timeout",
         None,
         600.0,
         seconds,
         "seconds a node's feed may wait without progress (no rows taken, none arriving) "
         "before it fails",
+        arg="feed",
+    ),
+    Setting(
+        "shuffle",
+        None,
+        False,
+        flag,
+        "shuffle each node's share (batch order and rows) between epochs",
+        arg="train",
+    ),
+    Setting(
+        "equalize",
+        None,
+        None,
+        optional_flag,
+        "give every training node the same rows per epoch, so that lock-step strategies "
+        "take equal steps. Unset: on without parameter servers and with more than one "
+        "training node",
+        arg="train",
+    ),
+    Setting(
+        "rebalance",
+        None,
+        None,
+        optional_flag,
+        "deal rows out evenly over a Spark shuffle. Unset: only when the data's partitions "
+        "do not match the training nodes one to one (the log says which and why)",
         arg="train",
     ),
     Setting(
@@ -485,6 +528,23 @@ TABLE: tuple[Setting, ...] = (
 )
 
 
+#: The calls whose arguments are rows of the table: each takes the rows of these ``arg`` kinds.
+CALLS = {"run": ("run",), "train": ("train", "feed"), "inference": ("feed",)}
+
+
+def call_problems(call: str, values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``values`` of ``call``'s (``train``, ``inference``) arguments that are rows of the table,
+    checked: (the checked values, the problems, each naming the argument and what is valid)."""
+    checked, problems = {}, []
+    rows = {s.name: s for s in TABLE if s.arg in CALLS[call]}
+    for name, value in values.items():
+        try:
+            checked[name] = rows[name].check(value)
+        except _Invalid as exc:
+            problems.append(f"{name} must {exc}, got {value!r}")
+    return checked, problems
+
+
 def default(name: str) -> Any:
     """The default of setting ``name`` (``KeyError`` if the table has no such key): every
     default of the code (``Limits``, ``LaunchSpec``, ``FeedConfig``, ``Cluster.train``) is
@@ -541,7 +601,7 @@ class Settings:
         values, problems = {}, []
         for s in TABLE:
             if s.arg not in ("run", None):
-                continue  # another call's argument (train's feed_timeout)
+                continue  # another call's argument (train's num_epochs, feed_timeout, ...)
             # None means "unset" for keys the Spark conf can set; for the others it is a value
             # (master_node=None), and only a missing argument takes the default.
             value = args.get(s.name) if s.conf else args.get(s.name, s.default)
@@ -609,8 +669,10 @@ def markdown_table() -> str:
     rows = ["| setting | Spark conf | default | what it does |", "|---|---|---|---|"]
     for s in TABLE:
         name = "-" if s.arg is None else f"`{s.name}`"
-        if s.arg == "train":
+        if s.arg == "feed":
             name += " (train(), inference())"
+        elif s.arg == "train":
+            name += " (train())"
         conf = f"`spark.sparktf.{s.conf}`" if s.conf else "-"
         if s.name == "num_executors":
             default = "every slot"

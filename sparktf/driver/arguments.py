@@ -13,8 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from sparktf.common import plain_numbers
-from sparktf.common.settings import InputMode, valid_seconds
+from sparktf.common.settings import InputMode, call_problems, valid_seconds
 from sparktf.common.topology import NodeRole
 from sparktf.driver import sparkfacts
 from sparktf.driver.job.state import Status
@@ -151,15 +150,9 @@ def feed_problems(
             )
         elif isinstance(data, DataFrame):
             problems += _dataframe_problems(data)
-    if (plain_numbers.integer(num_epochs) or 0) < 1:
-        problems.append(f"num_epochs must be an int >= 1, got {num_epochs!r}")
-    if valid_seconds(feed_timeout) is None:
-        problems.append(f"feed_timeout must be {SECONDS}, got {feed_timeout!r}")
-    for name, value in (("shuffle", shuffle), ("equalize", equalize)):
-        if not isinstance(value, bool):
-            problems.append(f"{name} must be True or False, got {value!r}")
-    if rebalance is not None and not isinstance(rebalance, bool):
-        problems.append(f"rebalance must be True, False or None, got {rebalance!r}")
+    arguments = {"num_epochs": num_epochs, "feed_timeout": feed_timeout, "shuffle": shuffle}
+    arguments.update(equalize=equalize, rebalance=rebalance)
+    problems += call_problems("train", arguments)[1]
     return problems
 
 

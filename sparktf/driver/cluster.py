@@ -216,12 +216,12 @@ class Cluster:
     def train(
         self,
         data: RDD | DataFrame,
-        num_epochs: int = 1,
+        num_epochs: int = default("num_epochs"),
         feed_timeout: float = default("feed_timeout"),
         *,
-        shuffle: bool = False,
-        equalize: bool | None = None,
-        rebalance: bool | None = None,
+        shuffle: bool = default("shuffle"),
+        equalize: bool | None = default("equalize"),
+        rebalance: bool | None = default("rebalance"),
         timeout: float | None = None,
     ) -> None:
         """Start the nodes over ``data`` and feed it to the chief and workers; InputMode.SPARK.
@@ -326,6 +326,7 @@ class Cluster:
         output has the input's partitions row for row (``rdd.zip(output)``), and a lost block
         is read again from a shuffle's files, never by starting the nodes again. Every node of
         an inference cluster gets data: start it without parameter servers or an evaluator.
+        ``feed_timeout``: seconds a node's feed may wait without progress before it fails.
         ``timeout`` (seconds, from the call) stops every node and raises
         :class:`~sparktf.errors.ClusterTimeoutError` once it expires.
         """
