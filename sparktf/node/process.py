@@ -19,7 +19,7 @@ from sparktf.common import gpus, keepalive, messages, procs, protocol, scripts, 
 from sparktf.common.shipped import BroadcastBytes
 from sparktf.common.spec import NodeSpec
 from sparktf.errors import ConfigError
-from sparktf.node import horovod, patches, reach
+from sparktf.node import horovod_env, patches, reach
 from sparktf.node.context import NodeContext
 from sparktf.node.runtime import NodeRuntime
 
@@ -290,7 +290,7 @@ def _train(spec: NodeSpec, ctx: NodeContext, runtime: NodeRuntime):
     then ``main_fn``; its return value."""
     patches.install(spec, runtime)
     if spec.launch.framework == "horovod" and ctx.role.trains:
-        horovod.prepare(ctx, spec.launch.rendezvous_timeout)
+        horovod_env.prepare(ctx, spec.launch.rendezvous_timeout)
     return _call_main(spec, ctx)
 
 

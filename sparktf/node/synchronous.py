@@ -2,7 +2,7 @@
 
 Set when its ``main_fn`` creates a multi-worker ``MultiWorkerMirroredStrategy`` (its
 all-reduce, :mod:`sparktf.node.patches.mwms`) or a TF1 ``SyncReplicasOptimizer`` (its gradient
-aggregation, :mod:`sparktf.node.patches.tf1`). Under either, a chief or worker that takes fewer steps
+aggregation, :mod:`sparktf.node.patches.tf1_sessions`). Under either, a chief or worker that takes fewer steps
 than its peers returns, and a peer waits for it for ever: the driver names a peer that idles
 after such a return (``JobState._note_idle_collectives``). No TensorFlow import here.
 """

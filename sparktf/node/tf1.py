@@ -1,6 +1,6 @@
 """Helpers for classic TF1 between-graph code (``tf.compat.v1``) in a ``main_fn``.
 
-What sparktf changes in TF1 sessions by itself is in :mod:`sparktf.node.patches.tf1`.
+What sparktf changes in TF1 sessions by itself is in :mod:`sparktf.node.patches.tf1_sessions`.
 Runs in the TF process; imports tensorflow when called.
 """
 
@@ -17,7 +17,7 @@ def worker_session_creator(
 
     A non-chief ``MonitoredTrainingSession`` waits for the chief in steps of 30 s, so a worker
     that comes up a moment before the chief idles for half a minute. On sparktf nodes that
-    default is 1 s already (:func:`sparktf.node.patches.tf1.install_defaults`); this creator
+    default is 1 s already (:func:`sparktf.node.patches.tf1_sessions.install_defaults`); this creator
     sets it explicitly::
 
         creator = sparktf.node.tf1.worker_session_creator(master=server.target, config=config)

@@ -1,6 +1,6 @@
 """framework='horovod': a node other than the chief waits for the chief's rendezvous server
 before ``hvd.init()``, which gives up on a refused connection within 1.5 s
-(sparktf/node/horovod.py). Real sockets on loopback: the chief's port held as sparktf holds
+(sparktf/node/horovod_env.py). Real sockets on loopback: the chief's port held as sparktf holds
 it (bound, not listening), then taken by a listener, as Horovod's HTTP server takes it. No
 Horovod, no TensorFlow."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from sparktf.common import ports
 from sparktf.errors import ClusterTimeoutError
-from sparktf.node import horovod
+from sparktf.node import horovod_env as horovod
 
 
 def test_a_node_waits_for_the_chief_that_starts_listening_later():

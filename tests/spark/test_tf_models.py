@@ -14,7 +14,7 @@ from helpers import tf_jobs
 from helpers.procs import TF_ENV
 
 import sparktf
-from sparktf.node.patches import tf1
+from sparktf.node.patches import tf1_sessions as tf1
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.usefixtures("no_leaks")]
 

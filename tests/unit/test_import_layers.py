@@ -306,3 +306,14 @@ def test_every_tests_path_exists():
         if not os.path.exists(os.path.join(ROOT, path))
     ]
     assert broken == [], broken
+
+
+def test_each_module_name_names_one_module():
+    """One word per idea: no two modules share a name (``tf1`` for two things, ``outputs`` for
+    two); a package's ``__init__`` and ``__main__`` aside."""
+    by_name = {}
+    for mod, (_, package) in MODULES.items():
+        last = mod.rpartition(".")[2]
+        if not package and last != "__main__":
+            by_name.setdefault(last, []).append(mod)
+    assert {n: m for n, m in by_name.items() if len(m) > 1} == {}

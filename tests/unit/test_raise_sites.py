@@ -96,10 +96,10 @@ ALLOWED_RAISES: dict[tuple[str, str, str], str] = {
         "caught a few lines below, in the same function, and raised as the feed's "
         "TaskFeedError (_took_no_data)"
     ),
-    ("sparktf.task.outputs", "_send_draining", "TimeoutError"): (
+    ("sparktf.task.results", "_send_draining", "TimeoutError"): (
         "control flow to task.feeder.feed, which raises the feed's TaskFeedError for it"
     ),
-    ("sparktf.task.outputs", "_send_draining", "BrokenPipeError"): (
+    ("sparktf.task.results", "_send_draining", "BrokenPipeError"): (
         "control flow to task.feeder.feed: the TF process stopped reading, an early stop"
     ),
     ("sparktf.node.process", "_call_main", "TypeError"): (
@@ -125,11 +125,11 @@ ALLOWED_CLASSES: dict[tuple[str, str], str] = {
         "raised by result_value and caught by the driver's JobState, which fails the job "
         "with a NodeError naming the value's type"
     ),
-    ("sparktf.common.protocol.errors", "ChannelClosed"): (
+    ("sparktf.common.protocol.exceptions", "ChannelClosed"): (
         "the peer closed the connection: a ConnectionError (an OSError) the channels' readers "
         "catch as the connection's end"
     ),
-    ("sparktf.common.protocol.errors", "TurnedAway"): (
+    ("sparktf.common.protocol.exceptions", "TurnedAway"): (
         "the driver turned a connection away (busy, or the handshake late): protocol.connect "
         "catches it and tries again"
     ),

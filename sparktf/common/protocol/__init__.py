@@ -37,7 +37,7 @@ The modules: :mod:`~sparktf.common.protocol.auth` (secret, handshake, frame MACs
 :mod:`~sparktf.common.protocol.channel` (Channel, connect),
 :mod:`~sparktf.common.protocol.gatekeeper` (the server's accepting side),
 :mod:`~sparktf.common.protocol.sockets` (reads and waits with deadlines),
-:mod:`~sparktf.common.protocol.errors`. Use them through this package: ``protocol.connect``.
+:mod:`~sparktf.common.protocol.exceptions`. Use them through this package: ``protocol.connect``.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from sparktf.common.protocol.auth import (
     server_handshake,
 )
 from sparktf.common.protocol.channel import TRY_TIMEOUT, Channel, connect, connect_once
-from sparktf.common.protocol.errors import (
+from sparktf.common.protocol.exceptions import (
     AuthenticationError,
     ChannelClosed,
     FrameRejected,

@@ -9,7 +9,7 @@ import socket
 import struct
 import time
 
-from sparktf.common.protocol.errors import (
+from sparktf.common.protocol.exceptions import (
     AuthenticationError,
     ChannelClosed,
     FrameRejected,

@@ -19,7 +19,7 @@ from sparktf.common.protocol.auth import (
     Session,
     client_handshake,
 )
-from sparktf.common.protocol.errors import AuthenticationError, FrameRejected, TurnedAway
+from sparktf.common.protocol.exceptions import AuthenticationError, FrameRejected, TurnedAway
 from sparktf.common.protocol.sockets import _recv_exact, recv_before, recv_exact_into
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ import socket
 import time
 from typing import Any
 
-from sparktf.common.protocol.errors import ChannelClosed
+from sparktf.common.protocol.exceptions import ChannelClosed
 
 
 def recv_exact_into(sock: socket.socket, n: int, buf: Any = None) -> Any:

@@ -3,7 +3,7 @@ TensorFlow imports the module it changes (:mod:`~sparktf.node.patches.on_import`
 plain TensorFlow programs neither hang nor idle on sparktf.
 
 - :mod:`~sparktf.node.patches.mwms`: MultiWorkerMirroredStrategy beside parameter servers;
-- :mod:`~sparktf.node.patches.tf1`: TF1 sessions check for the chief every 1 s, not 30, and
+- :mod:`~sparktf.node.patches.tf1_sessions`: TF1 sessions check for the chief every 1 s, not 30, and
   close within 3 s;
 - :mod:`~sparktf.node.patches.join`: ``server.join()`` serves until training is over;
 - :mod:`~sparktf.node.patches.checkpoints`: an evaluator's ``checkpoints_iterator`` ends after
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktf.node.patches import checkpoints, evaluator, join, mwms, tf1
+from sparktf.node.patches import checkpoints, evaluator, join, mwms, tf1_sessions
 
 if TYPE_CHECKING:
     from sparktf.common.spec import NodeSpec
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def install(spec: NodeSpec, runtime: NodeRuntime) -> None:
     """Every patch a chief, worker or evaluator gets, before its ``main_fn`` runs."""
     mwms.install()
-    tf1.install_defaults()
+    tf1_sessions.install_defaults()
     join.install(runtime)
     if spec.role.job == "evaluator":
         checkpoints.install(runtime)
