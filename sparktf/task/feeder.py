@@ -2,7 +2,7 @@
 socket (:mod:`sparktf.common.feedwire`), and, for inference, the TF process's outputs back as the
 stage's output, interleaved with the sending and bounded (:func:`feed`). The parts:
 :mod:`~sparktf.task.frames` (the partition as frames), :mod:`~sparktf.task.sparksocket` (Spark's
-own data socket, passed on), :mod:`~sparktf.task.results` (inference outputs).
+own data socket, passed on), :mod:`~sparktf.task.readback` (inference outputs).
 
 Runs in the Spark Python worker; never imports pyspark or tensorflow itself (the partition's
 iterator and Arrow batches come from Spark; pyarrow is imported where outputs are built).
@@ -20,7 +20,7 @@ from sparktf.common import feedwire, protocol
 from sparktf.common.spec import LaunchSpec
 from sparktf.task.feederror import TaskFeedError, _took_no_data
 from sparktf.task.frames import _then_end, partition_frames
-from sparktf.task.results import _check_outputs, _emit, _ReplyReader, _results, _send_draining
+from sparktf.task.readback import _check_outputs, _emit, _ReplyReader, _results, _send_draining
 from sparktf.task.sparksocket import leave_mid_data, spark_data_socket
 
 #: Inference: output frames the task holds at most while it feeds (each one batch's outputs).

@@ -96,10 +96,10 @@ ALLOWED_RAISES: dict[tuple[str, str, str], str] = {
         "caught a few lines below, in the same function, and raised as the feed's "
         "TaskFeedError (_took_no_data)"
     ),
-    ("sparktf.task.results", "_send_draining", "TimeoutError"): (
+    ("sparktf.task.readback", "_send_draining", "TimeoutError"): (
         "control flow to task.feeder.feed, which raises the feed's TaskFeedError for it"
     ),
-    ("sparktf.task.results", "_send_draining", "BrokenPipeError"): (
+    ("sparktf.task.readback", "_send_draining", "BrokenPipeError"): (
         "control flow to task.feeder.feed: the TF process stopped reading, an early stop"
     ),
     ("sparktf.node.process", "_call_main", "TypeError"): (
