@@ -403,45 +403,11 @@ def _free_port():
 def connect_url(tmp_path_factory):
     """A real Spark Connect server on loopback (local[3]), started from the pip-installed
     pyspark's SparkConnectServer class, shared by the session's Connect tests: its URL."""
-    import subprocess
-    import time
-
-    import pyspark
+    from helpers.connect_server import connect_server
 
     pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect]")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("connect") / "server.log"
-    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    settings = {
-        "spark.driver.host": "127.0.0.1",
-        "spark.connect.grpc.binding.address": "127.0.0.1",
-        "spark.connect.grpc.binding.port": str(port),
-        "spark.ui.enabled": "false",
-    }
-    confs = [arg for k, v in settings.items() for arg in ("--conf", f"{k}={v}")]
-    server_class = "org.apache.spark.sql.connect.service.SparkConnectServer"
-    with open(log, "wb") as out:
-        server = subprocess.Popen(
-            [spark_submit, "--class", server_class, "--master", "local[3]", *confs],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while b"Spark Connect server started" not in log.read_bytes():
-            assert server.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        server.terminate()  # by its PID: spark-submit execs the server's JVM
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    with connect_server(tmp_path_factory.mktemp("connect") / "server.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -354,14 +354,7 @@ def _check_connect_run(
             f"status tracker, and the server's conf (master {sc.master!r}) does not say): "
             "pass num_executors"
         )
-    if settings.gpus_per_node and conf.get("spark.task.resource.gpu.amount") != str(
-        settings.gpus_per_node
-    ):
-        problems.append(
-            f"gpus_per_node={settings.gpus_per_node} on Spark Connect needs the server's "
-            "spark.task.resource.gpu.amount to be the same (sparktf asks no ResourceProfile "
-            "through Connect yet); set it there, or leave gpus_per_node unset"
-        )
+    problems += gpu_problems(sc.master, conf, settings.gpus_per_node)
     roles = _roles(sc.master, conf, settings, slots or 0, problems, payload)
     conf["spark.sparktf.controlHost"] = settings.control_host or sc.client_address()
     assert payload is not None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -97,22 +97,49 @@ def executor_cores(master: str, conf: dict[str, str], cpu_count: int) -> int | N
 
 def gpu_profile(sc: SparkContext, gpus_per_node: int | None) -> ResourceProfile | None:
     """A ResourceProfile asking ``gpus_per_node`` GPUs (and the usual cpus) per task, or None
-    when the default profile already asks as much (spark.task.resource.gpu.amount)."""
+    when the default profile already asks as much (spark.task.resource.gpu.amount). On Spark
+    Connect the profile is made on the server (:func:`server_profile`)."""
     from sparktf.driver.sparkside import ConnectContext
 
-    if not gpus_per_node or isinstance(sc, ConnectContext):  # Connect: the server's profile
+    if not gpus_per_node:
         return None
-    conf = sc.getConf()
+    conf = sc.conf() if isinstance(sc, ConnectContext) else dict(sc.getConf().getAll())
     if conf.get("spark.task.resource.gpu.amount") == str(gpus_per_node):
         return None
+    cpus = int(conf.get("spark.task.cpus", "1"))
+    if isinstance(sc, ConnectContext):
+        return server_profile(sc.session, {"cpus": cpus, "gpu": gpus_per_node})
     from pyspark.resource import ResourceProfileBuilder, TaskResourceRequests
 
-    tasks = (
-        TaskResourceRequests()
-        .cpus(int(conf.get("spark.task.cpus", "1")))
-        .resource("gpu", gpus_per_node)
-    )
+    tasks = TaskResourceRequests().cpus(cpus).resource("gpu", gpus_per_node)
     return ResourceProfileBuilder().require(tasks).build
+
+
+class ServerProfile:
+    """A ResourceProfile made on a Spark Connect server: what Connect's ``mapInArrow(...,
+    profile=)`` reads of one (its ``id``)."""
+
+    def __init__(self, profile_id: int, task_resources: dict[str, float]) -> None:
+        self.id = profile_id
+        self.task_resources = task_resources
+
+    def __repr__(self) -> str:
+        return f"ServerProfile(id={self.id}, tasks={self.task_resources})"
+
+
+def server_profile(session: Any, task_resources: dict[str, float]) -> Any:
+    """A task ResourceProfile (``{"cpus": 1, "gpu": 1}``) created on ``session``'s Spark
+    Connect server, through that session's own client: pyspark's ResourceProfile asks the
+    process's active session, which may be another (or a classic one)."""
+    import pyspark.sql.connect.proto as pb2
+
+    proto = pb2.ResourceProfile(
+        task_resources={
+            name: pb2.TaskResourceRequest(resource_name=name, amount=float(amount))
+            for name, amount in task_resources.items()
+        }
+    )
+    return ServerProfile(session.client._create_profile(proto), dict(task_resources))
 
 
 def current_slots(sc: SparkContext) -> int:

@@ -40,7 +40,9 @@ def _empty(sc, num_nodes: int, task, profile=None) -> None:
     ``mapInArrow`` over one partition of ``range`` per node: Connect has no RDDs)."""
     if isinstance(sc, ConnectContext):
         df = sc.session.range(0, num_nodes, 1, num_nodes)
-        df.mapInArrow(_ignoring_rows(task), "node string", barrier=True).collect()
+        df.mapInArrow(
+            _ignoring_rows(task), "node string", barrier=True, **_profile(profile)
+        ).collect()
         return
     _with(
         sc.parallelize(range(num_nodes), num_nodes).barrier().mapPartitions(task), profile
