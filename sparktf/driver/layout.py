@@ -106,7 +106,7 @@ def dataframe_known(df: DataFrame) -> Known:
     """A DataFrame's partitions from its physical plan (see the module's docstring); unknown
     for a Spark Connect DataFrame, whose plan stays on the server (it is dealt out)."""
     if type(df).__module__.startswith("pyspark.sql.connect."):
-        return Known(None, "a Spark Connect DataFrame, whose plan the client cannot see", False)
+        return connect_known(df)
     plan = df._jdf.queryExecution().executedPlan()
     if plan.getClass().getSimpleName() != "AdaptiveSparkPlanExec":
         # No shuffle for AQE to plan: building df.rdd runs no job, and its count is exact.
@@ -114,6 +114,40 @@ def dataframe_known(df: DataFrame) -> Known:
         source = walked.source if walked.count is not None else "DataFrame"
         return Known(df.rdd.getNumPartitions(), source, partition.barrier_ready(df))
     return _Walk(df.sparkSession.sparkContext._jvm).walk(plan.initialPlan())
+
+
+#: Connect's client-side relations that keep their child's partitions as they are.
+_CONNECT_KEEPS = frozenset(
+    {"Project", "WithColumns", "Filter", "Drop", "WithColumnsRenamed", "ToDF", "SubqueryAlias"}
+)
+
+
+def connect_known(df: Any) -> Known:
+    """A Spark Connect DataFrame's partitions, read from the plan the client builds (its
+    executed plan stays on the server): the last ``repartition(n)``, ``repartition(n, cols)``
+    or ``range(..., numPartitions=n)`` under column-wise steps (select, withColumn, filter,
+    drop, renames), whose counts adaptive execution leaves alone; unknown otherwise."""
+    plan = getattr(df, "_plan", None)
+    steps = []
+    while plan is not None and type(plan).__name__ in _CONNECT_KEEPS:
+        steps.append(type(plan).__name__)
+        plan = getattr(plan, "_child", None)
+    kind = type(plan).__name__
+    count = None
+    if kind == "Repartition" and getattr(plan, "_shuffle", False):
+        count, source = plan._num_partitions, "repartition({n})"
+    elif kind == "RepartitionByExpression":
+        count, source = getattr(plan, "num_partitions", None), "repartition({n}, columns)"
+    elif kind == "Range":
+        count, source = getattr(plan, "_num_partitions", None), "range(..., numPartitions={n})"
+    if not isinstance(count, int) or count < 1:
+        return Known(
+            None,
+            "a Spark Connect DataFrame whose plan, as the client sees it, does not end in "
+            "repartition(n)",
+            False,
+        )
+    return Known(count, "a Spark Connect DataFrame's " + source.format(n=count))
 
 
 #: Shuffles whose partition count adaptive execution leaves alone (repartition(n[, cols])).

@@ -370,3 +370,36 @@ def test_a_script_runs_as_it_is_over_spark_connect(remote, tmp_path, no_leftover
     assert sorted(reports) == ["chief-0.json", "worker-0.json"]
     for r in reports.values():
         assert r == {"argv": [str(out), "--epochs", "2"], "helper": "shipped"}
+
+
+def test_a_connect_dataframe_in_one_partition_per_node_is_fed_as_it_is(
+    remote, no_leftovers, caplog
+):
+    """The client's plan ends in repartition(2) under a column-wise step: 2 partitions, one
+    per training node, fed as they are (no shuffle of sparktf's), with rebalance unset and with
+    rebalance=False, which before was refused for every Connect DataFrame."""
+    from pyspark.sql.connect import functions as F
+
+    caplog.set_level("INFO", logger="sparktf")
+    df = remote.range(0, 1000, 1, 5).repartition(2).withColumn("x", F.col("id") * 2)
+    for rebalance in (None, False):
+        cluster = sparktf.run(
+            remote, feed_jobs.sum_ids, {"col": "id"}, num_executors=2, input_mode=SPARK
+        )
+        cluster.train(df, rebalance=rebalance)
+        cluster.shutdown(timeout=120)
+        fed = [cluster.results[n] for n in ("chief:0", "worker:0")]
+        assert sum(r["rows"] for r in fed) == 1000 and sum(r["sum"] for r in fed) == 499500
+    said = "feeding 2 partitions as they are (a Spark Connect DataFrame's repartition(2)"
+    assert caplog.text.count(said) == 2, caplog.text[-2000:]
+
+
+def test_rebalance_false_over_a_connect_plan_of_unknown_partitions_says_what_to_do(
+    remote, no_leftovers
+):
+    cluster = sparktf.run(
+        remote, feed_jobs.sum_ids, {"col": "id"}, num_executors=2, input_mode=SPARK
+    )
+    with pytest.raises(sparktf.ConfigError, match=r"does not end in repartition\(n\)"):
+        cluster.train(remote.range(0, 100).filter("id > 3"), rebalance=False)
+    cluster.shutdown()
