@@ -125,9 +125,10 @@ def spark_session(
        InputMode.TENSORFLOW), ``"both"``, or ``False``.
 
     Over Spark Connect (``spark.remote`` in ``conf``, or ``SPARK_REMOTE``) the client reaches
-    no JVM and no executor: the session is built with ``conf``, ``py_files`` go as artifacts
-    (``addArtifacts(pyfile=True)``), and the daemon, the preload, the log level and the
-    warm-up are the server's to set (they are skipped, and logged).
+    no JVM: the session is built with ``conf``, ``py_files`` go as artifacts
+    (``addArtifacts(pyfile=True)``), the warm-up starts the DataFrame stages' daemons (Connect
+    has no RDD stages), and the daemon, the preload and the log level are the server's to set
+    (they are skipped, and logged).
 
     Bad arguments raise :class:`~sparktf.errors.ConfigError` before anything starts.
     """
@@ -138,7 +139,12 @@ def spark_session(
 
     remote = opts.get("spark.remote") or os.environ.get("SPARK_REMOTE")
     if remote or str(opts.get("spark.api.mode", "")).lower() == "connect":
-        return _connect_session(app_name, opts, files)
+        session = _connect_session(app_name, opts, files)
+        if "dataframes" in kinds:
+            from sparktf.driver.warmup import warm_up as start
+
+            start(session)  # Connect's stages are DataFrame stages: their daemons alone
+        return session
     from pyspark import SparkConf, SparkContext
 
     running = SparkContext._active_spark_context is not None
@@ -187,8 +193,8 @@ def _connect_session(app_name: str, opts: dict[str, str], files: list[str]) -> A
     if files:
         session.addArtifacts(*files, pyfile=True)
     log.info(
-        "sparktf.spark_session: a Spark Connect session; the executors' daemon (%s), its "
-        "preload and the warm-up are the server's settings, not the client's",
+        "sparktf.spark_session: a Spark Connect session; the executors' daemon (%s) and its "
+        "preload are the server's settings, not the client's",
         DAEMON_CONF,
     )
     return session

@@ -135,7 +135,7 @@ def connect_known(df: Any) -> Known:
     kind = type(plan).__name__
     count = None
     if kind == "Repartition" and getattr(plan, "_shuffle", False):
-        count, source = plan._num_partitions, "repartition({n})"
+        count, source = getattr(plan, "_num_partitions", None), "repartition({n})"
     elif kind == "RepartitionByExpression":
         count, source = getattr(plan, "num_partitions", None), "repartition({n}, columns)"
     elif kind == "Range":

@@ -198,6 +198,54 @@ class WarmUp:
         return f"WarmUp({', '.join(self.kinds)}; {self.tasks} tasks; {state})"
 
 
+class ConnectWarmUp(WarmUp):
+    """The warm-up of a Spark Connect session: a ``mapInArrow`` stage of one task per slot
+    the server's conf promises, tagged (Connect's tags are its job groups) so that
+    :meth:`cancel` interrupts it. Connect has no RDD stages, so only the DataFrame daemons."""
+
+    def cancel(self) -> None:
+        if not self.done:
+            try:
+                self._session.interruptTag(self.job_group)
+            except Exception:
+                pass
+
+    def _settle(self, timeout: float = SETTLE_SECS) -> None:
+        if not self.done and not getattr(self._session, "is_stopped", False):
+            self._done.wait(timeout)
+
+    def _run(self) -> None:
+        try:
+            self._session.addTag(self.job_group)  # this thread's operations only
+            self.reports["dataframes"] = self._sql_job()
+        except BaseException as exc:
+            text = str(exc).strip()
+            self.error = type(exc).__name__ + (f": {text.splitlines()[0]}" if text else "")
+        finally:
+            self._done.set()
+            atexit.unregister(self._settle)
+
+
+def _connect_warm_up(session, kinds: tuple[str, ...]) -> WarmUp:
+    from sparktf.driver import sparkfacts
+    from sparktf.driver.sparkside import ConnectContext
+
+    if "rdds" in kinds:
+        raise ConfigError(
+            "sparktf.warm_up(rdds=True) over Spark Connect: Connect has no RDD stages (the "
+            "cluster's stages are DataFrame stages there); warm up with dataframes=True alone"
+        )
+    if getattr(session, "is_stopped", False):
+        raise ConfigError("sparktf.warm_up: the Spark Connect session is stopped")
+    sc = ConnectContext(session)
+    tasks = sparkfacts.connect_slots(sc.master, sc.conf()) or 1
+    handle = ConnectWarmUp(sc, session, f"sparktf-warm-up-{uuid.uuid4().hex[:8]}", kinds, tasks)
+    handle._thread = threading.Thread(target=handle._run, name=handle.job_group, daemon=True)
+    atexit.register(handle._settle)
+    handle._thread.start()
+    return handle
+
+
 def warm_up(
     spark: SparkSession | SparkContext, *, dataframes: bool = True, rdds: bool = False
 ) -> WarmUp:
@@ -208,7 +256,11 @@ def warm_up(
     (``cluster.train(rdd)``, InputMode.TENSORFLOW's nodes). One task per task slot, so that
     every executor gets one as long as its slots are free. Call it right after the session
     starts, before loading the data; with ``spark.python.daemon.module=sparktf.daemon`` the
-    daemons import TensorFlow meanwhile. Returns a :class:`WarmUp`."""
+    daemons import TensorFlow meanwhile. Returns a :class:`WarmUp`.
+
+    On a Spark Connect session, one DataFrame stage of one task per slot the server's conf
+    promises (Connect has no RDD stages: ``rdds=True`` is refused); the daemon settings are
+    the server's."""
     from sparktf.driver import sparkfacts
 
     for name, value in (("dataframes", dataframes), ("rdds", rdds)):
@@ -223,10 +275,7 @@ def warm_up(
             "sparktf.warm_up: nothing to warm up; pass dataframes=True and/or rdds=True"
         )
     if sparkfacts.is_connect(spark):
-        raise ConfigError(
-            "sparktf.warm_up needs a classic SparkSession or SparkContext; a "
-            "Spark Connect client cannot reach the executors' Python daemons"
-        )
+        return _connect_warm_up(spark, kinds)
     sc = getattr(spark, "sparkContext", spark)
     from pyspark import SparkContext
 

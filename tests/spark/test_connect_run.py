@@ -403,3 +403,16 @@ def test_rebalance_false_over_a_connect_plan_of_unknown_partitions_says_what_to_
     with pytest.raises(sparktf.ConfigError, match=r"does not end in repartition\(n\)"):
         cluster.train(remote.range(0, 100).filter("id > 3"), rebalance=False)
     cluster.shutdown()
+
+
+def test_warm_up_over_spark_connect_starts_a_daemon_on_every_slot(remote, no_leftovers):
+    """One DataFrame stage of a task per slot the server promises (local[3]: 3), in the
+    background, tagged so that it can be interrupted; the server's daemon is pyspark's own, so
+    nothing was preloaded. RDD stages do not exist over Connect: rdds=True says so."""
+    handle = sparktf.warm_up(remote)
+    assert handle.wait(120), handle
+    assert handle.error is None, handle
+    assert len(handle.reports["dataframes"]) == 3
+    assert handle.tensorflow_preloaded is False
+    with pytest.raises(sparktf.ConfigError, match="Connect has no RDD stages"):
+        sparktf.warm_up(remote, rdds=True)

@@ -112,3 +112,47 @@ def test_a_daemon_the_user_gave_spark_submit_is_kept(script):
     assert seen["daemon"] == "pyspark.daemon"
     assert seen["tensorflow"] == [False, False]  # Spark's own daemon imports nothing ahead
     assert seen["values"] == [42, 42, 42]
+
+
+CONNECT_SCRIPT = """
+import json, sys, threading
+import sparktf
+
+spark = sparktf.spark_session("over-connect", py_files=[sys.argv[1]])
+warming = [t for t in threading.enumerate() if t.name.startswith("sparktf-warm-up-")]
+
+
+def probe(batches):
+    import pyarrow as pa
+    import shipped_helper
+
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict({"value": [shipped_helper.VALUE]})
+
+
+rows = spark.range(0, 2, 1, 2).mapInArrow(probe, "value long").collect()
+for thread in warming:
+    thread.join(300)
+print(json.dumps({"connect": type(spark).__module__, "values": [r.value for r in rows],
+                  "warming": len(warming)}))
+spark.stop()
+"""
+
+
+def test_a_script_over_spark_connect_ships_its_module_as_an_artifact_and_warms_up(
+    script, connect_url
+):
+    (script / "over_connect.py").write_text(CONNECT_SCRIPT)
+    out = subprocess.run(
+        [sys.executable, str(script / "over_connect.py"), str(script / "shipped_helper.py")],
+        cwd="/",
+        env=dict(_env(), SPARK_REMOTE=connect_url),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    seen, _ = _last_json(out)
+    assert seen["connect"].startswith("pyspark.sql.connect.")
+    assert seen["values"] == [42, 42]
+    assert seen["warming"] == 1
