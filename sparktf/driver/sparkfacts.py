@@ -196,7 +196,10 @@ def hadoop_env(sc: SparkContext) -> tuple[tuple[str, str], ...]:
     """What the driver knows of Hadoop, for sparktf.fs on the nodes and executors: its own
     ``SPARKTF_*`` HDFS settings, else its Hadoop configuration's fs.defaultFS (for
     ``ctx.absolute_path`` and ``hdfs:///...``) and the NameNode's WebHDFS address; and the
-    Spark user as the HDFS user. A node's own environment wins over these."""
+    Spark user as the HDFS user. On Spark Connect, the server's ``spark.hadoop.fs.defaultFS``
+    and ``spark.hadoop.dfs.namenode.http-address`` (the client sees no Hadoop configuration;
+    the executors' own HADOOP_CONF_DIR still counts there). A node's own environment wins
+    over these."""
     out = {
         k: os.environ[k]
         for k in (
@@ -207,16 +210,26 @@ def hadoop_env(sc: SparkContext) -> tuple[tuple[str, str], ...]:
         )
         if os.environ.get(k)
     }
+    keys = (
+        ("fs.defaultFS", "SPARKTF_DEFAULT_FS"),
+        ("dfs.namenode.http-address", "SPARKTF_NAMENODE_HTTP"),
+    )
+    from sparktf.driver.sparkside import ConnectContext
+
+    if isinstance(sc, ConnectContext):  # no Hadoop configuration: the server's spark.hadoop.*
+        conf = sc.conf()
+        for key, var in keys:
+            if conf.get(f"spark.hadoop.{key}") and var not in out:
+                out[var] = conf[f"spark.hadoop.{key}"]
+        keys = ()
     try:
-        conf = sc._jsc.hadoopConfiguration()
-        for key, var in (
-            ("fs.defaultFS", "SPARKTF_DEFAULT_FS"),
-            ("dfs.namenode.http-address", "SPARKTF_NAMENODE_HTTP"),
-        ):
-            value = conf.get(key)
-            if value and var not in out:
-                out[var] = str(value)
-        out.setdefault("HADOOP_USER_NAME", str(sc.sparkUser()))
+        if keys:
+            hadoop = sc._jsc.hadoopConfiguration()
+            for key, var in keys:
+                value = hadoop.get(key)
+                if value and var not in out:
+                    out[var] = str(value)
+            out.setdefault("HADOOP_USER_NAME", str(sc.sparkUser()))
     except Exception:
         pass
     out.setdefault("SPARKTF_WORKING_DIR", os.getcwd())  # relative local paths: the driver's

@@ -416,3 +416,15 @@ def test_warm_up_over_spark_connect_starts_a_daemon_on_every_slot(remote, no_lef
     assert handle.tensorflow_preloaded is False
     with pytest.raises(sparktf.ConfigError, match="Connect has no RDD stages"):
         sparktf.warm_up(remote, rdds=True)
+
+
+def test_the_connect_servers_hadoop_file_system_reaches_the_nodes(remote, no_leftovers):
+    """The client has no Hadoop configuration: the server's spark.hadoop.fs.defaultFS is what
+    the nodes' sparktf.fs takes as the default file system (ctx.absolute_path, hdfs:///)."""
+    remote.conf.set("spark.hadoop.fs.defaultFS", "hdfs://namenode.example:8020")
+    try:
+        cluster = sparktf.run(remote, jobs.describe_env, num_executors=1)
+        env = cluster.shutdown(timeout=120)["env"]
+    finally:
+        remote.conf.unset("spark.hadoop.fs.defaultFS")
+    assert env["SPARKTF_DEFAULT_FS"] == "hdfs://namenode.example:8020"
