@@ -164,6 +164,7 @@ def spark_session(
                 DAEMON_CONF,
             )
     else:
+        SparkContext._ensure_initialized()  # the JVM, whose properties SparkConf() reads
         given = SparkConf()  # spark-submit's --conf and spark-defaults.conf, as Spark reads them
         if master and "spark.master" not in opts and not given.contains("spark.master"):
             opts["spark.master"] = master

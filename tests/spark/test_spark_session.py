@@ -23,6 +23,7 @@ spark = sparktf.spark_session(
     conf={"spark.master": "local[2]", "spark.driver.host": "127.0.0.1"},
     py_files=[sys.argv[1]],
     preload="tensorflow",
+    log_level=None if sys.argv[2:] == ["quiet=no"] else "WARN",
 )
 warming = [t for t in threading.enumerate() if t.name.startswith("sparktf-warm-up-")]
 import shipped_helper  # the driver imports it too
@@ -101,6 +102,7 @@ def test_a_daemon_the_user_gave_spark_submit_is_kept(script):
             "spark.python.daemon.module=pyspark.daemon",
             str(script / "start.py"),
             str(script / "shipped_helper.py"),
+            "quiet=no",  # log_level=None: nothing starts the JVM before the settings are read
         ],
         cwd=str(script),
         env=_env(),
