@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from sparktf.batch_prediction.model import _not_a_saved_model, as_executors_read, export_identity
 from sparktf.batch_prediction.outputs import _output_plan, _Outputs, _spark_schema, _spark_type
 from sparktf.batch_prediction.scorer import _Scorer
-from sparktf.common import plain_numbers
+from sparktf.common.settings import checked, count
 from sparktf.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -180,8 +180,10 @@ def _checked_arguments(
             f"signature must be the name of one of the SavedModel's signatures "
             f"(a str, 'serving_default' by default), got {signature!r}"
         )
-    if (plain_numbers.integer(batch_size) or 0) < 1:
-        problems.append(f"batch_size must be an int >= 1, got {batch_size!r}")
+    try:
+        checked("batch_size", batch_size, count(1))
+    except ConfigError as exc:
+        problems.append(str(exc))
     if not connect:  # the Spark Python workers load TensorFlow themselves: the same cap
         problems += [
             p

@@ -545,6 +545,17 @@ def call_problems(call: str, values: Mapping[str, Any]) -> tuple[dict[str, Any],
     return checked, problems
 
 
+def checked(name: str, value: Any, check: Callable[[Any], Any], error: type = ConfigError) -> Any:
+    """``value`` of argument ``name`` through one of the table's checks (:func:`count`,
+    :func:`flag`, :func:`seconds`, ...), for the calls whose arguments are not rows of the
+    table (``next_batch``, ``keras_callback``, ``predict``): the same test and the same words,
+    ``error`` raised with the argument named."""
+    try:
+        return check(value)
+    except _Invalid as exc:
+        raise error(f"{name} must {exc}, got {value!r}") from None
+
+
 def default(name: str) -> Any:
     """The default of setting ``name`` (``KeyError`` if the table has no such key): every
     default of the code (``Limits``, ``LaunchSpec``, ``FeedConfig``, ``Cluster.train``) is

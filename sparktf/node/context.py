@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparktf.common import plain_numbers
+from sparktf.common.settings import checked, count
 from sparktf.common.topology import NodeRole, chief_role, num_training_nodes
 from sparktf.errors import ConfigError, ConfigTypeError
 
@@ -359,13 +360,12 @@ class NodeContext:
         once an epoch. See :mod:`sparktf.node.keras_progress`."""
         from sparktf.node import keras_progress
 
-        if (plain_numbers.integer(every_n_steps) or 0) < 1:
-            raise ConfigTypeError(f"every_n_steps must be an int >= 1, got {every_n_steps!r}")
+        every_n_steps = checked("every_n_steps", every_n_steps, count(1), ConfigTypeError)
 
         def report(**values: Any) -> None:
             self.report(**values)  # looked up at each call, as a user may wrap ctx.report
 
-        return keras_progress.keras_callback(report, int(every_n_steps), keras)
+        return keras_progress.keras_callback(report, every_n_steps, keras)
 
     def training_done(self) -> bool:
         """True once every chief/worker ``main_fn`` has returned (e.g. for an evaluator loop)."""

@@ -283,7 +283,7 @@ def test_next_batch_takes_a_positive_int_only(tmp_path, size):
     from sparktf.errors import ConfigError
 
     feed = _feed(tmp_path, _arrow_frames())
-    with pytest.raises(ConfigError, match="batch_size must be a positive int"):
+    with pytest.raises(ConfigError, match="batch_size must be an int >= 1"):
         feed.next_batch(size)
     feed.close()
 

@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sparktf.common import feedwire, messages, plain_numbers
+from sparktf.common import feedwire, messages
 from sparktf.common.ports import PortRange
+from sparktf.common.settings import checked, count
 from sparktf.common.spec import FeedConfig
 from sparktf.errors import ConfigError, FeedError
 from sparktf.node.feed import batches
@@ -23,6 +24,9 @@ from sparktf.node.feed.reports import ProgressReports
 from sparktf.node.feed.results import as_rows
 from sparktf.node.feed.spool import Spool
 from sparktf.node.feed.stream import EOF, Stream
+
+#: What a batch size may be (an int >= 1), as the settings table checks it.
+POSITIVE = count(1)
 
 #: A node's name, host and the job's secret, and the port range its row exchange listens in
 #: (``spark.sparktf.portRange``; none given: any port).
@@ -227,9 +231,7 @@ class DataFeed:
         batch (a batch never spans two epochs). Empty once ``should_stop()``; called without
         asking ``should_stop()`` first, also where an epoch ended exactly where the previous
         batch did. Under equalization every node gets the same sizes."""
-        if (plain_numbers.integer(batch_size) or 0) < 1:
-            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
-        batch_size = int(batch_size)
+        batch_size = checked("batch_size", batch_size, POSITIVE)
         self._stream.hint(batch_size)
         bound = self._bound if self._equalizing else None
         parts, got = [], 0
