@@ -117,7 +117,8 @@ def spark_session(
        notebook, the pyspark shell), it is used as it is: its static settings cannot change,
        and a warning says so when its daemon is not sparktf's. ``master``: the master to
        use only where none is given (``conf``, ``spark-submit --master``, spark-defaults),
-       so that ``python script.py`` runs as ``spark-submit script.py`` does.
+       so that ``python script.py`` runs as ``spark-submit script.py`` does; spark-submit's
+       own default, ``local[*]`` when no ``--master`` is given, counts as none.
     3. ``py_files``: ``SparkContext.addPyFile`` for each (``.py``, ``.zip``, ``.egg``): the
        executors, the TF nodes and the driver import them.
     4. ``warm_up``: :func:`sparktf.warm_up` in the background: ``True`` or ``"dataframes"``
@@ -166,7 +167,12 @@ def spark_session(
     else:
         SparkContext._ensure_initialized()  # the JVM, whose properties SparkConf() reads
         given = SparkConf()  # spark-submit's --conf and spark-defaults.conf, as Spark reads them
-        if master and "spark.master" not in opts and not given.contains("spark.master"):
+        # spark-submit without --master says local[*], its default: that names no master
+        if (
+            master
+            and "spark.master" not in opts
+            and given.get("spark.master", "local[*]") == "local[*]"
+        ):
             opts["spark.master"] = master
         if DAEMON_CONF not in opts and not given.contains(DAEMON_CONF):
             opts[DAEMON_CONF] = "sparktf.daemon"
