@@ -2,7 +2,8 @@
 ``sparktf``) runs an existing script on every node of a new sparktf job, as
 ``sparktf.run(spark, SCRIPT, args=[ARG, ...])`` does.
 
-It builds the SparkSession from the usual Spark settings: ``--master`` and ``--conf KEY=VALUE``
+It builds the SparkSession from the usual Spark settings: ``--master`` (or ``--remote
+sc://HOST:PORT``, or ``SPARK_REMOTE``, for a Spark Connect server) and ``--conf KEY=VALUE``
 as spark-submit takes them, then ``spark-defaults.conf`` (``SPARK_CONF_DIR``), then Spark's
 defaults; ``spark.sparktf.*`` settings go through ``--conf`` too. A mistake of the user's
 (a bad option, a script that fails) ends with one line saying what went wrong and a non-zero
@@ -45,8 +46,14 @@ def parser() -> argparse.ArgumentParser:
         description="Run SCRIPT on every node of a sparktf job (TF_CONFIG set, sys.argv as "
         "given). Options before SCRIPT are sparktf's; everything after it is the script's.",
     )
-    r.add_argument(
+    where = r.add_mutually_exclusive_group()
+    where.add_argument(
         "--master", help="Spark master URL (default: spark-defaults.conf, else local[*])"
+    )
+    where.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help="a Spark Connect server to run on instead (default: $SPARK_REMOTE, if set)",
     )
     r.add_argument("--name", help="application name (default: the script's file name)")
     r.add_argument(
@@ -83,6 +90,12 @@ def run(
     import sparktf
 
     builder = SparkSession.builder.appName(options.name or os.path.basename(options.script))
+    remote = options.remote or os.environ.get("SPARK_REMOTE")
+    if remote:
+        from sparktf.driver.sparkside import check_connect_server
+
+        check_connect_server(remote)
+        builder = builder.remote(remote) if options.remote else builder
     if options.master:
         builder = builder.master(options.master)
     for key, value in conf.items():

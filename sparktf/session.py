@@ -193,6 +193,12 @@ def spark_session(
 def _connect_session(app_name: str, opts: dict[str, str], files: list[str]) -> Any:
     from pyspark.sql import SparkSession
 
+    from sparktf.driver.sparkside import check_connect_server
+
+    url = opts.get("spark.remote") or os.environ.get("SPARK_REMOTE")
+    if url:
+        check_connect_server(url)
+
     builder = SparkSession.builder.appName(app_name)
     for key, value in opts.items():
         builder = builder.config(key, value)

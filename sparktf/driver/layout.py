@@ -70,6 +70,12 @@ def decide(known: Known, nodes: int, trainers: int, rebalance: bool | None) -> D
 
 def _misfit(known: Known, nodes: int, trainers: int) -> str:
     """Why data of this layout cannot be fed as it is to these nodes, and what would do."""
+    if known.count is None and known.source.startswith("a Spark Connect"):
+        return (
+            f"the number of partitions is unknown to the client ({known.source}); end the "
+            f"plan in repartition({trainers}) to have it fed as it is (a cache or a "
+            "coalesce is the server's to know), or leave rebalance unset"
+        )
     if known.count is None:
         return (
             f"the number of partitions is unknown until Spark runs the data ({known.source}); "

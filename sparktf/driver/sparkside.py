@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from sparktf.errors import ConfigError
+
 
 class ConnectContext:
     """A Spark Connect session, seen as sparktf's driver sees a SparkContext."""
@@ -108,3 +110,37 @@ def thread(sc: Any, target: Callable[[], None], name: str) -> threading.Thread:
     from pyspark import InheritableThread
 
     return InheritableThread(target=target, daemon=True, name=name)
+
+
+#: The port a ``sc://host`` URL without one means (Spark Connect's default).
+CONNECT_PORT = 15002
+
+
+def connect_address(url: str) -> tuple[str, int]:
+    """The host and port of a Spark Connect URL (``sc://host[:port][/;param=value...]``)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.split(";", 1)[0])
+    if parts.scheme != "sc" or not parts.hostname:
+        raise ConfigError(
+            f"a Spark Connect URL looks like sc://host:15002, got {url!r} (SPARK_REMOTE, "
+            "--remote or spark.remote)"
+        )
+    try:
+        port = parts.port or CONNECT_PORT
+    except ValueError:
+        raise ConfigError(f"the Spark Connect URL {url!r} has no valid port") from None
+    return parts.hostname, port
+
+
+def check_connect_server(url: str, timeout: float = 10.0) -> None:
+    """Fail at once, naming the URL, where no Spark Connect server accepts connections at
+    ``url``: pyspark's client retries a dead address for minutes without a word."""
+    host, port = connect_address(url)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"no Spark Connect server answers at {url} ({host}:{port}: {exc}); start one "
+            "(start-connect-server.sh) or fix SPARK_REMOTE / --remote"
+        ) from None

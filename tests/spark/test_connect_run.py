@@ -428,3 +428,25 @@ def test_the_connect_servers_hadoop_file_system_reaches_the_nodes(remote, no_lef
     finally:
         remote.conf.unset("spark.hadoop.fs.defaultFS")
     assert env["SPARKTF_DEFAULT_FS"] == "hdfs://namenode.example:8020"
+
+
+def test_the_guides_dataframe_training_runs_as_written(remote, no_leftovers, tmp_path):
+    """docs/guides/spark-connect.md's "Training on a DataFrame" block, run as it stands (its
+    export directory moved under tmp_path): the chief's weight approaches 3."""
+    import re
+
+    guide = open(os.path.join(os.path.dirname(__file__), "../../docs/guides/spark-connect.md"))
+    block = guide.read().split("## Training on a DataFrame", 1)[1]
+    code = re.search(r"```python\n(.*?)```", block, re.S).group(1)
+    assert '"/tmp/model"' in code
+    code = code.replace('"/tmp/model"', repr(str(tmp_path / "model")))
+    # (this test process has a classic session too: pyspark.sql.functions would be classic's;
+    # a client process, marked as Connect's by pyspark, gets Connect's from the same import)
+    classic = "from pyspark.sql import functions as F"
+    assert classic in code
+    code = code.replace(classic, "from pyspark.sql.connect import functions as F")
+    scope = {"spark": remote, "sparktf": sparktf, "print": lambda *a: scope.update(shown=a)}
+    exec(compile(code, "spark-connect.md", "exec"), scope)
+    (weights,) = scope["shown"]
+    assert 2.5 < weights[0] < 3.5, weights
+    assert (tmp_path / "model" / "saved_model.pb").exists()
