@@ -397,7 +397,7 @@ def wait_until(runner: Runner, predicate: Callable, deadline: float | None, expi
         if wait(runner, predicate, deadline):
             return
         state = runner.state
-        running = [n.name for n in state.nodes.values() if n.exit is None] if state else []
+        running = [n.name for n in state.nodes.values() if n.outcome.exit is None] if state else []
         runner.abort(
             ClusterTimeoutError(
                 f"{expired} expired with nodes {running} still running; every node was stopped"

@@ -180,7 +180,10 @@ def test_args_over_1_mib_never_put_the_job_secret_on_disk(sc_local, tmp_path):
     secret = cluster._runner._current.launch.secret
     try:
         assert wait_until(
-            lambda: all(n.connected for n in cluster._runner._current.state.nodes.values()), 60
+            lambda: all(
+                n.liveness.connected for n in cluster._runner._current.state.nodes.values()
+            ),
+            60,
         )
         during = _files_holding(secret, roots, since)
     finally:

@@ -74,37 +74,38 @@ def node_failed(
 ) -> bool:
     """Whether ``n`` has failed by now (``job_running``: the Spark job holding it runs;
     ``may_restart``: its failed process would be restarted in place if its supervisor asked)."""
+    live, out = n.liveness, n.outcome
     settle = limits.error_settle
-    if n.restart_wanted is not None and not (n.lost or n.hung):
+    if n.inplace.restart_wanted is not None and not (live.lost or live.hung):
         return False  # restarted in place as soon as its old process's channel ends
-    if n.lost and job_running and n.failed_at is not None and now - n.failed_at < settle:
+    if live.lost and job_running and out.failed_at is not None and now - out.failed_at < settle:
         return False  # its executor may be lost: Spark's job error says why, at once
-    if n.lost or n.hung:
+    if live.lost or live.hung:
         return True
-    if n.error is not None and is_symptom(n.error) and _since(n.error_at, now) < settle:
+    if out.error is not None and is_symptom(out.error) and _since(out.error_at, now) < settle:
         return False  # a broken connection: its cause may still be on its way
-    if n.exit is not None and n.exit["code"] != 0:
+    if out.exit is not None and out.exit["code"] != 0:
         # An exit with an error code (not a signal) usually follows the node's own error
         # report, which comes on the node's channel, not the supervisor's: wait for that
         # channel's end (or the settle time) so the report, not the bare code, is the reason.
         # Also before the channel has been read at all: a main_fn that fails at once
         # exits before the driver has read the connection that carries its hello and error.
         return (
-            n.error is not None
-            or n.exit["code"] < 0
-            or n.closed
-            or _since(n.exit_at, now) >= settle
+            out.error is not None
+            or out.exit["code"] < 0
+            or live.closed
+            or _since(out.exit_at, now) >= settle
         )
-    if n.error is not None:
-        if may_restart and n.exit is None and _since(n.error_at, now) < limits.kill_wait:
+    if out.error is not None:
+        if may_restart and out.exit is None and _since(out.error_at, now) < limits.kill_wait:
             # Its supervisor asks for the restart once the process has exited, which a large
             # process takes longer than the settle time to do: wait for the request (or the
             # exit report), as long as a killed worker's supervisor is given.
             return False
-        return n.exit is not None or _since(n.error_at, now) >= settle
-    if n.exit is not None and not n.has_result:
+        return out.exit is not None or _since(out.error_at, now) >= settle
+    if out.exit is not None and not out.has_result:
         # Exited cleanly: its last messages may still be in flight on its own channel.
-        if n.closed or _since(n.exit_at, now) >= settle:
+        if live.closed or _since(out.exit_at, now) >= settle:
             n.mark_failed(now)
             return True
     return False
@@ -191,19 +192,21 @@ def peers_heard(n: NodeRecord, nodes: dict[str, NodeRecord]) -> str:
     default) while the
     driver still heard them then: a note that says they are alive and the network between
     the two hosts is the cause (TensorFlow says the tasks crashed); "" otherwise."""
-    if n.error is None or n.error_at is None:
+    error, error_at = n.outcome.error, n.outcome.error_at
+    if error is None or error_at is None:
         return ""
-    message = n.error.get("message", "")
+    message = error.get("message", "")
     named = {f"{job}:{index}" for job, index in _TF_TASK.findall(message)}
     if "CoordinationService/" in message:  # its RPC to the coordination service's leader
         named.add("chief:0" if "chief:0" in nodes else "worker:0")
     alive = []
     for name in sorted(named - {n.name}):
         peer = nodes.get(name)
-        if peer is None or peer.exit is not None or peer.lost:
+        if peer is None or peer.outcome.exit is not None or peer.liveness.lost:
             continue
-        heard = max(peer.last_beat or 0.0, peer.supervisor_heard_at or 0.0)
-        if heard and heard >= n.error_at - HEARD_WITHIN:
+        live = peer.liveness
+        heard = max(live.last_beat or 0.0, live.supervisor_heard_at or 0.0)
+        if heard and heard >= error_at - HEARD_WITHIN:
             alive.append(f"{name} (on {peer.host})")
     if not alive:
         return ""
@@ -221,29 +224,31 @@ def node_error(
     """The typed error for a failed node, with its reason and the tail of its output (and,
     for a node lost with its executor, why Spark says the executor was lost; ``note``: what
     the driver knows beside, as :func:`peers_heard` says)."""
-    tail = list(n.exit["tail"]) if n.exit and n.exit.get("tail") else list(n.tail)
+    out, restarts = n.outcome, n.inplace.restarts
+    tail = list(out.exit["tail"]) if out.exit and out.exit.get("tail") else list(n.tail)
     again = (
-        f" (its TF process had been restarted in place {n.restarts} time"
-        f"{'s' if n.restarts > 1 else ''}: spark.sparktf.workerRestarts)"
-        if n.restarts
+        f" (its TF process had been restarted in place {restarts} time"
+        f"{'s' if restarts > 1 else ''}: spark.sparktf.workerRestarts)"
+        if restarts
         else ""
     )
-    if n.error is not None:
-        where = n.error.get("where")
+    error = out.error
+    if error is not None:
+        where = error.get("where")
         if where == "exit":
-            who = "the script" if n.error.get("exc_type") == "ScriptExit" else "main_fn"
-            reason = f"{who} called sys.exit({n.error.get('code')})"
+            who = "the script" if error.get("exc_type") == "ScriptExit" else "main_fn"
+            reason = f"{who} called sys.exit({error.get('code')})"
         elif where == "task":  # its cause is in no output of the node's: say it first
-            reason = f"{_WHERE['task']}, not main_fn: {n.error['exc_type']}: {n.error['message']}"
+            reason = f"{_WHERE['task']}, not main_fn: {error['exc_type']}: {error['message']}"
         else:
             reason = _WHERE.get(where or "", "main_fn raised")
         return NodeError(
             n.name,
             n.host,
             reason + again + note,
-            exc_type=n.error["exc_type"],
-            exc_message=n.error["message"],
-            traceback_text=n.error["traceback"],
+            exc_type=error["exc_type"],
+            exc_message=error["message"],
+            traceback_text=error["traceback"],
             output_tail=tail,
             others=others,
         )
@@ -252,9 +257,10 @@ def node_error(
 
 def _reason(n: NodeRecord, job: JobFailure | None) -> str:
     """Why a node that reported no error failed."""
-    if n.hung:
-        return n.hung
-    if n.lost:
+    live, out = n.liveness, n.outcome
+    if live.hung:
+        return live.hung
+    if live.lost:
         lost = job.executor_lost if job is not None else None
         if not lost:
             return (
@@ -268,14 +274,14 @@ def _reason(n: NodeRecord, job: JobFailure | None) -> str:
                 "raise spark.executor.memoryOverhead"
             )
         return reason
-    if n.silent is not None:  # its supervisor killed it, to restart it in place
+    if live.silent is not None:  # its supervisor killed it, to restart it in place
         return (
-            f"{n.silent}: its TensorFlow process was stopped or frozen, and its supervisor "
+            f"{live.silent}: its TensorFlow process was stopped or frozen, and its supervisor "
             "killed it (SIGKILL) to restart it in place"
         )
-    if n.exit is not None and n.exit["code"] != 0:
-        return f"its TensorFlow process {describe_exit(n.exit['code'])}"
-    if not n.connected:
+    if out.exit is not None and out.exit["code"] != 0:
+        return f"its TensorFlow process {describe_exit(out.exit['code'])}"
+    if not live.connected:
         return "its TensorFlow process exited before it connected to the driver"
     return (
         "its TensorFlow process exited without reporting main_fn's result (did "

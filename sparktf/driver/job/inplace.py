@@ -47,14 +47,15 @@ def refusal(n: NodeRecord, limits: Limits, ending: bool, lockstep: str | None = 
         return "only workers are restarted in place"
     if limit <= 0:
         return "spark.sparktf.workerRestarts is 0"
-    if n.restarts >= limit:
+    restarts = n.inplace.restarts
+    if restarts >= limit:
         return (
-            f"it was restarted in place {n.restarts} time{'s' if n.restarts > 1 else ''} "
+            f"it was restarted in place {restarts} time{'s' if restarts > 1 else ''} "
             f"already (spark.sparktf.workerRestarts={limit})"
         )
-    if n.has_result:
+    if n.outcome.has_result:
         return "its main_fn had returned"
-    if n.hung or n.lost:
+    if n.liveness.hung or n.liveness.lost:
         return "it was declared dead"
     if ending:
         return "the job is ending"
@@ -70,23 +71,24 @@ def refusal(n: NodeRecord, limits: Limits, ending: bool, lockstep: str | None = 
 def restart(n: NodeRecord, now: float) -> NodeError:
     """Forget ``n``'s failed process (its error, exit, channel) and count the restart; returns
     the failure it absorbed, as it would have failed the job (``restarted_in_place`` set)."""
-    wanted, n.restart_wanted = n.restart_wanted or {}, None
-    n.exit = {"code": wanted.get("code", 1), "tail": list(n.tail)}
+    live, out = n.liveness, n.outcome
+    wanted, n.inplace.restart_wanted = n.inplace.restart_wanted or {}, None
+    out.exit = {"code": wanted.get("code", 1), "tail": list(n.tail)}
     failure = failures.node_error(n, [])
     failure.restarted_in_place = True  # type: ignore[attr-defined]
-    n.restarts += 1
-    n.killing_at = n.silent = None
-    n.error = n.exit = None
-    n.error_at = n.failed_at = n.exit_at = None
-    n.connected = n.closed = False
-    n.state, n.restarting_at, n.last_beat = NodeState.RUNNING, now, now
+    n.inplace.restarts += 1
+    live.killing_at = live.silent = None
+    out.error = out.exit = None
+    out.error_at = out.failed_at = out.exit_at = None
+    live.connected = live.closed = False
+    n.state, n.inplace.restarting_at, live.last_beat = NodeState.RUNNING, now, now
     return failure
 
 
 def resume(n: NodeRecord, limits: Limits, why: str | None) -> Send:
     """The answer to ``n``'s supervisor: go (``why`` None) or not, and why."""
     message = messages.make(
-        "resume", go=why is None, count=n.restarts, limit=limits.worker_restarts, why=why
+        "resume", go=why is None, count=n.inplace.restarts, limit=limits.worker_restarts, why=why
     )
     return Send((n.name,), messages.SUPERVISOR, message)
 
@@ -98,10 +100,10 @@ def check_restarting(
     ``reservation_timeout`` is declared hung."""
     limit = limits.reservation_timeout
     for n in nodes:
-        if n.restarting_at is None or n.hung:
+        if n.inplace.restarting_at is None or n.liveness.hung:
             continue
-        if now - max(n.restarting_at, resumed_at) > limit:
-            n.hung = (
+        if now - max(n.inplace.restarting_at, resumed_at) > limit:
+            n.liveness.hung = (
                 "was restarted in place, but its new TF process did not connect within "
                 f"reservation_timeout={limit:g}s"
             )
@@ -113,14 +115,18 @@ def may_kill(n: NodeRecord, limits: Limits, ending: bool, lockstep: str | None =
     restart in place rather than declared hung: a worker that may restart in place
     (:func:`refusal`) whose supervisor's channel is open and whose supervisor said it
     restarts it (a worker fed by InputMode.SPARK is not: its feed cannot be replayed)."""
-    return n.supervised and n.restartable and refusal(n, limits, ending, lockstep) is None
+    return (
+        n.liveness.supervised
+        and n.inplace.restartable
+        and refusal(n, limits, ending, lockstep) is None
+    )
 
 
 def kill(n: NodeRecord) -> Send:
     """Tell ``n``'s supervisor to kill its silent TF process: its exit then asks for the
     restart in place. The message names the process (its incarnation): a supervisor that has
     started a newer one since leaves that one alone."""
-    message = messages.make("kill", why=n.silent or "", incarnation=n.incarnation)
+    message = messages.make("kill", why=n.liveness.silent or "", incarnation=n.inplace.incarnation)
     return Send((n.name,), messages.SUPERVISOR, message)
 
 
@@ -132,11 +138,12 @@ def check_killing(
     executor) is stopped or frozen too."""
     limit = limits.kill_wait
     for n in nodes:
-        if n.killing_at is None or n.hung:
+        live = n.liveness
+        if live.killing_at is None or live.hung:
             continue
-        if now - max(n.killing_at, resumed_at) > limit:
-            n.hung = (
-                f"{n.silent}: its process is stopped, frozen or starved, and its supervisor, "
+        if now - max(live.killing_at, resumed_at) > limit:
+            live.hung = (
+                f"{live.silent}: its process is stopped, frozen or starved, and its supervisor, "
                 "told to kill it to restart it in place, did not have it restarted within "
                 f"{limit:g}s (spark.sparktf.stopGrace + {KILL_WAIT_SECS:g}s): its supervisor, Spark task "
                 "or executor is stopped or frozen too"

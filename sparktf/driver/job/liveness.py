@@ -36,30 +36,31 @@ def check_liveness(
     hb, pt = limits.heartbeat_timeout, limits.progress_timeout
     killing = []
     for n in nodes:
-        if not n.alive or n.hung or n.killing_at is not None:
+        live = n.liveness
+        if not n.alive or live.hung or live.killing_at is not None:
             continue
-        heard = max(n.last_beat if n.last_beat is not None else now, resumed_at)
+        heard = max(live.last_beat if live.last_beat is not None else now, resumed_at)
         if hb and now - heard > hb:
             silent = f"sent no heartbeat for {now - heard:.1f}s (heartbeat_timeout={hb:g}s)"
             if kill_in_place(n):
-                n.killing_at, n.silent = now, silent
+                live.killing_at, live.silent = now, silent
                 killing.append(n)
                 continue
-            n.hung = f"{silent} while {n.state.value}: its process is stopped, frozen or starved"
+            live.hung = f"{silent} while {n.state.value}: its process is stopped, frozen or starved"
         elif pt and n.state is NodeState.RUNNING and n.role.job != "ps":
-            started = n.progress_at if n.progress_at is not None else n.started_at
+            started = n.feed.progress_at if n.feed.progress_at is not None else live.started_at
             since = max(started if started is not None else now, resumed_at)
             if now - since > pt:
                 where = (
-                    f"still at step {n.progress.step}, {n.progress.rows} rows fed"
-                    if n.progress_at is not None
+                    f"still at step {n.feed.progress.step}, {n.feed.progress.rows} rows fed"
+                    if n.feed.progress_at is not None
                     else "no progress reported since its main_fn started"
                 )
-                n.hung = (
+                live.hung = (
                     f"made no progress for {now - since:.1f}s (progress_timeout="
                     f"{pt:g}s; {where}): it is alive but hung"
                 )
-        if n.hung:
+        if live.hung:
             n.mark_failed(now)
     return killing
 
@@ -73,25 +74,26 @@ def idle_collectives(trainers: Sequence[NodeRecord], limits: Limits, now: float)
     (peers may need its server), so TensorFlow sees no peer go. Idle is not proof at first (a
     chief may wait on storage): a warning, once a node, then the failure, which says what to
     change. Returns the warnings."""
-    returned = [m.done_at for m in trainers if m.done_at is not None]
+    returned = [m.outcome.done_at for m in trainers if m.outcome.done_at is not None]
     if not returned:
         return []
     first = min(returned)
     limit = limits.collective_idle_timeout
-    names = ", ".join(m.name for m in trainers if m.done_at is not None)
+    names = ", ".join(m.name for m in trainers if m.outcome.done_at is not None)
     notes = []
     for n in trainers:
+        live = n.liveness
         if (
-            not n.collective
-            or n.done_at is not None
+            not live.collective
+            or n.outcome.done_at is not None
             or not n.alive
-            or n.hung
+            or live.hung
             or n.state is not NodeState.RUNNING
-            or not n.cpu
+            or not live.cpu
         ):
             continue
-        if not n.idle_noted and _idle_for(n.cpu, now, IDLE_SECS, first):
-            n.idle_noted = True
+        if not live.idle_noted and _idle_for(live.cpu, now, IDLE_SECS, first):
+            live.idle_noted = True
             notes.append(
                 f"{n.name} has used under {IDLE_CPU:.0%} of a core for {IDLE_SECS:.0f}s "
                 f"since the main_fn of {names} returned. {_uneven_steps(n)} If "
@@ -99,8 +101,8 @@ def idle_collectives(trainers: Sequence[NodeRecord], limits: Limits, now: float)
                 f"it fails the job after collective_idle_timeout={limit or 0:g}s "
                 "(spark.sparktf.collectiveIdleTimeout; 0: only this warning)"
             )
-        elif limit and _idle_for(n.cpu, now, limit, first):
-            n.hung = (
+        elif limit and _idle_for(live.cpu, now, limit, first):
+            live.hung = (
                 f"idle (under {IDLE_CPU:.0%} of a core) for {limit:g}s "
                 f"(collective_idle_timeout) since the main_fn of {names} returned. "
                 f"{_uneven_steps(n)} Raise spark.sparktf.collectiveIdleTimeout (0: "
@@ -124,7 +126,7 @@ def _idle_for(
 
 def _uneven_steps(n: NodeRecord) -> str:
     return (
-        f"Under {n.collective} a node that waits for a peer's part of a step (an "
+        f"Under {n.liveness.collective} a node that waits for a peer's part of a step (an "
         "all-reduce, aggregated gradients) after that peer's main_fn has returned waits "
         "for ever: every chief and worker must run the same number of steps (the same "
         "epochs, steps_per_epoch and batches per epoch)."

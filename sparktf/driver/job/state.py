@@ -111,7 +111,7 @@ class JobState:
 
     @property
     def results(self) -> dict[str, Any]:
-        return {name: n.result for name, n in self.nodes.items() if n.has_result}
+        return {name: n.outcome.result for name, n in self.nodes.items() if n.outcome.has_result}
 
     @property
     def over(self) -> bool:
@@ -146,14 +146,19 @@ class JobState:
         limit = self.limits.heartbeat_timeout or OUT_OF_REACH_SECS
         found = []
         for n in self.nodes.values():
-            if n.exit is not None:
+            live = n.liveness
+            if n.outcome.exit is not None:
                 continue
-            if n.lost:  # its supervisor's channel ended without an exit report (keepalive)
+            if live.lost:  # its supervisor's channel ended without an exit report (keepalive)
                 found.append(n.name)
                 continue
-            if n.last_beat is None:  # never started: a slow start is no lost host
+            if live.last_beat is None:  # never started: a slow start is no lost host
                 continue
-            heard = max(n.last_beat, n.supervisor_heard_at or n.last_beat, self.resumed_at)
+            heard = max(
+                live.last_beat,
+                live.supervisor_heard_at or live.last_beat,
+                self.resumed_at,
+            )
             if now - heard > limit:
                 found.append(n.name)
         return found
@@ -175,12 +180,12 @@ class JobState:
         process that crashed before its hello was read is granted a restart at once, and its
         late hello must not pass for the new process's."""
         n = self.nodes.get(node)
-        return n is not None and incarnation < n.restarts
+        return n is not None and incarnation < n.inplace.restarts
 
     def incarnation(self, node: str) -> int:
         """Which TF process of ``node`` its record follows (0: the first)."""
         n = self.nodes.get(node)
-        return n.incarnation if n is not None else 0
+        return n.inplace.incarnation if n is not None else 0
 
     # ----------------------------------------------------------------------------- events
     def apply(self, node: str, peer: str, message: dict, now: float) -> list[Send]:
@@ -190,20 +195,22 @@ class JobState:
         if n is None:
             return []
         if peer == messages.SUPERVISOR:
-            n.supervisor_heard_at = now
+            n.liveness.supervisor_heard_at = now
         handler: Handler | None = getattr(self, f"_on_{message.get('type')}", None)
         if handler is None:
             return []
         return handler(n, peer, message, now) or []
 
     def _on_hello(self, n: NodeRecord, peer: str, msg: dict, now: float) -> list[Send]:
+        live = n.liveness
         n.host = msg.get("host") or n.host
         if peer == messages.SUPERVISOR:
-            n.supervised, n.restartable = True, bool(msg.get("restartable"))
+            live.supervised, n.inplace.restartable = True, bool(msg.get("restartable"))
         if peer != messages.NODE:
             return []
-        n.connected, n.closed, n.started_at, n.last_beat = True, False, now, now
-        n.incarnation, n.restarting_at = msg.get("incarnation", 0), None
+        live.connected, live.closed = True, False
+        live.started_at = live.last_beat = now
+        n.inplace.incarnation, n.inplace.restarting_at = msg.get("incarnation", 0), None
         if n.state is NodeState.PENDING:
             n.state = NodeState.RUNNING
         if self.registered and self.status is Status.LAUNCHING:
@@ -250,25 +257,26 @@ class JobState:
         n.tail.append(msg["line"])
 
     def _on_heartbeat(self, n: NodeRecord, peer: str, msg: dict, now: float) -> None:
-        n.last_beat = now
+        fed = n.feed
+        n.liveness.last_beat = now
         progress = Progress(msg.get("step"), msg.get("rows"))
         rows = msg.get("rows")
-        if rows and (n.progress.rows or 0) != rows:
-            if n.first_rows is None:
-                n.first_rows = (rows, now)
-            n.rows_at = now
-        if progress != n.progress:
-            n.progress, n.progress_at = progress, now
+        if rows and (fed.progress.rows or 0) != rows:
+            if fed.first_rows is None:
+                fed.first_rows = (rows, now)
+            fed.rows_at = now
+        if progress != fed.progress:
+            fed.progress, fed.progress_at = progress, now
         if msg.get("metrics"):
-            n.metrics = dict(msg["metrics"])
+            fed.metrics = dict(msg["metrics"])
         if msg.get("epoch") is not None:
-            n.epoch, n.epoch_rows = msg["epoch"], msg.get("epoch_rows")
+            fed.epoch, fed.epoch_rows = msg["epoch"], msg.get("epoch_rows")
         if msg.get("feed_secs"):
-            n.feed_secs = msg["feed_secs"]
+            fed.feed_secs = msg["feed_secs"]
         if msg.get("cpu") is not None:
-            n.cpu.append((now, msg["cpu"]))  # (when, the process's CPU seconds so far)
+            n.liveness.cpu.append((now, msg["cpu"]))  # (when, the process's CPU seconds so far)
         if msg.get("collective"):
-            n.collective = msg["collective"]  # what trains it in lock-step (a name)
+            n.liveness.collective = msg["collective"]  # what trains it in lock-step (a name)
 
     def _on_state(self, n: NodeRecord, peer: str, msg: dict, now: float) -> list[Send]:
         if msg.get("state") == "serving" and n.state is NodeState.RUNNING:
@@ -278,11 +286,12 @@ class JobState:
         return []
 
     def _on_done(self, n: NodeRecord, peer: str, msg: dict, now: float) -> list[Send]:
+        outcome = n.outcome
         try:
-            n.result = messages.result_value(msg)
+            outcome.result = messages.result_value(msg)
         except messages.ResultUnreadable as exc:
-            if n.error is None:
-                n.error, n.error_at = (
+            if outcome.error is None:
+                outcome.error, outcome.error_at = (
                     messages.make(
                         "error",
                         where="result",
@@ -293,7 +302,7 @@ class JobState:
                     now,
                 )
             return []
-        n.has_result, n.done_at = True, now
+        outcome.has_result, outcome.done_at = True, now
         out = []
         if n.state in (NodeState.RUNNING, NodeState.SERVING):
             n.state = NodeState.DONE
@@ -304,29 +313,31 @@ class JobState:
         return out
 
     def _on_error(self, n: NodeRecord, peer: str, msg: dict, now: float) -> None:
-        if n.error is None:
-            n.error, n.error_at = msg, now
-        elif failures.is_symptom(n.error) and not failures.is_symptom(msg):
-            n.error = msg  # the cause, from the node's other side (its task, or the node)
+        out = n.outcome
+        if out.error is None:
+            out.error, out.error_at = msg, now
+        elif failures.is_symptom(out.error) and not failures.is_symptom(msg):
+            out.error = msg  # the cause, from the node's other side (its task, or the node)
         n.mark_failed(now)
 
     def _on_exit(self, n: NodeRecord, peer: str, msg: dict, now: float) -> None:
-        n.exit, n.exit_at, n.state = msg, now, NodeState.EXITED
+        n.outcome.exit, n.outcome.exit_at, n.state = msg, now, NodeState.EXITED
         if msg["code"] != 0:
             n.mark_failed(now)
 
     def _on_closed(self, n: NodeRecord, peer: str, msg: dict, now: float) -> list[Send]:
+        live = n.liveness
         if peer == messages.NODE:
             incarnation = msg.get("incarnation", 0)
-            if self.stale(n.name, incarnation) or incarnation != n.incarnation:
+            if self.stale(n.name, incarnation) or incarnation != n.inplace.incarnation:
                 return []  # an older process of a node restarted in place, or one turned away
-            n.closed = True
-            if n.restart_wanted is not None:
+            live.closed = True
+            if n.inplace.restart_wanted is not None:
                 return self._restart_in_place(n, now)
         elif peer == messages.SUPERVISOR:
-            n.supervised = False
-            if n.exit is None:
-                n.lost = True
+            live.supervised = False
+            if n.outcome.exit is None:
+                live.lost = True
                 n.mark_failed(now)
         return []
 
@@ -336,8 +347,8 @@ class JobState:
         why = inplace.refusal(n, self.limits, self._ending, self._lockstep())
         if why is not None:
             return [inplace.resume(n, self.limits, why)]
-        n.restart_wanted = msg
-        if n.closed or not n.connected:
+        n.inplace.restart_wanted = msg
+        if n.liveness.closed or not n.liveness.connected:
             return self._restart_in_place(n, now)
         return []
 
@@ -350,8 +361,8 @@ class JobState:
         """Which trainer reported that it trains in lock-step with its peers, and under what
         (its heartbeats' ``collective``), if one did: then no worker restarts in place."""
         for n in self.trainers:
-            if n.collective:
-                return f"{n.name} trains in lock-step under {n.collective}"
+            if n.liveness.collective:
+                return f"{n.name} trains in lock-step under {n.liveness.collective}"
         return None
 
     def _may_restart(self, n: NodeRecord) -> bool:
@@ -372,12 +383,14 @@ class JobState:
         """Under equalization every training node's feed sets the bound: one whose main_fn
         returned without opening its feed would keep the others waiting for its rows until
         their feed_timeout. Fail it now, saying what to change."""
-        waiting = [m.name for m in self.trainers if self.feed.reported(m.name) and not m.has_result]
+        waiting = [
+            m.name for m in self.trainers if self.feed.reported(m.name) and not m.outcome.has_result
+        ]
         if not waiting:
             return
         for n in self.trainers:
-            if n.has_result and not self.feed.reported(n.name) and n.error is None:
-                n.error, n.error_at = failures.unread_feed(waiting), now
+            if n.outcome.has_result and not self.feed.reported(n.name) and n.outcome.error is None:
+                n.outcome.error, n.outcome.error_at = failures.unread_feed(waiting), now
                 n.mark_failed(now)
 
     def _on_feed_done(self, n: NodeRecord, peer: str, msg: dict, now: float) -> None:
@@ -433,7 +446,7 @@ class JobState:
             and self.registered
             and all(
                 n.state in (NodeState.DONE, NodeState.SERVING)
-                or (n.state is NodeState.EXITED and n.has_result)
+                or (n.state is NodeState.EXITED and n.outcome.has_result)
                 for n in self.trainers
             )
         ):
@@ -479,10 +492,13 @@ class JobState:
             self.job_ended_at is not None
             and self.job_failure is None
             and all(
-                n.exit is not None
-                and n.exit["code"] == 0
-                and n.has_result
-                and (n.closed or (n.exit_at is not None and now - n.exit_at >= settle))
+                n.outcome.exit is not None
+                and n.outcome.exit["code"] == 0
+                and n.outcome.has_result
+                and (
+                    n.liveness.closed
+                    or (n.outcome.exit_at is not None and now - n.outcome.exit_at >= settle)
+                )
                 for n in self.nodes.values()
             )
         )
@@ -504,9 +520,11 @@ class JobState:
             if failures.node_failed(n, now, self.limits, running, self._may_restart(n))
         ]
         if failed:
-            failed.sort(key=lambda n: n.failed_at if n.failed_at is not None else now)
+            failed.sort(
+                key=lambda n: n.outcome.failed_at if n.outcome.failed_at is not None else now
+            )
             others = [n.name for n in failed[1:]] + [
-                n.name for n in self.nodes.values() if n.lost and n not in failed
+                n.name for n in self.nodes.values() if n.liveness.lost and n not in failed
             ]
             note = failures.peers_heard(failed[0], self.nodes)
             return failures.node_error(failed[0], others, self.job_failure, note)
@@ -518,7 +536,9 @@ class JobState:
         if settled and self.job_failure is not None:
             return failures.job_error(self.job_failure)
         if settled and not self._finished(now):
-            missing = self._names(lambda n: n.exit is None and not self._exit_on_its_way(n, now))
+            missing = self._names(
+                lambda n: n.outcome.exit is None and not self._exit_on_its_way(n, now)
+            )
             if missing:
                 return failures.exits_unreported(missing)
         pending = self._names(lambda n: n.state is NodeState.PENDING)
@@ -530,7 +550,10 @@ class JobState:
                 if n.name in pending
                 and n.address is not None
                 and n.host is not None
-                and (n.lost or (n.supervisor_heard_at is None and not n.supervised))
+                and (
+                    n.liveness.lost
+                    or (n.liveness.supervisor_heard_at is None and not n.liveness.supervised)
+                )
             }  # reached the rendezvous, then nothing heard of its supervisor (or its end)
             return failures.reservation_timeout(
                 pending, limit, lost if self.addresses_sent else None
@@ -544,8 +567,9 @@ class JobState:
         still be reading megabytes of lines (socket buffers hold them) long after the
         supervisor, its barrier task and the job have ended. A channel silent that long has
         nothing more on its way."""
-        heard = n.supervisor_heard_at
-        return n.supervised and heard is not None and now - heard < self.limits.error_settle
+        live = n.liveness
+        heard = live.supervisor_heard_at
+        return live.supervised and heard is not None and now - heard < self.limits.error_settle
 
     def fail(self, failure: SparkTFError) -> None:
         """End this attempt with ``failure`` (the first one stays)."""
