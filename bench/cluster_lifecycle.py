@@ -112,7 +112,7 @@ def crash_latency(sc, how):
 def fresh_context(master, slots=2):
     from pyspark import SparkConf, SparkContext
 
-    import sparktf.driver.preflight as pf
+    import sparktf.driver.sparkfacts as pf
 
     t0 = time.perf_counter()
     sc = SparkContext(

@@ -265,7 +265,7 @@ def main():
     )
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")
-    import sparktf.driver.preflight as pf
+    import sparktf.driver.sparkfacts as pf
 
     pf.wait_for_slots(sc, 2, 60)
     if a.data == "jvm":  # the same shape of rows, and no Python worker touched them

@@ -241,7 +241,7 @@ def main():
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")
     import sparktf
-    import sparktf.driver.preflight as pf
+    import sparktf.driver.sparkfacts as pf
 
     pf.wait_for_slots(sc, 2, 60)
     base = build(spark, a.form, a.rows, 2)
