@@ -6,6 +6,22 @@
 The driver side (this package's top level) never imports tensorflow. Names are imported on
 first use, so the node and supervisor processes (``python -m sparktf.node``) load only their
 own side.
+
+Modules:
+
+- ``__main__``: ``python -m sparktf run ...``: the command line (``cli``)
+- ``batch_prediction/``: ``sparktf.predict``: a SavedModel applied to a DataFrame, without a cluster
+- ``cli``: The command line: ``python -m sparktf run SCRIPT`` (also the ``sparktf`` console script)
+- ``common/``: What all three sides share: settings, topology, specs, the control protocol, ports
+- ``compat/``: TensorFlowOnSpark compatibility: ``sparktf.TFCluster`` and ``sparktf.TFNode``
+- ``daemon``: A Spark Python worker daemon with TensorFlow already imported
+- ``driver/``: The driver side: ``sparktf.run`` and the ``Cluster`` it returns
+- ``errors``: Exceptions raised by sparktf
+- ``fs/``: Hadoop paths (``hdfs://``, ``viewfs://``) from the driver, the executors and the nodes
+- ``ml``: Spark ML Pipeline API: ``TFEstimator.fit`` trains on the cluster, ``TFModel`` scores
+- ``node/``: The TensorFlow process of a node, the ``ctx`` its ``main_fn`` gets, and its feed
+- ``session``: Driver conveniences: ``spark_session``, ``quiet_spark_logs``, ``from_numpy``
+- ``task/``: The Spark barrier task: one per node, in a Spark Python worker on an executor
 """
 
 from __future__ import annotations

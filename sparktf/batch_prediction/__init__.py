@@ -14,6 +14,13 @@ so one call never scores with two.
 The modules: :mod:`~sparktf.batch_prediction.dataframe` (``predict`` itself),
 :mod:`~sparktf.batch_prediction.model` (the SavedModel), :mod:`~sparktf.batch_prediction.scorer`
 (what each worker runs), :mod:`~sparktf.batch_prediction.outputs` (the output columns).
+
+Modules:
+
+- ``dataframe``: ``predict()`` over a DataFrame: its arguments checked, the scorer mapped over it
+- ``model``: The SavedModel a prediction scores with: where it is, its export identity, signature
+- ``outputs``: What ``predict()`` writes: the output columns, their Spark and Arrow types
+- ``scorer``: The scorer each Spark Python worker runs: Arrow batches in, outputs appended
 """
 
 from __future__ import annotations

@@ -4,4 +4,9 @@
 
 ``from sparktf import TFCluster, TFNode`` is the way in, as ``from tensorflowonspark import
 TFCluster, TFNode`` was.
+
+Modules:
+
+- ``tfcluster``: TensorFlowOnSpark's driver API over sparktf
+- ``tfnode``: TensorFlowOnSpark's ``TFNode`` helpers for a ``main_fn``
 """

@@ -24,4 +24,28 @@ checks ``sys.modules``). The package is split by job, one idea a module:
   :mod:`~sparktf.driver.launch` (what a job's settings become: its launch spec)
   and :mod:`~sparktf.driver.arguments` (what its calls accept); its waits stop every node on
   an error.
+
+Modules:
+
+- ``arguments``: What a Cluster's calls (``train``, ``inference``, ``shutdown``) accept, checked
+- ``attempt``: One attempt of a job: what one launch of the whole cluster owns
+- ``builder``: Builds a job's attempts, none started: each with a control server and a fresh secret
+- ``cluster``: The public API on the driver: ``sparktf.run`` and the :class:`Cluster` it returns
+- ``console``: The driver's console: the nodes' lines tagged ``[worker:1]``, sparktf's notices
+- ``control``: The driver's control and log server: one per attempt, one connection per node process
+- ``history``: What a job leaves on the driver: every node's output as a file, its metrics
+- ``job/``: The driver's pure job core: the rules of one attempt, table-tested on their own
+- ``launch``: What a job's settings become on the driver: its ``LaunchSpec``
+- ``layout``: How many partitions the data of ``train()`` has, and whether it is fed as it is
+- ``partition``: Driver side of InputMode.SPARK: give each node its partition of an RDD or a DataFrame
+- ``preflight``: Checks made before any barrier stage starts; each problem says what to change
+- ``progress``: Progress on the driver: how far each node is, as a live bar or as plain log lines
+- ``runner``: Carries out a job's attempts: the control server, the Spark job, the monitor thread
+- ``scalars``: The nodes' ``ctx.report`` metrics as TensorBoard scalars, written on the driver
+- ``sparkfacts``: What the driver learns from Spark at run time: settings, slots, GPUs, Hadoop
+- ``sparkjobs``: Spark's jobs as the driver sees them: tracking, cancelling, their failures' text
+- ``sparkside``: The Spark side of a cluster on a Spark Connect session (``ConnectContext``)
+- ``stages``: The Spark barrier stages that hold the nodes: one task per node, one partition each
+- ``warmup``: ``sparktf.warm_up``: the executors' Python worker daemons started in the background
+- ``yarnmemory``: Whether a YARN executor's container leaves its TensorFlow nodes the memory they need
 """

@@ -29,6 +29,15 @@ The package's modules: :mod:`~sparktf.fs.paths` (path rules), :mod:`~sparktf.fs.
 (mirrored directories). Use them through this package: ``sparktf.fs.exists(...)``.
 
 Imports pyarrow or hdfs only when a Hadoop path is used; never tensorflow or pyspark.
+
+Modules:
+
+- ``backends``: The two ways to reach a NameNode (libhdfs, WebHDFS), chosen and cached per NameNode
+- ``files``: The file calls (exists, list, read, write, rename, upload, download) on any path
+- ``login``: The driver's own Kerberos login from the keytab it was submitted with
+- ``paths``: Hadoop paths as text: which are Hadoop's, the default file system, absolute paths
+- ``synced``: Local directories mirrored to Hadoop paths
+- ``tokens``: Hadoop delegation tokens handed to a process of a secure YARN
 """
 
 from __future__ import annotations

@@ -38,6 +38,14 @@ The modules: :mod:`~sparktf.common.protocol.auth` (secret, handshake, frame MACs
 :mod:`~sparktf.common.protocol.gatekeeper` (the server's accepting side),
 :mod:`~sparktf.common.protocol.sockets` (reads and waits with deadlines),
 :mod:`~sparktf.common.protocol.exceptions`. Use them through this package: ``protocol.connect``.
+
+Modules:
+
+- ``auth``: The channel's authentication: the job secret, the mutual HMAC handshake, frame MACs
+- ``channel``: A connection carrying pickled, MAC-sealed messages (``Channel``)
+- ``exceptions``: The channel's exceptions: a closed peer, a failed authentication, a rejected frame
+- ``gatekeeper``: The server's side of the handshake: accepting and authenticating connections
+- ``sockets``: Socket reads and waits with deadlines
 """
 
 from __future__ import annotations

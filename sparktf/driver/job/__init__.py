@@ -1,13 +1,15 @@
 """The driver's pure job core: the rules of one attempt, table-tested on their own.
 
 It imports no Spark (no pyspark, and nothing of :mod:`sparktf.driver` outside this package;
-``tests/unit/test_import_layers.py`` checks it), no sockets, no threads:
+``tests/unit/test_import_layers.py`` checks it), no sockets, no threads.
 
-* :mod:`~sparktf.driver.job.state`: an attempt's lifecycle, composing the rest;
-* :mod:`~sparktf.driver.job.records`: what the driver keeps of each node, progress data;
-* :mod:`~sparktf.driver.job.limits`: an attempt's time limits;
-* :mod:`~sparktf.driver.job.liveness`: when a live node counts as hung;
-* :mod:`~sparktf.driver.job.feedbound`: the feed bound, and the plan to move rows to equalize;
-* :mod:`~sparktf.driver.job.failures`: which failure ends an attempt, typed;
-* :mod:`~sparktf.driver.job.inplace`: workers restarted in place.
+Modules:
+
+- ``failures``: Which failure ends an attempt, as a typed error
+- ``feedbound``: The feed bound as the driver keeps it, from every training node's reports
+- ``inplace``: Workers restarted in place: when a worker's supervisor may start it again
+- ``limits``: The time limits of one attempt (``Limits``)
+- ``liveness``: When a live node counts as hung: silent, or without progress, too long
+- ``records``: What the driver keeps of each node of an attempt, and what it sends them
+- ``state``: The pure state of one attempt: its lifecycle, from the nodes' messages and the time
 """

@@ -41,6 +41,20 @@ The parts, each a module:
 
 This package never imports pyspark; pyarrow and numpy are imported when a feed is created, and
 tensorflow only by :meth:`DataFeed.to_dataset`.
+
+Modules:
+
+- ``batches``: Chunks and batches: what the feed holds and hands out
+- ``datafeed``: ``DataFeed``: the consumer's API over this node's share
+- ``dataset``: The ``tf.data.Dataset`` over a node's ``DataFeed``
+- ``equalize``: The feed bound as a node sees it: how many rows of an epoch every training node takes
+- ``exchange``: Rows moved between training nodes after the first pass
+- ``reports``: A node's progress reports to the driver while its feed is equalized
+- ``results``: What ``DataFeed.batch_results`` takes: one output per input row
+- ``sparkstream``: Epoch 1 of an RDD partition read straight from Spark's socket
+- ``spool``: Frames kept on local disk: a node's share for the epochs after the first
+- ``stream``: Epoch 1: this node's partition from its barrier task, over a local socket
+- ``unpickle``: ``pickle.loads`` for the feed's RDD elements, numpy arrays rebuilt in one call
 """
 
 from sparktf.errors import FeedError

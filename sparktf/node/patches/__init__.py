@@ -11,6 +11,15 @@ plain TensorFlow programs neither hang nor idle on sparktf.
 - :mod:`~sparktf.node.patches.evaluator`: connections to every task leave out the evaluator.
 
 Runs in the TF process; never imports tensorflow itself.
+
+Modules:
+
+- ``checkpoints``: An evaluator's ``tf.train.checkpoints_iterator`` ends once training is over
+- ``evaluator``: The evaluator in TF_CONFIG, apart from the connections training makes
+- ``join``: ``server.join()`` in a ``main_fn``: serve until training is over
+- ``mwms``: MultiWorkerMirroredStrategy in a cluster that also has parameter servers
+- ``on_import``: Run a function on a module as soon as it is imported in this (node) process
+- ``tf1_sessions``: TF1 sessions' defaults (``tf.compat.v1``), shortened where between-graph code idles
 """
 
 from __future__ import annotations
