@@ -15,6 +15,7 @@ import sys
 import psutil
 import pytest
 from helpers.procs import sparktf_processes, wait_until
+from helpers.procs import user_env as _env
 
 pytestmark = pytest.mark.slow
 
@@ -22,17 +23,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXAMPLES = os.path.join(ROOT, "examples")
 MNIST = os.path.join(EXAMPLES, "mnist.py")
 SETUP = os.path.join(EXAMPLES, "mnist_data_setup.py")
-
-
-def _env(**extra):
-    return dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
-        SPARK_LOCAL_IP="127.0.0.1",
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        **extra,
-    )
 
 
 def submit(script, *args, master="local[2]", cwd, timeout=420, console=False):

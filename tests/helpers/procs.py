@@ -5,6 +5,7 @@ TensorFlow in the nodes."""
 
 import os
 import socket
+import sys
 import threading
 import time
 
@@ -82,3 +83,20 @@ def pid_alive(pid):
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+#: The checkout the tests run from (tests/helpers/procs.py is two folders below it).
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def user_env(**extra):
+    """The environment of a user's command (spark-submit, python script.py) in a test: this
+    checkout first on PYTHONPATH, loopback, this Python for the driver and the workers."""
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        **extra,
+    )

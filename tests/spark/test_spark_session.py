@@ -9,10 +9,10 @@ import subprocess
 import sys
 
 import pytest
+from helpers.procs import user_env as _env
 
 pytestmark = [pytest.mark.slow, pytest.mark.tf]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = """
 import json, sys, threading
@@ -49,16 +49,6 @@ print(json.dumps({
 }))
 spark.stop()
 """
-
-
-def _env():
-    return dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
-        SPARK_LOCAL_IP="127.0.0.1",
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-    )
 
 
 @pytest.fixture(scope="module")
