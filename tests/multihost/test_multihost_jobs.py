@@ -9,6 +9,7 @@ import ipaddress
 import json
 import os
 import re
+import sys
 
 import pytest
 from hosts_harness import ROOT
@@ -20,20 +21,34 @@ pytestmark = [pytest.mark.tf, pytest.mark.timeout(600)]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _headline(hosts, cwd):
+    cwd.mkdir()
+    out = hosts.submit(
+        os.path.join(HERE, "headline_job.py"),
+        hosts.master,
+        conf={"spark.executor.instances": "4", "spark.executor.memoryOverhead": "1536m"},
+        cwd=cwd,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    [line] = [x for x in out.stdout.splitlines() if x.startswith("RESULTS=")]
+    return json.loads(line.split("=", 1)[1])
+
+
 def test_num_ps_2_puts_every_node_on_its_own_hosts_address(hosts, tmp_path):
     """chief, worker and two ps in four executors on the three hosts: TF_CONFIG names each
     node by its host's bridge address (the chief and the worker check their own entry against
     the address they route from), never loopback; they span at least two hosts and train in
     sync (MWMS) to the same weights as on one host. Then cluster.inference across the hosts."""
-    out = hosts.submit(
-        os.path.join(HERE, "headline_job.py"),
-        hosts.master,
-        conf={"spark.executor.instances": "4", "spark.executor.memoryOverhead": "1536m"},
-        cwd=tmp_path,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
-    [line] = [x for x in out.stdout.splitlines() if x.startswith("RESULTS=")]
-    got = json.loads(line.split("=", 1)[1])
+    # Which executor runs which barrier task is Spark's choice (it shuffles its offers), and
+    # four executors share three hosts: the chief and the worker land on one host in about
+    # one run of six. Such a run trains on one host, which is not what this test is for: it
+    # runs the job again, three times at most, until the two are on different hosts.
+    for run in range(3):
+        got = _headline(hosts, tmp_path / f"run{run}")
+        where = {got["results"][n]["address"] for n in ("chief:0", "worker:0")}
+        if len(where) == 2:
+            break
+        print(f"\n[multihost] run {run + 1}: chief and worker on one host; again", file=sys.stderr)
     assert got["roles"] == ["chief:0", "worker:0", "ps:0", "ps:1"]
     subnet = ipaddress.ip_network(hosts.net["subnet"])
     workers = set(hosts.workers.values())
