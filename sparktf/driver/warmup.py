@@ -152,24 +152,28 @@ class WarmUp:
             self._done.wait(timeout)
 
     def _run(self) -> None:
+        """The warm-up thread: its jobs, any failure kept as ``error`` (never raised)."""
         try:
-            self._sc.setJobGroup(
-                self.job_group,
-                "sparktf.warm_up: starting the executors' Python worker daemons",
-                interruptOnCancel=False,
-            )
-            for kind in self.kinds:
-                extra = _sql_worker_env(self._sql_session().conf) if kind == "dataframes" else {}
-                rows = _rdd_job(self._sc, self.tasks, extra)
-                if rows is None:  # only with extra env (dataframes): pyspark's internals moved
-                    rows = self._sql_job()
-                self.reports[kind] = rows
+            self._jobs()
         except BaseException as exc:
             text = str(exc).strip()
             self.error = type(exc).__name__ + (f": {text.splitlines()[0]}" if text else "")
         finally:
             self._done.set()
             atexit.unregister(self._settle)  # nothing left to wait for at exit
+
+    def _jobs(self) -> None:
+        self._sc.setJobGroup(
+            self.job_group,
+            "sparktf.warm_up: starting the executors' Python worker daemons",
+            interruptOnCancel=False,
+        )
+        for kind in self.kinds:
+            extra = _sql_worker_env(self._sql_session().conf) if kind == "dataframes" else {}
+            rows = _rdd_job(self._sc, self.tasks, extra)
+            if rows is None:  # only with extra env (dataframes): pyspark's internals moved
+                rows = self._sql_job()
+            self.reports[kind] = rows
 
     def _sql_session(self):
         if self._session is None:
@@ -214,16 +218,9 @@ class ConnectWarmUp(WarmUp):
         if not self.done and not getattr(self._session, "is_stopped", False):
             self._done.wait(timeout)
 
-    def _run(self) -> None:
-        try:
-            self._session.addTag(self.job_group)  # this thread's operations only
-            self.reports["dataframes"] = self._sql_job()
-        except BaseException as exc:
-            text = str(exc).strip()
-            self.error = type(exc).__name__ + (f": {text.splitlines()[0]}" if text else "")
-        finally:
-            self._done.set()
-            atexit.unregister(self._settle)
+    def _jobs(self) -> None:
+        self._session.addTag(self.job_group)  # this thread's operations only
+        self.reports["dataframes"] = self._sql_job()
 
 
 def _connect_warm_up(session, kinds: tuple[str, ...]) -> WarmUp:
@@ -240,8 +237,12 @@ def _connect_warm_up(session, kinds: tuple[str, ...]) -> WarmUp:
     sc = ConnectContext(session)
     tasks = sparkfacts.connect_slots(sc.master, sc.conf()) or 1
     handle = ConnectWarmUp(sc, session, f"sparktf-warm-up-{uuid.uuid4().hex[:8]}", kinds, tasks)
-    handle._thread = threading.Thread(target=handle._run, name=handle.job_group, daemon=True)
-    atexit.register(handle._settle)
+    return _started(handle, threading.Thread)
+
+
+def _started(handle: WarmUp, thread: type) -> WarmUp:
+    handle._thread = thread(target=handle._run, name=handle.job_group, daemon=True)
+    atexit.register(handle._settle)  # before the start: the job unregisters it when it ends
     handle._thread.start()
     return handle
 
@@ -294,7 +295,4 @@ def warm_up(
     handle = WarmUp(
         sc, session, f"sparktf-warm-up-{uuid.uuid4().hex[:8]}", kinds, max(1, sc.defaultParallelism)
     )
-    handle._thread = InheritableThread(target=handle._run, name=handle.job_group, daemon=True)
-    atexit.register(handle._settle)  # before the start: the job unregisters it when it ends
-    handle._thread.start()
-    return handle
+    return _started(handle, InheritableThread)
