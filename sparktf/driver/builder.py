@@ -19,6 +19,7 @@ from sparktf.driver.attempt import Attempt, AttemptHandler, Events, abort_quietl
 from sparktf.driver.control import ControlServer
 from sparktf.driver.job.limits import Limits
 from sparktf.driver.job.state import JobState
+from sparktf.driver.launch import CallFeed, JobPlan
 from sparktf.errors import ConfigError
 
 StageFactory = Callable[[LaunchSpec], Callable[[], Any]]
@@ -34,7 +35,8 @@ class AttemptBuilder:
     base_id: str
     limits: Limits
     tail_lines: int
-    launch: LaunchSpec
+    plan: JobPlan  # what every attempt's launch spec shares
+    call: CallFeed  # what the train()/inference() call adds to it
     stage_factory: StageFactory
 
     def build(self, number: int, runner: Events, exiting: threading.Event) -> Attempt:
@@ -45,8 +47,8 @@ class AttemptBuilder:
         secret = protocol.new_secret()
         server = self._server(secret, AttemptHandler(runner, number))
         try:
-            launch = dataclasses.replace(
-                self.launch,
+            launch = self.plan.launch(
+                self.call,
                 job_id=job_id,
                 secret=secret,
                 driver_address=server.address,
@@ -72,9 +74,7 @@ class AttemptBuilder:
         ``spark.sparktf.controlHost`` names fails the run saying so."""
         bind, advertise = control_address(self.conf)
         try:
-            return ControlServer(
-                bind, advertise, secret, handler, port_range=self.launch.port_range
-            )
+            return ControlServer(bind, advertise, secret, handler, port_range=self.plan.port_range)
         except OSError as exc:
             if not self.conf.get("spark.sparktf.controlHost"):
                 raise

@@ -11,7 +11,6 @@ propagates.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import time
@@ -69,8 +68,9 @@ class Cluster:
         self.roles = roles
         self.input_mode = settings.input_mode
         self.settings = settings
-        self._launch = launch.launch_spec(sc, roles, payload, settings, conf)
-        self._runner = Runner(sc, roles, self._launch.job_id, settings, conf)
+        self._plan = launch.job_plan(sc, roles, payload, settings, conf)
+        self._call = launch.CallFeed()  # InputMode.TENSORFLOW; train()/inference() set theirs
+        self._runner = Runner(sc, roles, self._plan.job_id, settings, conf)
         #: The barrier stages' ResourceProfile (gpus_per_node), None for the default profile.
         self._profile = sparkfacts.gpu_profile(sc, settings.gpus_per_node)
 
@@ -147,11 +147,8 @@ class Cluster:
     # ----------------------------------------------------------------------------- waits
     def _start(self, stage_factory, deadline: float | None = None, expired: str = "") -> None:
         with stopping_on_error(self._runner):
-            self._runner.start(self._launch, stage_factory)
+            self._runner.start(self._plan, self._call, stage_factory)
         wait_until(self._runner, lambda s: s.registered, deadline, expired)
-
-    def _set_launch(self, **changes: Any) -> None:
-        self._launch = dataclasses.replace(self._launch, **changes)
 
     # ---------------------------------------------------------------------------- public
     def tensorboard_url(self, timeout: float = 0) -> str | None:
@@ -274,7 +271,7 @@ class Cluster:
             timeout,
         )
         stage = stages.Training(self.sc, self.roles, data, rebalance, equalize, self._profile)
-        self._set_launch(
+        self._call = launch.CallFeed(
             train_mode=True,
             feed=FeedConfig(
                 num_epochs=int(num_epochs),
@@ -335,8 +332,10 @@ class Cluster:
             self.sc, self.roles, data, output_schema, feed_timeout, timeout
         )
         stage = stages.Inference(self.sc, self.roles, data, schema, self._profile)
-        self._set_launch(
-            train_mode=False, feed=FeedConfig(num_epochs=1, feed_timeout=float(feed_timeout))
+        self._call = launch.CallFeed(
+            train_mode=False,
+            feed=FeedConfig(num_epochs=1, feed_timeout=float(feed_timeout)),
+            output_schema=stage.output_schema,
         )
         expired = f"inference(timeout={timeout})"
         self._start(stage, deadline, expired)

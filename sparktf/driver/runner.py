@@ -20,7 +20,6 @@ from typing import Any
 
 from sparktf.common import messages, protocol
 from sparktf.common.settings import Settings
-from sparktf.common.spec import LaunchSpec
 from sparktf.common.topology import NodeRole
 from sparktf.driver import sparkjobs, sparkside
 from sparktf.driver.attempt import Attempt, send_quietly
@@ -30,6 +29,7 @@ from sparktf.driver.history import JobHistory
 from sparktf.driver.job import failures
 from sparktf.driver.job.limits import Limits
 from sparktf.driver.job.state import JobState, Status
+from sparktf.driver.launch import CallFeed, JobPlan
 from sparktf.driver.progress import Reporter
 from sparktf.errors import ClusterStateError, NodeError, ReservationTimeoutError, SparkTFError
 
@@ -121,7 +121,7 @@ class Runner:
         status = self._current.state.status
         return Status.LAUNCHING if status is Status.FAILED else status  # a restart is coming
 
-    def start(self, launch: LaunchSpec, stage_factory: StageFactory) -> None:
+    def start(self, plan: JobPlan, call: CallFeed, stage_factory: StageFactory) -> None:
         """Open attempt 0 and start it, and the monitor that follows (and restarts) it."""
         self._builder = AttemptBuilder(
             self.sc,
@@ -130,7 +130,8 @@ class Runner:
             self.base_id,
             self._limits,
             self._tail_lines,
-            launch,
+            plan,
+            call,
             stage_factory,
         )
         attempt = self._open(0)
@@ -368,7 +369,7 @@ class Runner:
             and not self._exiting.is_set()
             and self.attempt < self._max_restarts
             and self._builder is not None
-            and self._builder.launch.train_mode is not False
+            and self._builder.call.train_mode is not False
         )  # inference is not restarted
 
     def _restart(self, old: Attempt, failure: SparkTFError) -> None:

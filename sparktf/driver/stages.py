@@ -224,6 +224,8 @@ class Inference:
             data = partition.vectors_as_arrays(data)[0]
         self.sc, self.n, self.data, self.schema = sc, len(roles), data, schema
         self.profile = profile
+        #: A DataFrame's output as an Arrow schema, for the nodes (None for an RDD)
+        self.output_schema = None if _is_rdd(data) else arrow_schema(data, schema)
         #: The result; set by the stage before its barrier job starts.
         self.output: RDD[Any] | DataFrame | None = None
 
@@ -256,12 +258,9 @@ class Inference:
         out.count()
 
     def _score_dataframe(self, launch: LaunchSpec) -> None:
-        import dataclasses
-
         from pyspark import StorageLevel
 
         data, n = self.data, self.n
-        launch = dataclasses.replace(launch, output_schema=arrow_schema(data, self.schema))
         df = data
         shape = layout.dataframe_known(data)
         if not (shape.count == n and shape.ready):
