@@ -245,7 +245,7 @@ def test_a_node_goes_as_far_as_its_own_fresh_count_and_the_others_reported():
     which waits for the node's own report to come back. Never past the others, never lower
     than before, and exactly the final length once that is known."""
     bound, own = FeedBound(), [0]
-    bound.own = lambda: own[0]
+    bound.follow(lambda: own[0], lambda: None)
     bound.update(0, False, others=40)
     assert bound.limit() == 0  # nothing of its own yet
     own[0] = 25
@@ -258,7 +258,7 @@ def test_a_node_goes_as_far_as_its_own_fresh_count_and_the_others_reported():
     assert bound.limit() == 60
 
     waiting, own2 = FeedBound(), [0]
-    waiting.own = lambda: own2[0]
+    waiting.follow(lambda: own2[0], lambda: None)
     waiting.update(0, False, others=100)
     consumer = threading.Thread(target=waiting.wait_beyond, args=(0, 10))
     consumer.start()

@@ -118,7 +118,7 @@ def test_a_consumer_held_by_the_others_count_is_not_woken_by_its_own_rows():
     equalizing cost a node). It goes on when the others' count moves, or its own does while
     it is the smaller."""
     bound, own = FeedBound(), [10]
-    bound.own = lambda: own[0]
+    bound.follow(lambda: own[0], lambda: None)
     bound.cond = CountingCondition()
     bound.update(0, False, others=10)
     consumer = threading.Thread(target=bound.wait_beyond, args=(10, 10))

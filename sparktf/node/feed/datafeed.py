@@ -81,10 +81,6 @@ class DataFeed:
         self._report = report
         self._equalizing = bool(config.equalize and train_mode)
         self._bound = bound
-        self._reports = ProgressReports(report, bound)
-        if self._equalizing:
-            bound.listener = self._reports.bound_moved
-            bound.own = lambda: self._stream.received
         exchange_peer = peer if self._equalizing and config.exchange else None
         moving = exchange_peer is not None
         path = os.path.join(spool_dir, "epoch1.spool")
@@ -100,7 +96,9 @@ class DataFeed:
             self._exchange = Exchange(
                 name, host, secret, bound, config.feed_timeout, ports[0] if ports else None
             )
-            self._reports.exchange = self._exchange
+        self._reports = ProgressReports(report, bound, self._exchange)
+        if self._equalizing:
+            bound.follow(lambda: self._stream.received, self._reports.bound_moved)
         self._stream = self._open_stream(sock_path, path, moving)
         if self._exchange is not None:
             self._exchange.attach(self._stream)

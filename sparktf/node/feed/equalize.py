@@ -34,11 +34,11 @@ class FeedBound:
         #: address, rows], ...]}`` or ``{"take": [[giver, rows], ...]}`` (see exchange).
         self.plan: dict = {}
         #: Called (without the lock) after every update: the feed sends a progress report it
-        #: held back once the bound has caught up with it.
-        self.listener: Callable[[], None] | None = None
+        #: held back once the bound has caught up with it (see :meth:`follow`).
+        self._on_update: Callable[[], None] | None = None
         #: The fewest rows another training node has reported (None: not known, or none).
         self.others: int | None = None
-        #: This node's own rows received so far (set by its feed).
+        #: This node's own rows received so far (see :meth:`follow`).
         self.own: Callable[[], int] | None = None
         #: The rows the consumer has handed out while it waits in :meth:`wait_beyond`.
         self._waiting_at: int | None = None
@@ -46,6 +46,14 @@ class FeedBound:
         #: message means some node's rows moved (the driver re-sends an unchanged bound at
         #: most every FLOW_EVERY seconds while rows flow: ``feed_timeout`` is an idle timeout).
         self.heard_at = time.monotonic()
+
+    def follow(self, own: Callable[[], int], on_update: Callable[[], None]) -> None:
+        """The node's feed follows this bound: ``own`` counts the rows it has received so
+        far (its :meth:`limit` may pass the driver's value up to the others' count), and
+        ``on_update`` is called after every update from the driver. The bound exists before
+        the feed (the node's runtime hears the driver from its start), hence not in
+        ``__init__``."""
+        self.own, self._on_update = own, on_update
 
     def limit(self) -> int:
         """How many rows of this epoch this node may hand out now."""
@@ -85,9 +93,9 @@ class FeedBound:
             self.value, self.final = max(self.value, value), final or self.final
             self.peers_ended = self.peers_ended or peers_ended
             self.cond.notify_all()
-        listener = self.listener
-        if listener is not None:
-            listener()
+        on_update = self._on_update
+        if on_update is not None:
+            on_update()
 
     @property
     def gives(self) -> list:

@@ -9,20 +9,23 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from sparktf.common import messages
 from sparktf.node.feed.equalize import FeedBound
+from sparktf.node.feed.exchange import Exchange
 
 
 class ProgressReports:
     """The ``feed_progress`` reports of one node's feed (``report`` sends one to the driver)."""
 
-    def __init__(self, report: Callable[[dict], None], bound: FeedBound) -> None:
+    def __init__(
+        self, report: Callable[[dict], None], bound: FeedBound, exchange: Exchange | None = None
+    ) -> None:
+        """``exchange``: the node's row exchange, listening, where rows may move between
+        nodes (its address goes with each report)."""
         self._report = report
         self._bound = bound
-        #: The node's row exchange, once it listens (its address goes with each report).
-        self.exchange: Any = None
+        self.exchange = exchange
         self._lock = threading.RLock()  # (a driver in-process reports back at once)
         self._reported = 0  # the rows last reported
         self._reported_at = 0.0
