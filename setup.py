@@ -19,6 +19,8 @@ setup(
         "hdfs>=2.7",
         "tensorboard>=2.16",
         "tqdm>=4.60",
+        # AES-GCM for what the control channel must not show (a secure cluster's tokens)
+        "cryptography>=3.1",
     ],
     extras_require={
         "test": [

@@ -32,9 +32,18 @@ USER = "sparktf"
 #: on 127.0.0.1), where Java's resolves it to localhost
 SERVICES = ("hdfs/localhost", "yarn/localhost", "HTTP/localhost", "HTTP/127.0.0.1")
 TOOLS = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit")
-#: Delegation tokens: renew interval and maximum lifetime (ms), short so that expiry is testable
-TOKEN_RENEW_MS = 10 * 60 * 1000
-TOKEN_MAX_MS = 30 * 60 * 1000
+#: Delegation tokens' maximum lifetime (s) unless SPARKTF_TOKEN_LIFETIME says: short, so that
+#: a job can outlive its tokens (the kerberos tier starts its cluster with 60 s); the renew
+#: interval is half of it
+TOKEN_LIFETIME_SECS = 30 * 60
+
+
+def token_times() -> tuple[str, str]:
+    """(renew interval, maximum lifetime) of every delegation token, in ms, as site values."""
+    secs = int(os.environ.get("SPARKTF_TOKEN_LIFETIME") or TOKEN_LIFETIME_SECS)
+    if secs < 10:
+        raise SystemExit(f"SPARKTF_TOKEN_LIFETIME={secs}: at least 10 s (Spark renews at 75 %)")
+    return str(secs * 500), str(secs * 1000)
 
 
 def tool(name: str) -> str | None:
@@ -139,6 +148,7 @@ def site_props(state: str) -> dict[str, dict]:
     """What each Hadoop site file adds for security (hdfs_test_cluster.EXTRA_SITE)."""
     keytab = os.path.join(kdir(state), "service.keytab")
     hdfs, yarn, http = (principal(s) for s in SERVICES[:3])
+    renew_ms, max_ms = token_times()
     return {
         "core-site.xml": {
             "hadoop.security.authentication": "kerberos",
@@ -164,16 +174,16 @@ def site_props(state: str) -> dict[str, dict]:
             "dfs.data.transfer.protection": "authentication",
             # Hadoop's own test switch: a secure DataNode without jsvc and privileged ports
             "ignore.secure.ports.for.testing": "true",
-            "dfs.namenode.delegation.token.renew-interval": TOKEN_RENEW_MS,
-            "dfs.namenode.delegation.token.max-lifetime": TOKEN_MAX_MS,
+            "dfs.namenode.delegation.token.renew-interval": renew_ms,
+            "dfs.namenode.delegation.token.max-lifetime": max_ms,
         },
         "yarn-site.xml": {
             "yarn.resourcemanager.principal": yarn,
             "yarn.resourcemanager.keytab": keytab,
             "yarn.nodemanager.principal": yarn,
             "yarn.nodemanager.keytab": keytab,
-            "yarn.resourcemanager.delegation.token.renew-interval": TOKEN_RENEW_MS,
-            "yarn.resourcemanager.delegation.token.max-lifetime": TOKEN_MAX_MS,
+            "yarn.resourcemanager.delegation.token.renew-interval": renew_ms,
+            "yarn.resourcemanager.delegation.token.max-lifetime": max_ms,
             # YARN's web servers (REST: the start-up check, the tests) stay without SPNEGO
             "hadoop.http.authentication.type": "simple",
             # a secure NodeManager aggregates logs through SecureIOUtils, which needs Hadoop's

@@ -123,7 +123,7 @@ def predict(
         if connect
         else partition.vectors_as_arrays(df, input_cols, suffix=_VECTOR_SUFFIX)
     )
-    from sparktf.driver.sparkfacts import hadoop_env
+    from sparktf.driver.sparkfacts import driver_tokens, hadoop_env
 
     # The session's conf: the Spark conf, and what spark.conf.set changed since
     startup_logs = (
@@ -131,12 +131,15 @@ def predict(
     ).lower() == "true"
     # (Spark Connect: the executors' own Hadoop environment applies)
     defaults = hadoop_env(session.sparkContext) if hadoop and not connect else ()
+    # A secure cluster's tokens as the driver holds them now, for executors whose own are
+    # past their maximum date (an application older than that: sparktf.fs.tokens.adopt)
+    shipped = driver_tokens(session.sparkContext) if hadoop and not connect else None
     scorer = (model_path, signature, cols, outputs, batch_size, startup_logs, identity)
     make_udf = None if connect else _arrow_udf()
     out = (
-        _with_udf(source, make_udf, scorer, defaults)
+        _with_udf(source, make_udf, scorer, (defaults, shipped))
         if make_udf is not None
-        else _with_map(source, scorer, defaults)
+        else _with_map(source, scorer, (defaults, shipped))
     )
     return out.drop(*added) if added else out
 
@@ -204,15 +207,20 @@ def _arrow_udf():
     return None if is_remote() else getattr(functions, "arrow_udf", None)
 
 
-def _worker_env(defaults) -> None:
+def _worker_env(hadoop: tuple) -> None:
     """How to reach HDFS, as the driver knows it, where the executor's environment does not
-    say."""
+    say; and the driver's delegation tokens where the executor's own are dead."""
+    defaults, shipped = hadoop
     for key, value in defaults:
         if not os.environ.get(key):
             os.environ[key] = value
+    if shipped:
+        from sparktf.fs import tokens
+
+        tokens.adopt(shipped)
 
 
-def _with_udf(df, make_udf, scorer: tuple, defaults):
+def _with_udf(df, make_udf, scorer: tuple, hadoop: tuple):
     """The outputs as a scalar Arrow UDF's result: one struct column, split into columns where
     asked. Only the input columns go to Python and only the outputs come back."""
     from collections.abc import Iterator
@@ -231,7 +239,7 @@ def _with_udf(df, make_udf, scorer: tuple, defaults):
     names = list(outputs.keys)
 
     def run(batches: Iterator[tuple[pa.Array, ...]]) -> Iterator[pa.Array]:
-        _worker_env(defaults)
+        _worker_env(hadoop)
         model = None
         for columns in batches:
             model = model or _Scorer(*scorer)
@@ -258,7 +266,7 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _with_map(df, scorer: tuple, defaults):
+def _with_map(df, scorer: tuple, hadoop: tuple):
     """The outputs appended to each Arrow batch by a ``mapInArrow`` (pyspark 4.0, Spark
     Connect): every column goes to Python and comes back."""
     import pyarrow as pa
@@ -268,7 +276,7 @@ def _with_map(df, scorer: tuple, defaults):
     schema = StructType(df.schema.fields + _spark_schema(outputs))
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        _worker_env(defaults)
+        _worker_env(hadoop)
         model = None
         for batch in batches:
             model = model or _Scorer(*scorer)

@@ -129,6 +129,13 @@ TABLE: tuple[EnvVar, ...] = (
         "SPARKTF_HDFS_CACHE", "bin", "unset", "the older name of SPARKTF_HADOOP_CACHE, still read"
     ),
     EnvVar(
+        "SPARKTF_TOKEN_LIFETIME",
+        "bin",
+        "1800",
+        "start --kerberos: the delegation tokens' maximum lifetime (s; the renew interval is "
+        "half of it), short so that a job outlives its tokens (the kerberos tier: 60)",
+    ),
+    EnvVar(
         "SPARKTF_YARN_DIR",
         "bin",
         "/tmp/sparktf-yarn-$UID",

@@ -151,6 +151,16 @@ _ALL = [
         "gives [[taker, address, rows], ...] (give) or takes [[giver, rows], ...] (take); "
         "before that, the fewest rows another training node has reported (others)",
     ),
+    Message(
+        "tokens",
+        "driver",
+        "node",
+        ("data",),
+        "a secure cluster's Hadoop delegation tokens as the driver holds them now (Hadoop's "
+        "token storage bytes, sealed under the job's secret: protocol.seal_payload, for "
+        "TOKENS_PURPOSE): those Spark obtained since the node started "
+        "(sparktf.driver.credentials); the node makes them its HADOOP_TOKEN_FILE_LOCATION",
+    ),
     Message("abort", "driver", "supervisor", (), "stop the TF process and everything below it now"),
     Message(
         "restart",
@@ -180,6 +190,8 @@ _ALL = [
 ]
 
 CATALOGUE: dict[str, Message] = {m.type: m for m in _ALL}
+#: What a ``tokens`` message's payload is sealed for (protocol.seal_payload's ``purpose``).
+TOKENS_PURPOSE = b"delegation tokens"
 #: Fields a message may carry beyond the catalogue's (for the hello: its pid and port).
 _OPTIONAL = {
     "hello": ("pid", "port", "incarnation", "restartable"),

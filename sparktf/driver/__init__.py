@@ -33,6 +33,7 @@ Modules:
 - ``cluster``: The public API on the driver: ``sparktf.run`` and the :class:`Cluster` it returns
 - ``console``: The driver's console: the nodes' lines tagged ``[worker:1]``, sparktf's notices
 - ``control``: The driver's control and log server: one per attempt, one connection per node process
+- ``credentials``: A secure cluster's delegation tokens, relayed from the driver to the job's TF processes
 - ``history``: What a job leaves on the driver: every node's output as a file, its metrics
 - ``job/``: The driver's pure job core: the rules of one attempt, table-tested on their own
 - ``launch``: What a job's settings become on the driver: its ``LaunchSpec``

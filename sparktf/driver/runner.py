@@ -21,13 +21,14 @@ from typing import Any
 from sparktf.common import messages, protocol
 from sparktf.common.settings import Settings
 from sparktf.common.topology import NodeRole
-from sparktf.driver import sparkjobs, sparkside
+from sparktf.driver import credentials, sparkjobs, sparkside
 from sparktf.driver.attempt import Attempt, send_quietly
 from sparktf.driver.builder import AttemptBuilder, StageFactory
 from sparktf.driver.console import Console
 from sparktf.driver.history import JobHistory
 from sparktf.driver.job import failures
 from sparktf.driver.job.limits import Limits
+from sparktf.driver.job.records import Send
 from sparktf.driver.job.state import JobState, Status
 from sparktf.driver.launch import CallFeed, JobPlan
 from sparktf.driver.progress import Reporter
@@ -42,6 +43,8 @@ TICK = 0.1
 #: How often (seconds) the monitor asks Spark whether the data's stages still run while an
 #: attempt waits for its barrier stage.
 UPSTREAM_POLL = 0.5
+#: What the ``tokens`` message's payload is sealed for (the node opens it for the same).
+TOKENS = messages.TOKENS_PURPOSE
 #: Messages that never decide anything by themselves: they do not wake the monitor.
 _QUIET = frozenset({"log", "heartbeat"})
 #: How long a teardown waits for a cancelled Spark job to end.
@@ -98,6 +101,8 @@ class Runner:
         self._exiting = threading.Event()
         #: The failures that made the cluster restart, oldest first.
         self.failures: list[SparkTFError] = []
+        #: A secure cluster's delegation tokens, relayed to the nodes as Spark renews them.
+        self._tokens = credentials.TokenRelay(sc)
 
     # ----------------------------------------------------------------------------- public
     @property
@@ -134,6 +139,7 @@ class Runner:
             call,
             stage_factory,
         )
+        self._tokens.poll()  # (read now: every node hears them as it connects)
         attempt = self._open(0)
         with self._cond:
             if self.aborted:
@@ -234,6 +240,8 @@ class Runner:
         if stop_it and peer == messages.SUPERVISOR:
             send_quietly(chan, messages.make("abort"))
         attempt.perform(replies)
+        if peer == messages.NODE and self._tokens.tokens is not None:
+            send_quietly(chan, _tokens_message(attempt, self._tokens.tokens))
 
     def on_message(self, number: int, node: str, peer: str, message: dict) -> None:
         if message.get("type") == "log":
@@ -328,6 +336,7 @@ class Runner:
                 if finished:
                     return
                 if outcome is None:
+                    self._relay_tokens(attempt)
                     if reserving and time.monotonic() >= next_poll:
                         next_poll = time.monotonic() + UPSTREAM_POLL
                         self._note_upstream(attempt)
@@ -345,6 +354,13 @@ class Runner:
         except BaseException as exc:
             log.exception("sparktf: the monitor of %s failed", self.base_id)
             self.abort(SparkTFError(f"sparktf's monitor failed: {type(exc).__name__}: {exc}"))
+
+    def _relay_tokens(self, attempt: Attempt) -> None:
+        """New delegation tokens on the driver (Spark renewed them): to every node."""
+        fresh = self._tokens.poll()
+        if fresh is not None:
+            names = tuple(role.name for role in self.roles)
+            attempt.perform([Send(names, messages.NODE, _tokens_message(attempt, fresh))])
 
     def _note_upstream(self, attempt: Attempt) -> None:
         """While no task of ``attempt``'s barrier stage has started, the stages of its Spark
@@ -442,6 +458,14 @@ class Runner:
         """How many of ``attempt``'s nodes are out of reach now (:meth:`JobState.out_of_reach`)."""
         with self._cond:
             return len(attempt.state.out_of_reach(time.monotonic()))
+
+
+def _tokens_message(attempt: Attempt, tokens: bytes) -> dict:
+    """The ``tokens`` message: delegation tokens are bearer credentials, and the control
+    channel's frames are authenticated, not encrypted; they go sealed under the attempt's
+    secret (:func:`sparktf.common.protocol.seal_payload`)."""
+    sealed = protocol.seal_payload(attempt.launch.secret, TOKENS, tokens)
+    return messages.make("tokens", data=sealed)
 
 
 def shown_outcome(

@@ -2,7 +2,8 @@
 slots now and to come (:func:`current_slots`, :func:`expected_slots`, :func:`wait_for_slots`,
 :func:`connect_slots`), an executor's cores, the ResourceProfile that asks for GPUs, the
 session kind (:func:`is_connect`, :func:`active_session`) and what it knows of Hadoop
-(:func:`hadoop_env`). Facts, not checks: :mod:`~sparktf.driver.preflight` judges them.
+(:func:`hadoop_env`; the delegation tokens Spark holds, :func:`driver_tokens`). Facts, not
+checks: :mod:`~sparktf.driver.preflight` judges them.
 
 Runs on the driver (``sparktf.predict``'s driver half imports it too); imports pyspark when
 called, never TensorFlow.
@@ -234,3 +235,27 @@ def hadoop_env(sc: SparkContext) -> tuple[tuple[str, str], ...]:
         pass
     out.setdefault("SPARKTF_WORKING_DIR", os.getcwd())  # relative local paths: the driver's
     return tuple(sorted(out.items()))
+
+
+def driver_tokens(sc) -> bytes | None:
+    """The delegation tokens of the driver JVM's current user as Hadoop's token storage
+    (``Credentials.writeTokenStorageToStream``, the WRITABLE format YARN writes), or None
+    where Hadoop security is off, the JVM is not this process's (Spark Connect) or it holds
+    no token."""
+    jvm = getattr(sc, "_jvm", None)
+    if jvm is None:
+        return None
+    try:
+        ugi = jvm.org.apache.hadoop.security.UserGroupInformation
+        if not ugi.isSecurityEnabled():
+            return None
+        creds = ugi.getCurrentUser().getCredentials()
+        if creds.numberOfTokens() == 0:
+            return None
+        buffer = jvm.java.io.ByteArrayOutputStream()
+        out = jvm.java.io.DataOutputStream(buffer)
+        creds.writeTokenStorageToStream(out)
+        out.flush()
+        return bytes(buffer.toByteArray())
+    except Exception:  # (py4j's errors, a JVM going down: the nodes keep their own)
+        return None

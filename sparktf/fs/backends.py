@@ -141,8 +141,20 @@ class _WebHDFS(_Backend):
 
     def __init__(self, url: str, namenode: tuple[str, int | None] | None = None) -> None:
         self.url = url
-        self._client = webhdfs_client(url, namenode)
-        self._client.status("/")  # fail here, not at the first real call
+        self._namenode = namenode
+        self._source = tokens.source()
+        self._made = webhdfs_client(url, namenode)
+        self._made.status("/")  # fail here, not at the first real call
+
+    @property
+    def _client(self) -> hdfs.Client:
+        """The ``hdfs`` client, made again when this process holds other delegation tokens
+        than it was made with: a running job's TF nodes are handed the tokens Spark obtains
+        as the old ones near their end (:func:`sparktf.fs.tokens.install`)."""
+        source = tokens.source()
+        if source != self._source:
+            self._made, self._source = webhdfs_client(self.url, self._namenode), source
+        return self._made
 
     def info(self, path: str) -> tuple[str | None, int]:
         st = self._client.status(path, strict=False)

@@ -76,6 +76,8 @@ class NodeRuntime:
                         leave = self._exit_on_stop
                     if leave:
                         self._leave()
+                elif kind == "tokens":
+                    self._take_tokens(msg["data"])
                 elif kind == "feed_bound":
                     plan = {k: msg[k] for k in ("give", "take") if msg.get(k)}
                     self.bound.update(
@@ -90,6 +92,25 @@ class NodeRuntime:
                 flush=True,
             )
             os._exit(EXIT_DRIVER_LOST)
+
+    def _take_tokens(self, data: bytes) -> None:
+        """The delegation tokens the driver holds now (Spark renewed them): this process's
+        from now on (:func:`sparktf.fs.tokens.install`, in the node's private directory)."""
+        from sparktf.fs import tokens  # (only on a secure cluster: sparktf.fs is not light)
+
+        work_dir = self.spec.work_dir
+        if not work_dir:
+            return
+        try:
+            opened = protocol.open_payload(self.spec.launch.secret, messages.TOKENS_PURPOSE, data)
+            tokens.install(opened, work_dir)
+        except (OSError, protocol.SecurityError) as exc:  # (HadoopFSError too) it keeps its own
+            print(
+                f"sparktf: {self.spec.name} could not keep the delegation tokens the driver "
+                f"sent: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def leave_on_stop(self) -> None:
         """From now on, the driver's 'stop' ends this process at once, from the control thread,

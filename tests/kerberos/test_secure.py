@@ -10,7 +10,7 @@ import time
 
 import pytest
 from helpers.procs import pid_alive, wait_until
-from kerberos_harness import ROOT
+from kerberos_harness import ROOT, TOKEN_LIFETIME
 
 # timeout(600): the first test also starts the secure cluster (jars fetched the first time);
 # the job's YARN containers take tens of seconds to start
@@ -119,6 +119,77 @@ def test_a_driver_with_only_its_keytab_reaches_hdfs_as_the_principal(
     assert not os.path.exists(after.group(1)), "the driver's own cache outlived it"
     rc, listing, err = secure_yarn.cli("hdfs", "dfs", "-ls", root.removeprefix("hdfs://"))
     assert rc == 0 and f" {secure_yarn.user} " in listing, listing + err
+
+
+#: A job that outlives its delegation tokens (spark-submit ... OUTLIVE ROOT UNTIL): its one node
+#: waits until UNTIL, when the tokens its container started with are dead, then saves a model
+#: to ROOT on HDFS; sparktf.predict then scores with it on the executors, whose own container
+#: tokens are dead too.
+OUTLIVE = """
+import os, sys, time
+import sparktf
+
+root, until = sys.argv[1], float(sys.argv[2])
+
+
+def main_fn(args, ctx):
+    import os, time
+    root, until = args
+    while time.time() < until:
+        time.sleep(1)
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import numpy as np, tf_keras as keras
+    from sparktf import fs
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(1,))])
+    model.set_weights([np.array([[2.0]], "float32"), np.array([0.0], "float32")])
+    with fs.export_dir(root + "/model") as local:
+        model.save(local)
+    return os.environ["HADOOP_TOKEN_FILE_LOCATION"]
+
+
+spark = sparktf.spark_session("sparktf-outlive")
+cluster = sparktf.run(spark.sparkContext, main_fn, (root, until), num_executors=1)
+print("the node's tokens:", cluster.shutdown())
+print("after the tokens' end:", round(time.time() - until, 1), "s")
+df = spark.createDataFrame([(i, [float(i)]) for i in range(8)], "id long, x array<float>")
+scored = sparktf.predict(df, root + "/model", ["x"], "y").collect()
+print("scored:", sorted((r.id, round(r.y)) for r in scored))
+"""
+
+
+@pytest.mark.tf
+def test_a_job_that_outlives_its_tokens_still_writes_and_reads_hdfs(secure_yarn, tmp_path):
+    """The tier's tokens die TOKEN_LIFETIME s after they are issued; Spark, given
+    ``--principal``/``--keytab``, obtains new ones for its JVMs. The chief's TF process
+    writes a SavedModel to HDFS after its container's tokens died (WebHDFS with the tokens the
+    driver relayed: sparktf.driver.credentials), and sparktf.predict reads it on the
+    executors (their Python workers adopt the tokens the driver shipped with the call).
+    Before the relay, the export failed: "token ... is expired"."""
+    ticket = tmp_path / "ticket"
+    secure_yarn.kinit(ticket)
+    script = tmp_path / "outlive.py"
+    script.write_text(OUTLIVE)
+    root = f"hdfs:///user/{secure_yarn.user}/outlive"
+    # the node saves past the lifetime of every token issued before the submission
+    until = time.time() + TOKEN_LIFETIME + 15
+    out = secure_yarn.submit(
+        script,
+        root,
+        until,
+        extra=("--principal", secure_yarn.principal, "--keytab", secure_yarn.keytab),
+        conf={"spark.executorEnv.PYTHONPATH": ROOT},
+        cwd=tmp_path,
+        env=secure_yarn.env(KRB5CCNAME=str(ticket)),
+    )
+    said = out.stdout[-4000:] + out.stderr[-6000:]
+    assert out.returncode == 0, said
+    assert re.search(r"^the node's tokens: .*/hadoop\.tokens$", out.stdout, re.M), said
+    assert "scored: " + str([(i, 2 * i) for i in range(8)]) in out.stdout, said
+    rc, listing, err = secure_yarn.cli(
+        "hdfs", "dfs", "-ls", root.removeprefix("hdfs://") + "/model"
+    )
+    assert rc == 0 and "saved_model.pb" in listing, listing + err
+    assert secure_yarn.wait_idle(), secure_yarn.describe_leftovers()
 
 
 @pytest.mark.tf

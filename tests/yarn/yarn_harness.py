@@ -263,13 +263,14 @@ def app_id_of(text):
     return m.group(0)
 
 
-def session_cluster(tmp_path_factory, args=("start",), cls=YarnCluster):
+def session_cluster(tmp_path_factory, args=("start",), cls=YarnCluster, **settings):
     """The generator behind conftest's session fixture ``yarn``: the session's YARN, started
     once (the first start on a machine downloads the jars) and stopped at the end; no daemon
     or container may outlive it. ``args`` and ``cls``: another kind of cluster (the secure
-    one of tests/kerberos: ``start --kerberos``)."""
+    one of tests/kerberos: ``start --kerberos``); ``settings``: environment variables the
+    start reads (``SPARKTF_TOKEN_LIFETIME``)."""
     state = str(tmp_path_factory.mktemp("yarn") / "state")
-    env = dict(os.environ, SPARKTF_YARN_DIR=state)
+    env = dict(os.environ, SPARKTF_YARN_DIR=state, **settings)
     started = time.monotonic()
     out = subprocess.run([SCRIPT, *args], env=env, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:

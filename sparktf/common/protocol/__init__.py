@@ -66,6 +66,8 @@ from sparktf.common.protocol.auth import (
     Session,
     client_handshake,
     new_secret,
+    open_payload,
+    seal_payload,
     server_handshake,
 )
 from sparktf.common.protocol.channel import TRY_TIMEOUT, Channel, connect, connect_once
@@ -91,6 +93,8 @@ from sparktf.common.protocol.sockets import (
 )
 
 __all__ = [
+    "open_payload",
+    "seal_payload",
     "AuthenticationError",
     "BUSY",
     "Channel",

@@ -168,3 +168,39 @@ def client_handshake(
         raise AuthenticationError("the server failed the challenge: wrong job secret")
     sock.settimeout(None)
     return Session.derive(secret, server_nonce, nonce, server=False, what=what)
+
+
+# ---------------------------------------------------------------------- sealed payloads
+#: A sealed payload: the AES-GCM nonce, then the ciphertext and its tag.
+SEALED_NONCE_LEN = 12
+
+
+def _payload_key(secret: bytes, purpose: bytes) -> bytes:
+    return _mac(secret, b"sparktf sealed " + purpose)
+
+
+def seal_payload(secret: bytes, purpose: bytes, data: bytes) -> bytes:
+    """``data`` encrypted and authenticated (AES-256-GCM, ``cryptography``'s) under a key
+    derived from the job's ``secret`` for ``purpose``: for what the channel's frames, which
+    are authenticated but not encrypted, must not show on the wire (a secure cluster's
+    delegation tokens)."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = secrets.token_bytes(SEALED_NONCE_LEN)
+    return nonce + AESGCM(_payload_key(secret, purpose)).encrypt(nonce, data, purpose)
+
+
+def open_payload(secret: bytes, purpose: bytes, sealed: bytes) -> bytes:
+    """What :func:`seal_payload` sealed; :class:`FrameRejected` if it was sealed under another
+    secret or purpose, or altered."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce, body = sealed[:SEALED_NONCE_LEN], sealed[SEALED_NONCE_LEN:]
+    try:
+        return AESGCM(_payload_key(secret, purpose)).decrypt(nonce, body, purpose)
+    except (InvalidTag, ValueError) as exc:
+        raise FrameRejected(
+            f"a sealed {purpose.decode()} payload failed its check: altered, or sealed under "
+            "another job's secret"
+        ) from exc
