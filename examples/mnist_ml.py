@@ -60,6 +60,10 @@ def main(argv=None):
     p.add_argument("--export-dir", default="mnist_ml_export", help="SavedModels, one a fit")
     p.add_argument("--pipeline-dir", default="mnist_pipeline", help="the saved PipelineModel")
     args = p.parse_args(argv)
+    for name in ("export_dir", "pipeline_dir"):  # local or Hadoop paths (hdfs://...)
+        path = getattr(args, name)
+        if "://" not in path:
+            setattr(args, name, os.path.abspath(path))
 
     # TensorFlow and tf_keras imported once per executor; the daemons start now, while the
     # driver loads the data.
@@ -80,7 +84,7 @@ def main(argv=None):
         clusterSize=args.nodes,
         epochs=args.epochs,
         batchSize=64,
-        exportDir=os.path.abspath(args.export_dir),
+        exportDir=args.export_dir,
         outputType="array<double>",  # the model's logits
     )
     model = Pipeline(stages=[scale, estimator]).fit(train_df)  # trains on the cluster

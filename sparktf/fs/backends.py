@@ -90,8 +90,12 @@ class _Libhdfs(_Backend):
             },
         )
         # Fail here, not at the first real call (a file's status reads as "not found" when
-        # the NameNode is down; a listing raises).
-        self._fs.get_file_info(pafs.FileSelector("/"))
+        # the NameNode is down; a listing raises). Not for viewfs: its "/" is the mount
+        # table's own directory, whose status Hadoop's ViewFileSystem makes with the user's
+        # primary group on this host, and a Kerberos principal often has no account here
+        # ("There is no primary group for UGI ..."); its mounts reach their NameNodes.
+        if "://" not in host:
+            self._fs.get_file_info(pafs.FileSelector("/"))
 
     def info(self, path: str) -> tuple[str | None, int]:
         i = self._fs.get_file_info(path)

@@ -3,14 +3,16 @@ through sparktf.fs with and without a ticket, and the main job submitted with
 ``--principal``/``--keytab``, as docs/yarn.md's Kerberos section says.
 """
 
+import json
 import os
 import re
 import sys
 import time
 
 import pytest
+from helpers import nameservices
 from helpers.procs import pid_alive, wait_until
-from kerberos_harness import ROOT, TOKEN_LIFETIME
+from kerberos_harness import ROOT, TOKEN_LIFETIME, hdfs_test_cluster
 
 # timeout(600): the first test also starts the secure cluster (jars fetched the first time);
 # the job's YARN containers take tens of seconds to start
@@ -65,6 +67,42 @@ def test_with_a_ticket_sparktf_fs_reads_and_writes_as_the_principal(secure_yarn,
     assert f"read secure {backend} ['note.txt']" in out.stdout, out.stdout + out.stderr[-3000:]
     rc, listing, err = secure_yarn.cli("hdfs", "dfs", "-ls", f"/user/{secure_yarn.user}/{backend}")
     assert rc == 0 and f" {secure_yarn.user} " in listing, listing + err
+
+
+@pytest.mark.parametrize("backend", ["libhdfs", "webhdfs"])
+def test_an_ha_nameservice_and_a_viewfs_mount_table_with_a_ticket(secure_yarn, tmp_path, backend):
+    """tests/hadoop/test_nameservices.py's client on the secure cluster, kinit'd: nameservice
+    ns1 (a NameNode down listed first, then the cluster's) and a mount table over it, read and
+    written through libhdfs (Hadoop's client, failing over, with the login's ticket) and
+    WebHDFS (each NameNode's HTTP address in turn, SPNEGO)."""
+    if backend == "webhdfs":
+        pytest.importorskip(
+            "requests_kerberos", reason="WebHDFS with SPNEGO: pip install requests-kerberos"
+        )
+    cache = tmp_path / "ticket"
+    secure_yarn.kinit(cache)
+    conf = tmp_path / "conf"
+    top = nameservices.ha_conf(  # (under the principal's home: HDFS's root is the superuser's)
+        secure_yarn.conf_dir,
+        secure_yarn.hdfs,
+        secure_yarn.webhdfs,
+        conf,
+        under=f"/user/{secure_yarn.user}",
+    )
+    env = {"HADOOP_CONF_DIR": str(conf), "KRB5CCNAME": str(cache)}
+    if backend == "libhdfs":
+        env["CLASSPATH"] = hdfs_test_cluster.classpath(str(conf))
+    out = secure_yarn.python(
+        nameservices.CLIENT,
+        f"hdfs://ns1{top}/{backend}",
+        f"viewfs://cluster/data/{backend}",
+        SPARKTF_HDFS_BACKEND=backend,
+        **env,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    nameservices.check(json.loads(out.stdout.split("RESULT=", 1)[1]))
+    rc, listing, err = secure_yarn.cli("hdfs", "dfs", "-ls", f"{top}/{backend}/sub")
+    assert rc == 0 and listing.count(f" {secure_yarn.user} ") == 2, listing + err
 
 
 #: A driver program: its SparkContext (spark-submit gave it --principal/--keytab), then
@@ -122,8 +160,8 @@ def test_a_driver_with_only_its_keytab_reaches_hdfs_as_the_principal(
 
 
 #: A job that outlives its delegation tokens (spark-submit ... OUTLIVE ROOT UNTIL): its one node
-#: waits until UNTIL, when the tokens its container started with are dead, then saves a model
-#: to ROOT on HDFS; sparktf.predict then scores with it on the executors, whose own container
+#: writes a file to ROOT on HDFS, waits until UNTIL, when the tokens its container started with
+#: are dead, then reads the file back and saves a model to ROOT; sparktf.predict then scores with it on the executors, whose own container
 #: tokens are dead too.
 OUTLIVE = """
 import os, sys, time
@@ -134,12 +172,14 @@ root, until = sys.argv[1], float(sys.argv[2])
 
 def main_fn(args, ctx):
     import os, time
+    from sparktf import fs
     root, until = args
+    fs.write_bytes(root + "/written-before", b"with the container's tokens")
     while time.time() < until:
         time.sleep(1)
+    assert fs.read_bytes(root + "/written-before") == b"with the container's tokens"
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import numpy as np, tf_keras as keras
-    from sparktf import fs
     model = keras.Sequential([keras.layers.Dense(1, input_shape=(1,))])
     model.set_weights([np.array([[2.0]], "float32"), np.array([0.0], "float32")])
     with fs.export_dir(root + "/model") as local:
@@ -164,7 +204,8 @@ def test_a_job_that_outlives_its_tokens_still_writes_and_reads_hdfs(secure_yarn,
     writes a SavedModel to HDFS after its container's tokens died (WebHDFS with the tokens the
     driver relayed: sparktf.driver.credentials), and sparktf.predict reads it on the
     executors (their Python workers adopt the tokens the driver shipped with the call).
-    Before the relay, the export failed: "token ... is expired"."""
+    Without the relay the export failed, and without the shipped tokens predict
+    did: "InvalidToken: Token has expired"."""
     ticket = tmp_path / "ticket"
     secure_yarn.kinit(ticket)
     script = tmp_path / "outlive.py"
@@ -243,3 +284,47 @@ def test_main_job_with_principal_and_keytab_reaches_95_percent(secure_yarn, tmp_
     # every daemon outlived the application (a secure NodeManager that aggregates logs
     # without Hadoop's native library exits as the application ends)
     assert all(map(pid_alive, secure_yarn.pids.values())), secure_yarn.pids
+
+
+@pytest.mark.tf
+def test_the_ml_pipeline_fits_saves_and_scores_on_secure_hdfs(secure_yarn, tmp_path):
+    """examples/mnist_ml.py with its SavedModels and its PipelineModel on secure HDFS:
+    TFEstimator trains on the cluster (the chief exports through WebHDFS with the container's
+    tokens, or those the driver relayed), the pipeline is saved and loaded by Spark's JVM
+    with the tokens Spark obtained, and the loaded TFModel scores on the executors (the
+    driver's checks of the export with the user's ticket)."""
+    ticket = tmp_path / "ticket"
+    secure_yarn.kinit(ticket)
+    home = f"/user/{secure_yarn.user}"
+    out = secure_yarn.submit(
+        os.path.join(ROOT, "examples", "mnist_ml.py"),
+        "--epochs",
+        "2",
+        "--export-dir",
+        f"hdfs://{home}/ml_export",
+        "--pipeline-dir",
+        f"hdfs://{home}/ml_pipeline",
+        extra=(
+            "--principal",
+            secure_yarn.principal,
+            "--keytab",
+            secure_yarn.keytab,
+            "--py-files",
+            os.path.join(ROOT, "examples", "mnist_data.py"),
+        ),
+        conf={"spark.executorEnv.PYTHONPATH": ROOT},
+        cwd=tmp_path,
+        env=secure_yarn.env(KRB5CCNAME=str(ticket)),
+    )
+    said = out.stdout[-4000:] + out.stderr[-4000:]
+    assert out.returncode == 0, said
+    assert f"the TFModel scores hdfs://{home}/ml_export/fit-" in out.stdout, said
+    found = re.findall(r"^test_accuracy=(0\.\d+|1\.0+)$", out.stdout, re.M)
+    assert found and float(found[-1]) > 0.85, said  # two epochs, as tests/e2e's
+    rc, listing, err = secure_yarn.cli("hdfs", "dfs", "-ls", "-R", f"{home}/ml_export")
+    assert rc == 0 and re.search(r"/ml_export/fit-[^/]+/saved_model\.pb$", listing, re.M), (
+        listing + err
+    )
+    rc, listing, err = secure_yarn.cli("hdfs", "dfs", "-ls", f"{home}/ml_pipeline/stages")
+    assert rc == 0 and listing.count(f" {secure_yarn.user} ") == 2, listing + err
+    assert secure_yarn.wait_idle(), secure_yarn.describe_leftovers()

@@ -87,7 +87,8 @@ class YarnCluster:
 
     # -------------------------------------------------------------------- environment
     def env(self, **extra):
-        return dict(
+        """A client's environment; ``extra`` adds to it or replaces (HADOOP_CONF_DIR too)."""
+        env = dict(
             os.environ,
             HADOOP_CONF_DIR=self.conf_dir,
             YARN_CONF_DIR=self.conf_dir,
@@ -95,8 +96,9 @@ class YarnCluster:
             PYSPARK_PYTHON=sys.executable,
             PYSPARK_DRIVER_PYTHON=sys.executable,
             SPARKTF_YARN_DIR=self.state,
-            **extra,
         )
+        env.update(extra)
+        return env
 
     def hadoop_conf(self):
         """What a client needs of the cluster's configuration (fs.defaultFS, the
