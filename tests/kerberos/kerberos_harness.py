@@ -93,6 +93,21 @@ class SecureCluster(YarnCluster):
             timeout=60,
         )
 
+    def submit_as_principal(self, tmp_path, script, *args, extra=()):
+        """``spark-submit --principal P --keytab K SCRIPT ARGS`` from ``tmp_path``, the
+        driver's own ticket in a cache there (kinit, for its sparktf.fs calls), this checkout
+        on the executors' PYTHONPATH: the CompletedProcess."""
+        ticket = tmp_path / "ticket"
+        self.kinit(ticket)
+        return self.submit(
+            script,
+            *args,
+            extra=("--principal", self.principal, "--keytab", self.keytab, *extra),
+            conf={"spark.executorEnv.PYTHONPATH": ROOT},
+            cwd=tmp_path,
+            env=self.env(KRB5CCNAME=str(ticket)),
+        )
+
     def python(self, code, *args, timeout=180, **env):
         """``python3 -c code args`` as a client of this cluster: CompletedProcess."""
         return subprocess.run(

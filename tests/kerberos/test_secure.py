@@ -206,22 +206,12 @@ def test_a_job_that_outlives_its_tokens_still_writes_and_reads_hdfs(secure_yarn,
     executors (their Python workers adopt the tokens the driver shipped with the call).
     Without the relay the export failed, and without the shipped tokens predict
     did: "InvalidToken: Token has expired"."""
-    ticket = tmp_path / "ticket"
-    secure_yarn.kinit(ticket)
     script = tmp_path / "outlive.py"
     script.write_text(OUTLIVE)
     root = f"hdfs:///user/{secure_yarn.user}/outlive"
     # the node saves past the lifetime of every token issued before the submission
     until = time.time() + TOKEN_LIFETIME + 15
-    out = secure_yarn.submit(
-        script,
-        root,
-        until,
-        extra=("--principal", secure_yarn.principal, "--keytab", secure_yarn.keytab),
-        conf={"spark.executorEnv.PYTHONPATH": ROOT},
-        cwd=tmp_path,
-        env=secure_yarn.env(KRB5CCNAME=str(ticket)),
-    )
+    out = secure_yarn.submit_as_principal(tmp_path, script, root, until)
     said = out.stdout[-4000:] + out.stderr[-6000:]
     assert out.returncode == 0, said
     assert re.search(r"^the node's tokens: .*/hadoop\.tokens$", out.stdout, re.M), said
@@ -243,17 +233,9 @@ def test_main_job_with_principal_and_keytab_reaches_95_percent(secure_yarn, tmp_
     the user's ticket (kinit). The application runs as the principal's user; test_accuracy
     >= 0.95, as tests/yarn's."""
     started_ms = int(time.time() * 1000)
-    ticket = tmp_path / "ticket"
-    secure_yarn.kinit(ticket)
     export = f"/user/{secure_yarn.user}/mnist_export"
-    out = secure_yarn.submit(
-        os.path.join(ROOT, "examples", "mnist.py"),
-        "--export-dir",
-        f"hdfs://{export}",
-        extra=("--principal", secure_yarn.principal, "--keytab", secure_yarn.keytab),
-        conf={"spark.executorEnv.PYTHONPATH": ROOT},
-        cwd=tmp_path,
-        env=secure_yarn.env(KRB5CCNAME=str(ticket)),
+    out = secure_yarn.submit_as_principal(
+        tmp_path, os.path.join(ROOT, "examples", "mnist.py"), "--export-dir", f"hdfs://{export}"
     )
     said = out.stdout[-4000:] + out.stderr[-4000:]
     assert out.returncode == 0, said
@@ -293,10 +275,9 @@ def test_the_ml_pipeline_fits_saves_and_scores_on_secure_hdfs(secure_yarn, tmp_p
     tokens, or those the driver relayed), the pipeline is saved and loaded by Spark's JVM
     with the tokens Spark obtained, and the loaded TFModel scores on the executors (the
     driver's checks of the export with the user's ticket)."""
-    ticket = tmp_path / "ticket"
-    secure_yarn.kinit(ticket)
     home = f"/user/{secure_yarn.user}"
-    out = secure_yarn.submit(
+    out = secure_yarn.submit_as_principal(
+        tmp_path,
         os.path.join(ROOT, "examples", "mnist_ml.py"),
         "--epochs",
         "2",
@@ -304,17 +285,7 @@ def test_the_ml_pipeline_fits_saves_and_scores_on_secure_hdfs(secure_yarn, tmp_p
         f"hdfs://{home}/ml_export",
         "--pipeline-dir",
         f"hdfs://{home}/ml_pipeline",
-        extra=(
-            "--principal",
-            secure_yarn.principal,
-            "--keytab",
-            secure_yarn.keytab,
-            "--py-files",
-            os.path.join(ROOT, "examples", "mnist_data.py"),
-        ),
-        conf={"spark.executorEnv.PYTHONPATH": ROOT},
-        cwd=tmp_path,
-        env=secure_yarn.env(KRB5CCNAME=str(ticket)),
+        extra=("--py-files", os.path.join(ROOT, "examples", "mnist_data.py")),
     )
     said = out.stdout[-4000:] + out.stderr[-4000:]
     assert out.returncode == 0, said
