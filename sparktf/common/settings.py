@@ -3,7 +3,7 @@
 A value is looked up as: the argument, else ``spark.sparktf.<conf>`` in the Spark conf, else the
 default; arguments and Spark conf values get the same check, and every error names the key
 (and the conf key) and what would be valid. :meth:`Settings.resolve` reports every problem at
-once. The README's settings list is :func:`markdown_table` (a test keeps them equal).
+once. docs/reference/settings.md's table is :func:`markdown_table` (a test keeps them equal).
 
 Common to every side (the driver resolves the settings; the specs the task and the node read
 take their defaults from here), so it lives in ``common``, which imports no side. Pure:
@@ -676,7 +676,7 @@ def _keys_set(runtime_conf) -> str | None:
 
 
 def markdown_table() -> str:
-    """The settings as the README's table."""
+    """The settings as docs/reference/settings.md's table (bin/gen_docs.py writes it)."""
     rows = ["| setting | Spark conf | default | what it does |", "|---|---|---|---|"]
     for s in TABLE:
         name = "-" if s.arg is None else f"`{s.name}`"

@@ -395,16 +395,25 @@ def wait_until(runner: Runner, predicate: Callable, deadline: float | None, expi
     with stopping_on_error(runner):
         if wait(runner, predicate, deadline):
             return
-        state = runner.state
-        running = [n.name for n in state.nodes.values() if n.outcome.exit is None] if state else []
-        runner.abort(
-            ClusterTimeoutError(
-                f"{expired} expired with nodes {running} still running; every node was stopped"
-            )
-        )
+        runner.abort(ClusterTimeoutError(f"{expired} expired{_still_running(runner)}"))
     runner.teardown()
     if runner.failure is not None:  # else the job finished just as the deadline passed
         raise runner.failure
+
+
+def _still_running(runner: Runner) -> str:
+    """Which nodes a deadline found still at work: those whose main_fn had not returned (or
+    not started), apart from those done or serving whose process had not exited (a
+    finished worker waits for the others; a parameter server serves until the end)."""
+    nodes = list(runner.state.nodes.values()) if runner.state is not None else []
+    live = [n for n in nodes if n.outcome.exit is None]
+    waiting = [n.name for n in live if n.state in (NodeState.PENDING, NodeState.RUNNING)]
+    ending = [n.name for n in live if n.state in (NodeState.DONE, NodeState.SERVING)]
+    parts = [f"the main_fn of {waiting} still running"] if waiting else []
+    parts += [f"{ending} done or serving, not exited"] if ending else []
+    return (
+        f" with {'; '.join(parts)}; every node was stopped" if parts else "; every node was stopped"
+    )
 
 
 def run(
@@ -434,7 +443,7 @@ def run(
     """Start a TensorFlow cluster on Spark executors and run ``main_fn`` on every node.
 
     Every setting (its default, its ``spark.sparktf.*`` key, what is valid) is in one table,
-    :data:`sparktf.common.settings.TABLE`, listed in the README.
+    :data:`sparktf.common.settings.TABLE`, listed in docs/reference/settings.md.
 
     Parameters
     ----------

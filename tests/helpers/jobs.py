@@ -132,6 +132,12 @@ def sleep_forever(args, ctx):
     time.sleep(600)
 
 
+def chief_sleeps_forever(args, ctx):
+    """The chief never returns; every other node returns at once."""
+    if ctx.is_chief:
+        time.sleep(600)
+
+
 def wait_for_file(args, ctx):
     """Return once args["file"] exists (the test's signal), reporting ctx.log_dir."""
     deadline = time.monotonic() + args.get("timeout", 120)

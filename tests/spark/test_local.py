@@ -253,6 +253,18 @@ def test_shutdown_timeout_stops_everything(sc_local):
         cluster.shutdown(timeout=2)
 
 
+def test_a_timeout_names_the_main_fn_still_running_apart_from_nodes_that_returned(sc_local):
+    """A new user's trial: the error said "nodes ['chief:0', 'worker:0'] still running" where
+    the worker's main_fn had returned long before (its process waits for the chief's)."""
+    cluster = sparktf.run(sc_local, jobs.chief_sleeps_forever, num_executors=2)
+    assert wait_until(lambda: cluster.progress()["worker:0"]["state"] == "done", timeout=90)
+    with pytest.raises(sparktf.ClusterTimeoutError) as info:
+        cluster.shutdown(timeout=2)
+    said = str(info.value)
+    assert "the main_fn of ['chief:0'] still running" in said, said
+    assert "['worker:0'] done or serving, not exited" in said, said
+
+
 def test_with_block_that_raises_stops_the_cluster(sc_local):
     with pytest.raises(KeyError):
         with sparktf.run(sc_local, jobs.sleep_forever, num_executors=2):

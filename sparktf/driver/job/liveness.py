@@ -129,5 +129,7 @@ def _uneven_steps(n: NodeRecord) -> str:
         f"Under {n.liveness.collective} a node that waits for a peer's part of a step (an "
         "all-reduce, aggregated gradients) after that peer's main_fn has returned waits "
         "for ever: every chief and worker must run the same number of steps (the same "
-        "epochs, steps_per_epoch and batches per epoch)."
+        "epochs, steps_per_epoch and batches per epoch) and the same collective calls "
+        "(saving a distributed Keras model is one: every node saves, not the chief alone; "
+        "the others to a temporary directory)."
     )
