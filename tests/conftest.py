@@ -340,7 +340,7 @@ def secure_yarn(tmp_path_factory):
     """A secure YARN and HDFS for the module (tests/kerberos/test_secure.py: one start, and
     stopped before the tiers after it, not idle beside them): ``bin/yarn-test-cluster.sh start --kerberos``
     (an MIT KDC, Kerberos on every daemon; tests/kerberos/kerberos_harness.py), its delegation
-    tokens dead TOKEN_LIFETIME s after they are issued (every job outlives its first tokens),
+    tokens dead TOKEN_LIFETIME s after they are issued (a job that runs longer outlives its first tokens),
     stopped by PID at the end. Skipped, saying why, where Java, Maven or MIT Kerberos's KDC is missing."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "kerberos"))
     import kerberos_harness

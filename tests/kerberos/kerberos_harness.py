@@ -19,10 +19,10 @@ sys.path.insert(0, os.path.join(ROOT, "bin"))
 import hdfs_test_cluster  # noqa: E402
 import yarn_kerberos  # noqa: E402
 
-#: The delegation tokens' maximum lifetime (s) on the tier's cluster (renew interval 30 s): every
-#: job of the tier outlives the tokens it started with, so the tokens Spark obtains since must
-#: reach the TF processes (sparktf.driver.credentials) and sparktf.predict's tasks
-#: (sparktf.fs.tokens.adopt)
+#: The delegation tokens' maximum lifetime (s) on the tier's cluster (renew interval 30 s): a job
+#: of the tier that runs longer outlives the tokens it started with, and the tokens Spark
+#: obtains since must reach the TF processes (sparktf.driver.credentials) and sparktf.predict's
+#: tasks (sparktf.fs.tokens.adopt)
 TOKEN_LIFETIME = 60
 
 
