@@ -19,12 +19,18 @@ KEY = "spark.sparktf.nodeLogDir"
 
 
 def talk_then_fail(args, ctx):
-    """Print ``args['lines']`` numbered lines (half to stderr); worker:0 then raises, once
-    ``args['go']`` exists (so that run() has returned: the test sees the error from shutdown)."""
+    """Print ``args['lines']`` numbered lines (half to stderr); ``args['fail']`` then raises,
+    once ``args['go']`` exists (so that run() has returned: the test sees the error from
+    shutdown) and every other node has printed its lines (``go`` + ``.NAME``: on a loaded
+    machine the chief's TF process may not have started when run() returns, and the job's
+    failure would stop it before it printed anything)."""
     for i in range(args["lines"]):
         print(f"{ctx.name} line {i}", file=sys.stderr if i % 2 else sys.stdout, flush=True)
+    if "go" in args and ctx.name != args.get("fail"):
+        open(f"{args['go']}.{ctx.name}", "w").close()
     if ctx.name == args.get("fail"):
-        while not os.path.exists(args["go"]):
+        others = [f"{args['go']}.{name}" for name in args.get("others", ())]
+        while not all(map(os.path.exists, [args["go"], *others])):
             time.sleep(0.05)
         raise ValueError("failed on purpose")
     return ctx.name
@@ -65,7 +71,10 @@ def logs_in(sc_local, tmp_path):
 def test_a_failed_nodes_error_names_the_file_with_its_whole_output(sc_local, logs_in):
     go = logs_in.parent / "go"
     cluster = sparktf.run(
-        sc_local, talk_then_fail, {"lines": 200, "fail": "worker:0", "go": str(go)}, num_executors=2
+        sc_local,
+        talk_then_fail,
+        {"lines": 200, "fail": "worker:0", "go": str(go), "others": ["chief:0"]},
+        num_executors=2,
     )
     go.touch()
     with pytest.raises(NodeError) as err:
