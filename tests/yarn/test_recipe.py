@@ -96,6 +96,23 @@ def _sh(cmd, env, cwd, timeout=600):
     return out, took
 
 
+def _sh_keeping_logs(yarn, tmp_path, cmd, env, cwd):
+    """``_sh`` for a spark-submit in cluster mode: where it fails, the application's
+    containers' logs (the driver's among them) go to ``tmp_path``/cluster-mode.log and their
+    tail into the failure (the driver ran in a container: its error is only there)."""
+    try:
+        return _sh(cmd, env, cwd)
+    except AssertionError as failed:
+        found = re.search(r"application_\d+_\d+", str(failed))
+        if not found:
+            raise
+        logs = yarn.logs(found.group(0))
+        (tmp_path / "cluster-mode.log").write_text(logs)
+        raise AssertionError(
+            f"{failed}\n--- the application's logs, last lines:\n{logs[-6000:]}"
+        ) from failed
+
+
 def test_the_recipe_archive_on_hdfs_in_cluster_mode(yarn, user_env, tmp_path):
     env, user = user_env, user_env["USER"]
 
@@ -142,7 +159,9 @@ def test_the_recipe_archive_on_hdfs_in_cluster_mode(yarn, user_env, tmp_path):
     # Step 3: cluster mode, three epochs, checkpoints and the SavedModel on HDFS
     flags = ["--data", data, "--model-dir", model, "--export-dir", export]
     archives = f"spark.archives=hdfs:///user/{user}/sparktf/sparktf_env.tar.gz#environment"
-    out, timings["cluster mode, epochs 1-3"] = _sh(
+    out, timings["cluster mode, epochs 1-3"] = _sh_keeping_logs(
+        yarn,
+        tmp_path,
         [
             spark_submit(),
             "--properties-file",
