@@ -43,8 +43,6 @@ TICK = 0.1
 #: How often (seconds) the monitor asks Spark whether the data's stages still run while an
 #: attempt waits for its barrier stage.
 UPSTREAM_POLL = 0.5
-#: What the ``tokens`` message's payload is sealed for (the node opens it for the same).
-TOKENS = messages.TOKENS_PURPOSE
 #: Messages that never decide anything by themselves: they do not wake the monitor.
 _QUIET = frozenset({"log", "heartbeat"})
 #: How long a teardown waits for a cancelled Spark job to end.
@@ -464,7 +462,7 @@ def _tokens_message(attempt: Attempt, tokens: bytes) -> dict:
     """The ``tokens`` message: delegation tokens are bearer credentials, and the control
     channel's frames are authenticated, not encrypted; they go sealed under the attempt's
     secret (:func:`sparktf.common.protocol.seal_payload`)."""
-    sealed = protocol.seal_payload(attempt.launch.secret, TOKENS, tokens)
+    sealed = protocol.seal_payload(attempt.launch.secret, messages.TOKENS_PURPOSE, tokens)
     return messages.make("tokens", data=sealed)
 
 
