@@ -70,13 +70,16 @@ HDFS_TOKEN_KINDS = ("HDFS_DELEGATION_TOKEN", "WEBHDFS delegation", "SWEBHDFS del
 
 def uses_kerberos() -> bool:
     """Whether Hadoop is reached with Kerberos here: the Hadoop configuration says
-    ``hadoop.security.authentication=kerberos``, or this process was handed an HDFS delegation
-    token (``HADOOP_TOKEN_FILE_LOCATION``: a YARN container of a secure cluster). Every YARN
-    container has a token file (its AM-RM token, at least): only an HDFS token counts."""
-    auth = _hadoop_conf("core-site.xml", "hadoop.security.authentication") or ""
-    return auth.lower() == "kerberos" or _has_hdfs_token(
-        os.environ.get("HADOOP_TOKEN_FILE_LOCATION")
-    )
+    ``hadoop.security.authentication=kerberos``; or, where there is no configuration, this
+    process was handed an HDFS delegation token (``HADOOP_TOKEN_FILE_LOCATION``: a YARN
+    container of a secure cluster). Every YARN container has a token file (its AM-RM token, at
+    least): only an HDFS token counts. A configuration that says ``simple`` (or nothing) wins
+    over a token: a spark-submit run with tokens of its own (a launcher in a container) ships
+    them to its containers on a cluster without Kerberos too."""
+    if _conf_dir("core-site.xml") is not None:  # the configuration decides (simple by default)
+        auth = _hadoop_conf("core-site.xml", "hadoop.security.authentication") or "simple"
+        return auth.lower() == "kerberos"
+    return _has_hdfs_token(os.environ.get("HADOOP_TOKEN_FILE_LOCATION"))
 
 
 def _has_hdfs_token(path: str | None) -> bool:
@@ -140,12 +143,8 @@ def hadoop_props(filename: str) -> dict[str, str]:
     configuration directory (``HADOOP_CONF_DIR``, else ``$HADOOP_HOME/etc/hadoop``): name to
     value, empty values left out; {} where there is none. XInclude'd files (a mount table
     kept in its own file) are read too."""
-    for d in (
-        os.environ.get("HADOOP_CONF_DIR"),
-        os.environ.get("HADOOP_HOME") and os.path.join(os.environ["HADOOP_HOME"], "etc", "hadoop"),
-    ):
-        if not d or not os.path.exists(os.path.join(d, filename)):
-            continue
+    d = _conf_dir(filename)
+    if d is not None:
         try:
             root = ET.parse(os.path.join(d, filename)).getroot()
             ElementInclude.include(root, base_url=os.path.join(d, filename))
@@ -158,6 +157,18 @@ def hadoop_props(filename: str) -> dict[str, str]:
                 props[name.strip()] = value
         return props
     return {}
+
+
+def _conf_dir(filename: str) -> str | None:
+    """The Hadoop configuration directory that holds ``filename`` (``HADOOP_CONF_DIR``, else
+    ``$HADOOP_HOME/etc/hadoop``), or None."""
+    for d in (
+        os.environ.get("HADOOP_CONF_DIR"),
+        os.environ.get("HADOOP_HOME") and os.path.join(os.environ["HADOOP_HOME"], "etc", "hadoop"),
+    ):
+        if d and os.path.exists(os.path.join(d, filename)):
+            return d
+    return None
 
 
 def nameservice_http(ns: str) -> list[str] | None:

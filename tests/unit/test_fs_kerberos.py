@@ -67,6 +67,25 @@ def test_a_container_of_a_simple_cluster_has_tokens_too_and_is_no_kerberos(
     assert paths.libhdfs_user() == "alice"
 
 
+def test_a_cluster_whose_conf_says_simple_ignores_an_hdfs_token_it_was_handed(
+    hadoop_conf, monkeypatch, tmp_path
+):
+    """A spark-submit run where HADOOP_TOKEN_FILE_LOCATION is set (a launcher in a YARN
+    container of its own, an Oozie action) ships those tokens to its containers, an HDFS one
+    among them, on a cluster without Kerberos. Taken as Kerberos, WebHDFS then went with the
+    token and no user, and a NameNode without security made that the anonymous dr.who, refused
+    writing (seen: the YARN recipe in cluster mode, "Permission denied: user=dr.who"). The
+    Hadoop configuration, where there is one, decides; a token counts only without it."""
+    hadoop_conf("simple")
+    path = tmp_path / "container_tokens"
+    path.write_bytes(storage(token(b"i", b"p", "HDFS_DELEGATION_TOKEN", "127.0.0.1:8020")))
+    monkeypatch.setenv("HADOOP_TOKEN_FILE_LOCATION", str(path))
+    assert not paths.uses_kerberos()
+    assert paths.libhdfs_user() == "alice"
+    (tmp_path / "core-site.xml").write_text("<configuration></configuration>")  # the default
+    assert not paths.uses_kerberos()
+
+
 def test_with_kerberos_webhdfs_speaks_spnego_or_says_what_to_install(hadoop_conf, monkeypatch):
     hadoop_conf("kerberos")
     try:
