@@ -228,6 +228,35 @@ def _no_jvm_started_by_the_module(request):
 
 
 @pytest.fixture(autouse=True)
+def _environment_left_as_found():
+    """Every test leaves ``os.environ`` as it found it. What a test (or the library code it runs
+    in this process) sets and does not undo reaches every later test and every process they
+    start: a relayed-tokens unit test once left HADOOP_TOKEN_FILE_LOCATION naming its fake
+    tokens, and the YARN recipe's spark-submit, an hour later, shipped them to its
+    ApplicationMaster, whose driver then failed on HDFS (``monkeypatch.delenv`` of an unset
+    variable records nothing to undo). Set up before, and torn down after, the test's own
+    fixtures (monkeypatch among them); session fixtures' changes happen outside it."""
+    before = dict(os.environ)
+    yield
+    after = dict(os.environ)
+    changed = sorted(
+        k
+        for k in before.keys() | after.keys()
+        if before.get(k) != after.get(k) and k != "PYTEST_CURRENT_TEST"  # pytest's own
+    )
+    for name in changed:  # restore, so that one leak fails one test, not every later one
+        if name in before:
+            os.environ[name] = before[name]
+        else:
+            os.environ.pop(name, None)
+    assert not changed, (
+        f"this test left os.environ changed: {changed}; set variables with monkeypatch.setenv "
+        "(and, before a call that sets one itself, monkeypatch.setenv it first so that its "
+        "old value, or its absence, is restored)"
+    )
+
+
+@pytest.fixture(autouse=True)
 def _unit_test_stays_pure(request):
     if not _in_unit_tier(request.node.path):
         yield

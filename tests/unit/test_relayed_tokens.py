@@ -23,6 +23,16 @@ OLD = token(b"old-id", b"pw", "HDFS_DELEGATION_TOKEN", "127.0.0.1:8020")
 NEW = token(b"new-id", b"pw", "HDFS_DELEGATION_TOKEN", "127.0.0.1:8020")
 
 
+@pytest.fixture(autouse=True)
+def _no_token_file_then_as_before(monkeypatch):
+    """tokens.install and tokens.adopt set HADOOP_TOKEN_FILE_LOCATION themselves (as they must,
+    in a node): start every test without it, and have monkeypatch restore it, or its absence,
+    after. (``monkeypatch.delenv`` of an unset variable alone records nothing to undo: the
+    first version of this file leaked a fake token file into every later test of the session.)"""
+    monkeypatch.setenv("HADOOP_TOKEN_FILE_LOCATION", "-")
+    monkeypatch.delenv("HADOOP_TOKEN_FILE_LOCATION")
+
+
 def test_relayed_tokens_become_the_process_s_in_a_private_file(tmp_path, monkeypatch):
     container = tmp_path / "container_tokens"
     container.write_bytes(storage(OLD))
@@ -44,7 +54,6 @@ def test_relayed_tokens_become_the_process_s_in_a_private_file(tmp_path, monkeyp
 
 
 def test_what_is_not_a_token_file_is_refused_and_nothing_changes(tmp_path, monkeypatch):
-    monkeypatch.delenv("HADOOP_TOKEN_FILE_LOCATION", raising=False)
     with pytest.raises(paths.HadoopFSError, match="HDTS"):
         tokens.install(b"not tokens", str(tmp_path))
     assert os.listdir(tmp_path) == []
@@ -52,7 +61,6 @@ def test_what_is_not_a_token_file_is_refused_and_nothing_changes(tmp_path, monke
 
 
 def test_a_symlink_planted_as_the_tokens_file_is_replaced_not_followed(tmp_path, monkeypatch):
-    monkeypatch.delenv("HADOOP_TOKEN_FILE_LOCATION", raising=False)
     victim = tmp_path / "victim"
     victim.write_bytes(b"keep")
     work = tmp_path / "node"

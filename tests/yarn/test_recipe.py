@@ -113,12 +113,6 @@ def _sh_keeping_logs(yarn, tmp_path, cmd, env, cwd):
         ) from failed
 
 
-@pytest.mark.xfail(
-    reason="open regression (2026-11-29): in the whole suite the cluster-mode driver exits 1 "
-    "after about 28 s (two full runs); alone it passes (137 s). To diagnose first: the "
-    "failure now carries the application's logs",
-    strict=False,
-)
 def test_the_recipe_archive_on_hdfs_in_cluster_mode(yarn, user_env, tmp_path):
     env, user = user_env, user_env["USER"]
 
