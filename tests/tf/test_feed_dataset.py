@@ -151,8 +151,8 @@ def test_rdd_dicts_become_dicts_of_tensors(tmp_path):
     feed.close()
 
 
-def test_keras_fit_takes_every_row_each_epoch(tmp_path):
-    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+def test_keras_fit_takes_every_row_each_epoch(tmp_path, monkeypatch):
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
     import tf_keras as keras
 
     elements = [(np.full(2, i / 40, np.float32), np.float32(i / 20)) for i in range(40)]
