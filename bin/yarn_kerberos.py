@@ -38,6 +38,19 @@ TOOLS = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit")
 TOKEN_LIFETIME_SECS = 30 * 60
 
 
+#: The realm's allowed clock skew (s) unless SPARKTF_CLOCK_SKEW says: Kerberos's usual 300 s,
+#: within which an expired ticket is still accepted (the kerberos tier uses 10 s, so that a
+#: ticket is refused seconds after its end, not five minutes)
+CLOCK_SKEW_SECS = 300
+
+
+def clock_skew() -> int:
+    secs = int(os.environ.get("SPARKTF_CLOCK_SKEW") or CLOCK_SKEW_SECS)
+    if secs < 1:
+        raise SystemExit(f"SPARKTF_CLOCK_SKEW={secs}: at least 1 s")
+    return secs
+
+
 def token_times() -> tuple[str, str]:
     """(renew interval, maximum lifetime) of every delegation token, in ms, as site values."""
     secs = int(os.environ.get("SPARKTF_TOKEN_LIFETIME") or TOKEN_LIFETIME_SECS)
@@ -88,7 +101,7 @@ def write_conf(state: str, port: int) -> None:
             " dns_lookup_realm = false\n rdns = false\n dns_canonicalize_hostname = false\n"
             # TCP (Java and MIT alike): no UDP retries on a loaded machine
             " udp_preference_limit = 1\n forwardable = true\n ticket_lifetime = 24h\n"
-            " renew_lifetime = 7d\n"
+            f" renew_lifetime = 7d\n clockskew = {clock_skew()}\n"
             f"[realms]\n {REALM} = {{\n  kdc = 127.0.0.1:{port}\n }}\n"
             f"[domain_realm]\n localhost = {REALM}\n 127.0.0.1 = {REALM}\n"
         )

@@ -383,6 +383,7 @@ def secure_yarn(tmp_path_factory):
         ("start", "--kerberos"),
         kerberos_harness.SecureCluster,
         SPARKTF_TOKEN_LIFETIME=str(kerberos_harness.TOKEN_LIFETIME),
+        SPARKTF_CLOCK_SKEW=str(kerberos_harness.CLOCK_SKEW),
     )
 
 

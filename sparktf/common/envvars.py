@@ -136,6 +136,14 @@ TABLE: tuple[EnvVar, ...] = (
         "half of it), short so that a job outlives its tokens (the kerberos tier: 60)",
     ),
     EnvVar(
+        "SPARKTF_CLOCK_SKEW",
+        "bin",
+        "300",
+        "start --kerberos: the realm's allowed clock skew (s), within which an expired ticket "
+        "is still accepted (the kerberos tier: 10, so that a ticket is refused seconds after "
+        "its end)",
+    ),
+    EnvVar(
         "SPARKTF_YARN_DIR",
         "bin",
         "/tmp/sparktf-yarn-$UID",

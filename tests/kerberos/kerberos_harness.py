@@ -24,6 +24,9 @@ import yarn_kerberos  # noqa: E402
 #: obtains since must reach the TF processes (sparktf.driver.credentials) and sparktf.predict's
 #: tasks (sparktf.fs.tokens.adopt)
 TOKEN_LIFETIME = 60
+#: The tier's realm allows this clock skew (s): an expired ticket is refused this long after
+#: its end (Kerberos's usual 300 s would make the test wait five minutes)
+CLOCK_SKEW = 10
 
 
 def missing():

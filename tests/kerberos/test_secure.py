@@ -6,13 +6,14 @@ through sparktf.fs with and without a ticket, and the main job submitted with
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 
 import pytest
 from helpers import nameservices
 from helpers.procs import pid_alive, wait_until
-from kerberos_harness import ROOT, TOKEN_LIFETIME, hdfs_test_cluster
+from kerberos_harness import CLOCK_SKEW, ROOT, TOKEN_LIFETIME, hdfs_test_cluster
 
 # timeout(600): the first test also starts the secure cluster (jars fetched the first time);
 # the job's YARN containers take tens of seconds to start
@@ -48,6 +49,40 @@ def test_without_a_ticket_hdfs_is_refused_with_a_clear_error(secure_yarn, tmp_pa
         assert m, said
         assert float(m.group(1)) < 60, said
         assert "kinit" in m.group(2) and "--principal" in m.group(2), said
+
+
+def test_an_expired_ticket_is_refused_within_seconds_naming_kinit(secure_yarn, tmp_path):
+    """A ticket past its end (the tier's realm allows CLOCK_SKEW s of skew, not Kerberos's
+    usual 300, so that it is refused seconds after its end): sparktf.fs fails within seconds,
+    its error naming kinit, whichever backend; never a wait on Hadoop's retries."""
+    backends = ["libhdfs"]
+    try:
+        import requests_kerberos  # noqa: F401
+
+        backends.append("webhdfs")
+    except ImportError:  # (WebHDFS with SPNEGO needs it: tested where it is installed)
+        pass
+    cache = tmp_path / "short"
+    subprocess.run(
+        ["kinit", "-l", "5s", "-kt", secure_yarn.keytab, "-c", str(cache), secure_yarn.principal],
+        env=secure_yarn.env(),
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    time.sleep(5 + CLOCK_SKEW + 2)
+    for backend in backends:
+        out = secure_yarn.python(
+            FS_ROUND_TRIP,
+            f"hdfs:///user/{secure_yarn.user}/expired",
+            KRB5CCNAME=str(cache),
+            SPARKTF_HDFS_BACKEND=backend,
+        )
+        said = f"{backend}: {out.stdout}{out.stderr[-3000:]}"
+        m = re.search(r"HadoopFSError after ([\d.]+)s: (.*)", out.stdout)
+        assert m, said
+        assert float(m.group(1)) < 30, said
+        assert "kinit" in m.group(2), said
 
 
 @pytest.mark.parametrize("backend", ["libhdfs", "webhdfs"])
