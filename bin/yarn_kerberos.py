@@ -44,18 +44,22 @@ TOKEN_LIFETIME_SECS = 30 * 60
 CLOCK_SKEW_SECS = 300
 
 
-def clock_skew() -> int:
-    secs = int(os.environ.get("SPARKTF_CLOCK_SKEW") or CLOCK_SKEW_SECS)
-    if secs < 1:
-        raise SystemExit(f"SPARKTF_CLOCK_SKEW={secs}: at least 1 s")
+def _seconds(name: str, default: int, least: int, why: str = "") -> int:
+    """The environment variable ``name`` in seconds (``default`` where unset), at least
+    ``least``."""
+    secs = int(os.environ.get(name) or default)
+    if secs < least:
+        raise SystemExit(f"{name}={secs}: at least {least} s{why}")
     return secs
+
+
+def clock_skew() -> int:
+    return _seconds("SPARKTF_CLOCK_SKEW", CLOCK_SKEW_SECS, 1)
 
 
 def token_times() -> tuple[str, str]:
     """(renew interval, maximum lifetime) of every delegation token, in ms, as site values."""
-    secs = int(os.environ.get("SPARKTF_TOKEN_LIFETIME") or TOKEN_LIFETIME_SECS)
-    if secs < 10:
-        raise SystemExit(f"SPARKTF_TOKEN_LIFETIME={secs}: at least 10 s (Spark renews at 75 %)")
+    secs = _seconds("SPARKTF_TOKEN_LIFETIME", TOKEN_LIFETIME_SECS, 10, " (Spark renews at 75 %)")
     return str(secs * 500), str(secs * 1000)
 
 

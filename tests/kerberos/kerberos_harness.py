@@ -86,10 +86,12 @@ class SecureCluster(YarnCluster):
             for i in range(node["numContainers"])
         ]
 
-    def kinit(self, cache):
-        """The user's ticket, from the keytab, in the credentials cache file ``cache``."""
+    def kinit(self, cache, lifetime=None):
+        """The user's ticket, from the keytab, in the credentials cache file ``cache``
+        (``lifetime``: kinit's ``-l``, such as ``"5s"``)."""
         subprocess.run(
-            ["kinit", "-kt", self.keytab, "-c", str(cache), self.principal],
+            ["kinit", *(("-l", lifetime) if lifetime else ()), "-kt", self.keytab]
+            + ["-c", str(cache), self.principal],
             env=self.env(),
             check=True,
             capture_output=True,

@@ -6,7 +6,6 @@ through sparktf.fs with and without a ticket, and the main job submitted with
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
@@ -63,13 +62,7 @@ def test_an_expired_ticket_is_refused_within_seconds_naming_kinit(secure_yarn, t
     except ImportError:  # (WebHDFS with SPNEGO needs it: tested where it is installed)
         pass
     cache = tmp_path / "short"
-    subprocess.run(
-        ["kinit", "-l", "5s", "-kt", secure_yarn.keytab, "-c", str(cache), secure_yarn.principal],
-        env=secure_yarn.env(),
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    secure_yarn.kinit(cache, lifetime="5s")
     time.sleep(5 + CLOCK_SKEW + 2)
     for backend in backends:
         out = secure_yarn.python(
